@@ -1,0 +1,1 @@
+"""Agent backends: the backend protocol, the process helper and one module per agent CLI."""

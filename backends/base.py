@@ -1,0 +1,136 @@
+"""The backend protocol: what every agent backend takes, emits and returns.
+
+A backend turns a `RunSpec` into a running agent. The daemon only ever sees three things:
+
+* a stream of `Message` objects (the drain loop reads them, the watchdog watches them),
+* how many messages are still queued (`AgentRun.pending()` — the watchdog never fires while
+  the drain is merely behind),
+* a final `RunResult` once the message stream has ended.
+
+Leaving the `async with backend.start(spec)` block — normally, by an error, or because the
+watchdog cancelled the enclosing scope — kills the agent's whole process tree. That is the
+only place processes are killed; the watchdog never touches a process itself.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class MessageType(enum.StrEnum):
+    """Kinds of message an agent emits; `result` is internal (the final answer, not sent)."""
+
+    TEXT = "text"
+    THINKING = "thinking"
+    TOOL_USE = "tool_use"
+    TOOL_RESULT = "tool_result"
+    STATUS = "status"
+    ERROR = "error"
+    LOG = "log"
+    RESULT = "result"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token usage of one model during a run."""
+
+    provider: str
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One event from an agent, in the daemon's own model (DESIGN.md §2 and §5)."""
+
+    type: MessageType
+    content: str = ""
+    tool: str = ""
+    call_id: str = ""
+    input: Mapping[str, Any] | None = None
+    output: str = ""
+    session_id: str = ""
+    is_error: bool = False
+    usage: tuple[Usage, ...] = ()
+
+
+class RunStatus(enum.StrEnum):
+    """How a run ended, as the backend saw it; the daemon adds watchdog and cancel outcomes."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    ABORTED = "aborted"
+    TIMEOUT = "timeout"
+    IDLE_WATCHDOG = "idle_watchdog"
+    CANCELLED = "cancelled"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The outcome of one agent run."""
+
+    status: RunStatus
+    output: str = ""
+    error: str = ""
+    session_id: str = ""
+    usage: tuple[Usage, ...] = ()
+    exit_code: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything a backend needs to start one agent run."""
+
+    prompt: str
+    workdir: Path
+    env: Mapping[str, str]
+    task_id: str = ""
+    model: str = ""
+    resume_session_id: str = ""
+    instructions: str = ""
+    extra_args: Sequence[str] = field(default_factory=tuple)
+
+
+class AgentRun(Protocol):
+    """A started agent: its messages, its queue depth, its pid and, at the end, its result."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def messages(self) -> AsyncIterator[Message]:
+        """Yield messages until the agent's stdout closes."""
+        ...
+
+    def pending(self) -> int:
+        """Messages parsed but not yet taken by the drain loop."""
+        ...
+
+    async def close_stdin(self) -> None:
+        """Tell the agent no more input is coming (used after its final result)."""
+        ...
+
+    async def result(self) -> RunResult:
+        """Wait (bounded) for the process to exit and build the result; call after `messages`."""
+        ...
+
+
+class Backend(Protocol):
+    """An agent CLI the daemon can run."""
+
+    name: str
+
+    async def detect(self) -> str | None:
+        """Return the CLI's version if it is installed and answers, else None (bounded)."""
+        ...
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the agent; leaving the context kills its whole process tree."""
+        ...

@@ -1,0 +1,58 @@
+"""Every exception the daemon raises on purpose, in one tree.
+
+    DaemonError
+    ├── ConfigError              fatal: bad environment; the CLI prints one line and exits 2
+    ├── AlreadyRunningError      fatal: another daemon holds the health port; exit 1
+    └── ServerError              a call to the server did not succeed
+        ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
+        ├── PermanentServerError     any other 4xx — never retried
+        │   ├── TaskGoneError            404 "task not found": interrupt the agent
+        │   └── RuntimeGoneError         404 "runtime not found": register again
+        └── MalformedResponseError   2xx with a body that does not fit the protocol
+
+A `ServerError` ends one call, never the daemon: callers log it, count it and carry on.
+"""
+
+from __future__ import annotations
+
+
+class DaemonError(Exception):
+    """Base of every error the daemon raises on purpose."""
+
+
+class ConfigError(DaemonError):
+    """A configuration value is invalid; start-up stops with this message."""
+
+
+class AlreadyRunningError(DaemonError):
+    """Another daemon already holds the health address (the single-instance lock)."""
+
+
+class ServerError(DaemonError):
+    """A server call failed; `endpoint` names the call, `status` the HTTP status if any."""
+
+    def __init__(self, endpoint: str, message: str, status: int | None = None) -> None:
+        super().__init__(f"{endpoint}: {message}" + (f" (HTTP {status})" if status else ""))
+        self.endpoint = endpoint
+        self.message = message
+        self.status = status
+
+
+class TransientServerError(ServerError):
+    """The server may succeed later (transport error, 5xx, 408, 429)."""
+
+
+class PermanentServerError(ServerError):
+    """The server refused the request for good (4xx other than 408/429)."""
+
+
+class TaskGoneError(PermanentServerError):
+    """The server no longer knows the task: the run must stop."""
+
+
+class RuntimeGoneError(PermanentServerError):
+    """The server no longer knows the runtime: the daemon must register again."""
+
+
+class MalformedResponseError(ServerError):
+    """The server answered 2xx with a body that does not match the protocol."""

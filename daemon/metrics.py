@@ -1,0 +1,101 @@
+"""Every Prometheus metric the daemon exports, on one explicit registry.
+
+Tests build a fresh `Metrics()` each, so nothing is registered twice. Labels are bounded:
+backend, status, failure reason, scope, signal, message type, endpoint, outcome — never a
+task id.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+
+import daemon
+
+_DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 36000)
+_REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
+
+
+class Metrics:
+    """The daemon's metrics; one instance per daemon, each on its own registry."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        p = "agent_daemon_"
+        self.tasks_claimed = Counter(f"{p}tasks_claimed", "Tasks claimed", ["backend"], registry=r)
+        self.tasks_finished = Counter(
+            f"{p}tasks_finished",
+            "Tasks finished",
+            ["backend", "status", "failure_reason"],
+            registry=r,
+        )
+        self.task_duration = Histogram(
+            f"{p}task_duration_seconds",
+            "Task run time from claim to terminal report",
+            ["backend"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.tasks_running = Gauge(f"{p}tasks_running", "Tasks running now", registry=r)
+        self.tools_in_flight = Gauge(
+            f"{p}tools_in_flight", "Tool calls in flight across running tasks", registry=r
+        )
+        self.watchdog_fires = Counter(
+            f"{p}watchdog_fires", "Watchdog and timeout firings", ["scope"], registry=r
+        )
+        self.process_kills = Counter(
+            f"{p}process_kills", "Signals sent to agent process groups", ["signal"], registry=r
+        )
+        self.backend_messages = Counter(
+            f"{p}backend_messages", "Messages received from agents", ["type"], registry=r
+        )
+        self.invalid_agent_lines = Counter(
+            f"{p}invalid_agent_lines", "Agent output lines that could not be parsed", registry=r
+        )
+        self.server_requests = Counter(
+            f"{p}server_requests",
+            "Requests to the server",
+            ["endpoint", "outcome"],
+            registry=r,
+        )
+        self.server_request_duration = Histogram(
+            f"{p}server_request_duration_seconds",
+            "Server request latency",
+            ["endpoint"],
+            buckets=_REQUEST_BUCKETS,
+            registry=r,
+        )
+        self.server_retries = Counter(
+            f"{p}server_retries", "Server requests retried", ["endpoint"], registry=r
+        )
+        self.circuit_state = Gauge(
+            f"{p}circuit_state", "Server circuit: 0 closed, 1 half-open, 2 open", registry=r
+        )
+        self.transcript_dropped = Counter(
+            f"{p}transcript_messages_dropped",
+            "Transcript messages dropped (buffer cap while the server was down)",
+            registry=r,
+        )
+        self.outbox_depth = Gauge(
+            f"{p}outbox_depth", "Terminal reports waiting in the durable outbox", registry=r
+        )
+        self.heartbeat_age = Gauge(
+            f"{p}last_message_age_seconds",
+            "Seconds since the most recent agent message across running tasks",
+            registry=r,
+        )
+        self.build_info = Info(f"{p}build", "Build information", registry=r)
+        self.build_info.info({"version": daemon.__version__})
+
+    def exposition(self) -> bytes:
+        """The Prometheus text exposition of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,1 @@
+"""The embedded reference server: the Multica daemon protocol over SQLite."""
