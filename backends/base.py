@@ -85,6 +85,26 @@ class RunResult:
     exit_code: int | None = None
 
 
+class RunObserver(Protocol):
+    """Hooks through which a run reports what the daemon counts (metrics)."""
+
+    def signal_sent(self, signal_name: str) -> None:
+        """A signal (`SIGTERM`, `SIGKILL`) was sent to part of the agent's process tree."""
+
+    def invalid_line(self) -> None:
+        """An agent output line could not be parsed and was skipped."""
+
+
+class NullObserver:
+    """An observer that ignores everything (the default)."""
+
+    def signal_sent(self, signal_name: str) -> None:
+        """Ignore the signal."""
+
+    def invalid_line(self) -> None:
+        """Ignore the line."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """Everything a backend needs to start one agent run."""
@@ -97,6 +117,30 @@ class RunSpec:
     resume_session_id: str = ""
     instructions: str = ""
     extra_args: Sequence[str] = field(default_factory=tuple)
+    kill_grace: float = 5.0
+    observer: RunObserver = field(default_factory=NullObserver)
+
+
+@dataclass(slots=True)
+class ParseStep:
+    """What one agent output line produced: messages, and lines to write back to its stdin."""
+
+    messages: list[Message] = field(default_factory=list)
+    replies: list[bytes] = field(default_factory=list)
+    close_stdin: bool = False
+    invalid: bool = False
+
+
+class LineParser(Protocol):
+    """Turns an agent's stdout lines into messages and, at exit, into a result."""
+
+    def feed(self, line: str) -> ParseStep:
+        """Parse one line (already cleaned of NUL bytes and invalid UTF-8, no newline)."""
+        ...
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """Build the run's result once stdout closed and the process exited (or was killed)."""
+        ...
 
 
 class AgentRun(Protocol):
