@@ -1,0 +1,77 @@
+"""What the drain loop knows about a run: when it last heard from the agent, which tools run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from backends.base import Message, MessageType
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A tool call the agent started and has not finished yet."""
+
+    call_id: str
+    name: str
+    started_at: float
+
+
+@dataclass(slots=True)
+class Activity:
+    """Stamped by the drain loop on every message; read by the watchdog and the health port.
+
+    Times are monotonic seconds from the injected clock. A `tool_result` whose call id was never
+    seen in a `tool_use` changes nothing, so the in-flight count can never go negative.
+    """
+
+    clock: Callable[[], float]
+    started_at: float = 0.0
+    last_activity_at: float = 0.0
+    first_message_at: float | None = None
+    result_at: float | None = None
+    last_type: str = ""
+    messages: int = 0
+    tool_calls: int = 0
+    tools: dict[str, ToolCall] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.restart()
+
+    def restart(self) -> None:
+        """Begin a new attempt: the agent process was (re)started just now."""
+        now = self.clock()
+        self.started_at = now
+        self.last_activity_at = now
+        self.first_message_at = None
+        self.result_at = None
+        self.tools.clear()
+
+    def observe(self, message: Message) -> None:
+        """Stamp activity for one message and keep the in-flight tool set up to date."""
+        now = self.clock()
+        self.last_activity_at = now
+        if self.first_message_at is None:
+            self.first_message_at = now
+        self.last_type = message.type.value
+        self.messages += 1
+        if message.type is MessageType.TOOL_USE:
+            self.tool_calls += 1
+            call_id = message.call_id or f"anonymous-{self.tool_calls}"
+            self.tools[call_id] = ToolCall(call_id, message.tool, now)
+        elif message.type is MessageType.TOOL_RESULT:
+            self.tools.pop(message.call_id, None)
+        elif message.type is MessageType.RESULT:
+            self.result_at = now
+
+    def idle_seconds(self) -> float:
+        """Seconds since the last message (or since the start, before the first one)."""
+        return max(0.0, self.clock() - self.last_activity_at)
+
+    def tools_view(self) -> list[dict[str, object]]:
+        """The tools in flight, for incident records and the health port."""
+        now = self.clock()
+        return [
+            {"name": t.name, "call_id": t.call_id, "running_for": round(now - t.started_at, 3)}
+            for t in self.tools.values()
+        ]

@@ -1,0 +1,141 @@
+"""The tool-aware idle watchdog: stops a run that hangs, never one busy inside a tool call.
+
+It fires only when all of these hold (DESIGN.md §1):
+
+* the agent has been silent for at least the window that applies now — the first-output
+  budget before any message, the tool budget while a tool call is in flight, else the idle
+  window;
+* the backend's message queue is empty (the drain loop is not merely behind);
+* the agent has not already sent its final result (the exit grace covers that phase).
+
+It never touches a process: it cancels the run's scope, and the backend's cleanup kills the
+process tree. Time comes from an injected clock and sleep, so tests need no real waiting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+
+from daemon.activity import Activity
+from daemon.durations import format_duration
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchdogPolicy:
+    """The windows, in seconds; 0 turns one off. `idle_window == 0` turns off idle and tool."""
+
+    idle_window: float = 1800.0
+    tool_window: float = 7200.0
+    first_output: float = 120.0
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any window can fire."""
+        return self.idle_window > 0 or self.first_output > 0
+
+    def tick(self) -> float:
+        """How often to check: half the smallest active window, never under 30 s past 1 min."""
+        windows = [w for w in (self.idle_window, self.first_output) if w > 0]
+        if self.idle_window > 0 and self.tool_window > 0:
+            windows.append(self.tool_window)
+        return min(_tick_for(w) for w in windows) if windows else 0.0
+
+
+def _tick_for(window: float) -> float:
+    half = window / 2
+    return max(half, 30.0) if window >= 60 else half
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Why the watchdog fired; the runner turns it into a report and an incident record."""
+
+    scope: str
+    threshold: float
+    idle_seconds: float
+    tools: tuple[dict[str, object], ...]
+    last_type: str
+
+    def describe(self) -> str:
+        """The error text reported to the server: names the window and the idle time."""
+        idle = format_duration(round(self.idle_seconds, 1))
+        window = format_duration(self.threshold)
+        if self.scope == "first_output":
+            return f"agent produced no first output within {window} (silent for {idle})"
+        if self.scope == "tool":
+            names = ", ".join(f"{t['name']} ({t['call_id']})" for t in self.tools)
+            return (
+                f"agent silent for {idle} inside tool call {names}: "
+                f"tool watchdog window {window} exceeded"
+            )
+        return (
+            f"agent idle for {idle} with no tool in flight: idle watchdog window {window} exceeded"
+        )
+
+
+def decide(policy: WatchdogPolicy, activity: Activity, pending: int) -> Verdict | None:
+    """The whole decision, as a pure function of the policy, the activity and the queue."""
+    if pending > 0 or activity.result_at is not None:
+        return None
+    idle = activity.idle_seconds()
+    if activity.first_message_at is None and policy.first_output > 0:
+        scope, threshold = "first_output", policy.first_output
+    elif policy.idle_window <= 0:
+        return None
+    elif activity.tools:
+        if policy.tool_window <= 0:
+            return None
+        scope, threshold = "tool", policy.tool_window
+    else:
+        scope, threshold = "idle", policy.idle_window
+    if idle < threshold:
+        return None
+    return Verdict(scope, threshold, idle, tuple(activity.tools_view()), activity.last_type)
+
+
+class Watchdog:
+    """Ticks at window/2 and cancels the run's scope when `decide` says so."""
+
+    def __init__(
+        self,
+        policy: WatchdogPolicy,
+        activity: Activity,
+        pending: Callable[[], int],
+        sleep: Sleep = anyio.sleep,
+    ) -> None:
+        self.policy = policy
+        self.activity = activity
+        self._pending = pending
+        self._sleep = sleep
+        self.verdict: Verdict | None = None
+
+    def threshold_now(self) -> float:
+        """The window that applies at this moment (0 = none), for the health port."""
+        p, a = self.policy, self.activity
+        if a.result_at is not None:
+            return 0.0
+        if a.first_message_at is None and p.first_output > 0:
+            return p.first_output
+        if p.idle_window <= 0:
+            return 0.0
+        if a.tools:
+            return p.tool_window
+        return p.idle_window
+
+    async def watch(self, scope: anyio.CancelScope) -> None:
+        """Check every tick until the verdict; then record it and cancel `scope`."""
+        tick = self.policy.tick()
+        if tick <= 0:
+            return
+        while True:
+            await self._sleep(tick)
+            verdict = decide(self.policy, self.activity, self._pending())
+            if verdict is not None:
+                self.verdict = verdict
+                scope.cancel()
+                return
