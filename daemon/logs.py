@@ -1,0 +1,88 @@
+"""Log setup: one handler on the root logger, greppable text lines or one JSON object a line.
+
+Text lines read `2026-11-25T21:52:33.123Z INFO daemon.worker: claimed task 1a2b3c4d
+backend=claude`: the message carries what a human greps for. JSON lines carry the same
+`time`, `level`, `logger` and `message` plus every `extra={...}` field (task_id, backend,
+...), so log pipelines can filter on them without parsing the message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+FORMATS = ("text", "json")
+
+# Libraries that log every request at INFO; their lines would drown the daemon's own.
+NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access")
+
+# Attributes every LogRecord has; anything else on a record came from `extra=`.
+_RECORD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+
+
+def short_id(task_id: str) -> str:
+    """The first 8 characters of a task id: short enough to read, long enough to grep."""
+    return task_id[:8]
+
+
+def configure_logging(level: str = "INFO", fmt: str = "text", stream: TextIO | None = None) -> None:
+    """Send all logs to `stream` (default: sys.stderr at call time); safe to call again."""
+    levels = logging.getLevelNamesMapping()
+    if level.upper() not in levels:
+        raise ValueError(f"unknown log level {level!r}")
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown log format {fmt!r}: expected text or json")
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _DaemonHandler)]:
+        root.removeHandler(old)
+    handler = _DaemonHandler(sys.stderr if stream is None else stream)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    root.addHandler(handler)
+    root.setLevel(levels[level.upper()])
+    for name in NOISY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class _DaemonHandler(logging.StreamHandler[TextIO]):
+    """The handler `configure_logging` installs; its type marks it for replacement."""
+
+
+def _timestamp(record: logging.LogRecord) -> str:
+    moment = datetime.fromtimestamp(record.created, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class TextFormatter(logging.Formatter):
+    """`<UTC time> <LEVEL> <logger>: <message>`, then the traceback if any."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        if record.stack_info:
+            line += "\n" + self.formatStack(record.stack_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record: time, level, logger, message, extras, exception."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "time": _timestamp(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _RECORD_ATTRS and key not in doc:
+                doc[key] = value
+        if record.exc_info:
+            doc["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            doc["stack"] = self.formatStack(record.stack_info)
+        # default=str: an extra that JSON cannot encode (a Path, an enum) must not lose the line.
+        return json.dumps(doc, default=str, ensure_ascii=False)
