@@ -1,0 +1,7 @@
+"""`python -m daemon` runs the `agent-daemon` command."""
+
+import sys
+
+from daemon.cli import main
+
+sys.exit(main())

@@ -1,0 +1,174 @@
+"""The `agent-daemon` command: `run`, `server`, `submit` (and, with the health port, more)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+import anyio
+import httpx
+
+import daemon
+from daemon.circuit import CircuitBreaker
+from daemon.client import ServerClient, make_http_client
+from daemon.config import Settings
+from daemon.discovery import candidates, detect
+from daemon.errors import ConfigError, DaemonError
+from daemon.logs import configure_logging
+from daemon.metrics import Metrics
+from daemon.server.serve import serve
+from daemon.tasks_api import TasksApi
+from daemon.worker import Worker
+
+log = logging.getLogger("daemon")
+
+_FINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_env(os.environ)
+    except ConfigError as exc:
+        print(f"agent-daemon: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        code: int = anyio.run(args.func, settings, args)
+    except KeyboardInterrupt:
+        return 130
+    except DaemonError as exc:
+        print(f"agent-daemon: {exc}", file=sys.stderr)
+        return 1
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-daemon", description="Run coding-agent CLIs for a task server."
+    )
+    parser.add_argument("--version", action="version", version=daemon.__version__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the daemon (embedded server if MULTICA_SERVER_URL unset)")
+    run.set_defaults(func=_run)
+    server = sub.add_parser("server", help="run the embedded reference server alone")
+    server.add_argument("--listen", default=None, help="HOST:PORT (default 127.0.0.1:8080)")
+    server.set_defaults(func=_server)
+    submit = sub.add_parser("submit", help="submit a task to the server")
+    submit.add_argument("prompt")
+    submit.add_argument("--backend", default=None, help="backend name, e.g. claude or command")
+    submit.add_argument(
+        "--wait", action="store_true", help="print the transcript, wait for the end"
+    )
+    submit.set_defaults(func=_submit)
+    return parser
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    """The daemon: the embedded server when no server URL is set, then the worker."""
+    metrics = Metrics()
+    async with anyio.create_task_group() as tg:
+        url = settings.server_url
+        if settings.embedded:
+            host, port = _split(settings.embedded_listen)
+            db = settings.state_dir / "server.db"
+            bound = await tg.start(serve, db, host, port, settings.token)
+            url = f"http://{host}:{bound}"
+            log.info("embedded server listening on %s (database %s)", url, db)
+        versions = await detect(candidates(settings))
+        if not versions:
+            log.error("no agent backend found on this machine (claude, codex, command, scripted)")
+            tg.cancel_scope.cancel()
+            return 1
+        found = {b.name: (b, versions[b.name]) for b in candidates(settings) if b.name in versions}
+        circuit = CircuitBreaker(metrics=metrics)
+        async with make_http_client(url, settings.token, daemon.__version__) as http:
+            client = ServerClient(http, metrics=metrics, circuit=circuit)
+            worker = Worker(
+                settings,
+                client,
+                found,
+                server_url=url,
+                metrics=metrics,
+                circuit=circuit,
+                base_env=os.environ,
+            )
+            await worker.run()
+        tg.cancel_scope.cancel()
+    return 0
+
+
+async def _server(settings: Settings, args: argparse.Namespace) -> int:
+    """The embedded server alone, until SIGINT/SIGTERM."""
+    host, port = _split(args.listen or settings.embedded_listen)
+    db = settings.state_dir / "server.db"
+    async with anyio.create_task_group() as tg:
+        bound = await tg.start(serve, db, host, port, settings.token)
+        print(f"agent-daemon server listening on http://{host}:{bound} (database {db})", flush=True)
+        await _wait_for_signal()
+        tg.cancel_scope.cancel()
+    return 0
+
+
+async def _wait_for_signal() -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        async for _ in received:
+            return
+
+
+async def _submit(settings: Settings, args: argparse.Namespace) -> int:
+    """Create a task; with --wait print its transcript as it arrives and exit 0 on completion."""
+    url = settings.server_url or f"http://{settings.embedded_listen}"
+    async with make_http_client(url, settings.token, daemon.__version__) as http:
+        api = TasksApi(http)
+        try:
+            task = await api.create_task(args.prompt, backend=args.backend)
+        except (httpx.HTTPError, DaemonError) as exc:
+            print(f"agent-daemon: cannot submit to {url}: {exc}", file=sys.stderr)
+            return 1
+        print(f"task {task['id']} queued", flush=True)
+        if not args.wait:
+            return 0
+        return await _follow(api, task["id"])
+
+
+async def _follow(api: TasksApi, task_id: str) -> int:
+    after = 0
+    while True:
+        task = await api.get_task(task_id)
+        for message in await api.messages(task_id, after_seq=after):
+            after = max(after, int(message["seq"]))
+            print(_render(message), flush=True)
+        if task["status"] in _FINAL:
+            # One more read: messages sent just before the terminal report.
+            for message in await api.messages(task_id, after_seq=after):
+                print(_render(message), flush=True)
+            break
+        await anyio.sleep(0.5)
+    print(f"task {task_id} {task['status']}", flush=True)
+    if task.get("output"):
+        print(task["output"], flush=True)
+    if task.get("error"):
+        reason = task.get("failure_reason") or "error"
+        print(f"{reason}: {task['error']}", file=sys.stderr, flush=True)
+    return 0 if task["status"] == "completed" else 1
+
+
+def _render(message: dict[str, object]) -> str:
+    kind = message.get("type")
+    if kind == "tool_use":
+        return f"[tool_use {message.get('tool')}] {json.dumps(message.get('input'))}"
+    if kind == "tool_result":
+        return f"[tool_result] {message.get('output')}"
+    return f"[{kind}] {message.get('content')}"
+
+
+def _split(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host.strip("[]"), int(port)

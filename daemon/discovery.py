@@ -1,0 +1,57 @@
+"""Which agent backends this machine has: each candidate is asked for its version, bounded."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from backends.base import Backend
+from daemon.config import Settings
+
+log = logging.getLogger(__name__)
+
+DETECT_TIMEOUT = 10.0
+
+
+def candidates(settings: Settings) -> list[Backend]:
+    """Every backend the settings make possible, whether or not its CLI is installed."""
+    from backends.claude import ClaudeBackend
+    from backends.codex import CodexBackend
+    from backends.command import CommandBackend
+    from backends.scripted import ScriptedBackend
+
+    found: list[Backend] = [
+        ClaudeBackend(settings.claude_path, settings.claude_args, settings.claude_model),
+        CodexBackend(settings.codex_path, settings.codex_args, settings.codex_model),
+    ]
+    if settings.command_path:
+        found.append(CommandBackend(settings.command_path, settings.command_args))
+    if settings.scripted_backend:
+        found.append(ScriptedBackend())
+    return found
+
+
+async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict[str, str]:
+    """Ask every backend for its version at once; a wedged CLI costs at most `bound`."""
+    versions: dict[str, str] = {}
+
+    async def one(backend: Backend) -> None:
+        version: str | None = None
+        with anyio.move_on_after(bound) as scope:
+            try:
+                version = await backend.detect()
+            except Exception as exc:  # a broken CLI must never stop the daemon starting
+                log.warning("backend %s: detection failed: %s", backend.name, exc)
+        if scope.cancelled_caught:
+            log.warning("backend %s: no answer to --version within %ss", backend.name, bound)
+        elif version:
+            versions[backend.name] = version
+            log.info("backend %s: found version %s", backend.name, version)
+        else:
+            log.info("backend %s: not available", backend.name)
+
+    async with anyio.create_task_group() as tg:
+        for backend in backends:
+            tg.start_soon(one, backend)
+    return versions

@@ -1,0 +1,47 @@
+"""The incident log: one JSON line per watchdog or timeout event in `timeouts.jsonl`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """What an operator needs after a run was stopped (or nudged) by a watchdog or timeout."""
+
+    task_id: str
+    scope: str
+    threshold: float
+    idle_seconds: float
+    last_message_type: str
+    retry: int
+    action: str
+    pid: int | None
+    tools_in_flight: list[dict[str, object]] = field(default_factory=list)
+    backend: str = ""
+    time: str = ""
+
+
+class IncidentLog:
+    """Appends incidents to `<state dir>/timeouts.jsonl`; a write failure is logged, not raised."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def record(self, incident: Incident) -> None:
+        """Append one line (the record gets the current UTC time)."""
+        row = asdict(incident)
+        row["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        row["idle_seconds"] = round(incident.idle_seconds, 3)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row, sort_keys=True) + "\n")
+        except OSError as exc:
+            log.error("could not append to %s: %s", self.path, exc)

@@ -1,0 +1,407 @@
+"""Runs one claimed task: work directory, agent, drain loop, watchdog, terminal report."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+
+from backends.base import Backend, Message, MessageType, RunResult, RunSpec, RunStatus, Usage
+from daemon.activity import Activity
+from daemon.config import Settings
+from daemon.durations import format_duration
+from daemon.errors import PermanentServerError, ServerError, TaskGoneError
+from daemon.incidents import Incident, IncidentLog
+from daemon.logs import short_id
+from daemon.metrics import Metrics
+from daemon.models import Task, UsageEntry
+from daemon.outbox import Outbox, TerminalReport, send_report
+from daemon.transcript import Transcript
+from daemon.watchdog import Verdict, Watchdog, WatchdogPolicy
+from daemon.workspace import agent_env, build_prompt, work_dir, write_instructions
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF = (0.0, 5.0, 15.0)
+RESUME_PROMPT = (
+    "Your previous turn stopped responding and was interrupted. "
+    "Continue the task from where you left off."
+)
+_TERMINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a task ended, as reported to the server."""
+
+    status: RunStatus
+    output: str = ""
+    error: str = ""
+    failure_reason: str = ""
+    session_id: str = ""
+    usage: tuple[Usage, ...] = ()
+    report: bool = True
+    cancel_ack: bool = False
+
+
+@dataclass
+class RunContext:
+    """What every runner shares: the server, the settings, the counters and the stores."""
+
+    client: Any
+    settings: Settings
+    metrics: Metrics
+    outbox: Outbox
+    incidents: IncidentLog
+    server_url: str
+    base_env: Mapping[str, str] = field(default_factory=dict)
+    clock: Callable[[], float] = time.monotonic
+
+
+class _MetricsObserver:
+    """Counts signals and unparsable lines of one run into the daemon's metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def signal_sent(self, signal_name: str) -> None:
+        self._metrics.process_kills.labels(signal_name).inc()
+
+    def invalid_line(self) -> None:
+        self._metrics.invalid_agent_lines.inc()
+
+
+class TaskRunner:
+    """One task from `start` to its single terminal report."""
+
+    def __init__(self, task: Task, backend: Backend, ctx: RunContext) -> None:
+        self.task = task
+        self.backend = backend
+        self.ctx = ctx
+        s = ctx.settings
+        self.policy = WatchdogPolicy(s.idle_watchdog, s.tool_watchdog, s.first_output_timeout)
+        self.activity = Activity(ctx.clock)
+        self.watchdog: Watchdog | None = None
+        self.transcript = Transcript(ctx.client, task.id, ctx.metrics)
+        self.started_wall = time.time()
+        self.pid: int | None = None
+        self.retry = 0
+        self.session_id = ""
+        self._stop_scope = anyio.CancelScope()
+        self._stop_reason = ""
+        self._counters = {t: ctx.metrics.backend_messages.labels(t.value) for t in MessageType}
+        self.id = short_id(task.id)
+
+    def stop(self, reason: str) -> None:
+        """Interrupt the run (`shutdown`, `server_cancelled`, `server_terminal`, `gone`)."""
+        if not self._stop_reason:
+            self._stop_reason = reason
+        self._stop_scope.cancel()
+
+    async def run(self) -> Outcome:
+        """Run the task to its end and report it exactly once; never raises a server error."""
+        m = self.ctx.metrics
+        m.tasks_running.inc()
+        begun = self.ctx.clock()
+        outcome = Outcome(RunStatus.FAILED, error="internal error", failure_reason="agent_error")
+        try:
+            outcome = await self._execute()
+        finally:
+            with anyio.CancelScope(shield=True):
+                m.tasks_running.dec()
+                m.tools_in_flight.dec(len(self.activity.tools))
+                self.activity.tools.clear()
+                await self._report(outcome)
+                reason = outcome.failure_reason or "none"
+                m.tasks_finished.labels(self.backend.name, outcome.status.value, reason).inc()
+                m.task_duration.labels(self.backend.name).observe(self.ctx.clock() - begun)
+        return outcome
+
+    async def _execute(self) -> Outcome:
+        s = self.ctx.settings
+        workdir = work_dir(s.workspaces_root, self.task)
+        write_instructions(workdir, self.task.agent.instructions)
+        self.workdir = workdir
+        try:
+            await self.ctx.client.start_task(self.task.id)
+        except TaskGoneError:
+            return Outcome(RunStatus.CANCELLED, report=False)
+        except ServerError as exc:
+            log.warning("task %s: start not acknowledged, running anyway: %s", self.id, exc)
+        spec = RunSpec(
+            prompt=build_prompt(self.task),
+            workdir=workdir,
+            env=agent_env(self.ctx.base_env, self.task, self.ctx.server_url, workdir),
+            task_id=self.task.id,
+            model=self.task.agent.model,
+            resume_session_id=self.task.prior_session_id,
+            instructions=self.task.agent.instructions,
+            extra_args=tuple(self.task.agent.custom_args),
+            kill_grace=s.kill_grace,
+            observer=_MetricsObserver(self.ctx.metrics),
+        )
+        log.info("task %s: running backend=%s workdir=%s", self.id, self.backend.name, workdir)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.transcript.run)
+            tg.start_soon(self._poll_status)
+            outcome: Outcome | None = None
+            with self._stop_scope:
+                outcome = await self._bounded(spec)
+            tg.cancel_scope.cancel()
+        if outcome is None:
+            outcome = self._stopped_outcome()
+        await self.transcript.close(within=30.0)
+        return outcome
+
+    async def _bounded(self, spec: RunSpec) -> Outcome:
+        """The attempts under the wall-clock cap, which covers every retry."""
+        limit = self.ctx.settings.agent_timeout
+        with anyio.CancelScope() as wall:
+            if limit > 0:
+                wall.deadline = anyio.current_time() + limit
+            return await self._attempts(spec)
+        self._incident("wall_clock", limit, "fail")
+        return Outcome(
+            RunStatus.TIMEOUT,
+            error=f"task exceeded the wall-clock limit of {format_duration(limit)}",
+            failure_reason="timeout",
+            session_id=self.session_id,
+        )
+
+    async def _attempts(self, spec: RunSpec) -> Outcome:
+        while True:
+            outcome, verdict = await self._attempt(spec)
+            if verdict is None:
+                return outcome
+            next_spec, why_not = self._retry_spec(spec)
+            action = "retry" if next_spec is not None else "fail"
+            self._incident(verdict.scope, verdict.threshold, action, verdict)
+            if next_spec is None:
+                error = verdict.describe() + (f"; not retried: {why_not}" if why_not else "")
+                return replace(outcome, error=error)
+            delay = RETRY_BACKOFF[min(self.retry, len(RETRY_BACKOFF) - 1)]
+            self.retry += 1
+            log.warning(
+                "task %s: retry %d in %ss after %s", self.id, self.retry, delay, verdict.scope
+            )
+            await anyio.sleep(delay)
+            spec = next_spec
+
+    def _retry_spec(self, spec: RunSpec) -> tuple[RunSpec | None, str]:
+        """Resume when a session is known, start fresh only if no tool ran, else give up."""
+        if self.retry >= self.ctx.settings.idle_retries:
+            return None, ""
+        if self.session_id:
+            return replace(spec, prompt=RESUME_PROMPT, resume_session_id=self.session_id), ""
+        if self.activity.tool_calls == 0:
+            return spec, ""
+        return None, "tool calls ran and there is no session to resume"
+
+    async def _attempt(self, spec: RunSpec) -> tuple[Outcome, Verdict | None]:
+        self.activity.restart()
+        final: Message | None = None
+        result: RunResult | None = None
+        try:
+            with anyio.CancelScope() as attempt_scope:
+                async with self.backend.start(spec) as agent:
+                    self.pid = agent.pid
+                    log.info("task %s: agent started pid=%d", self.id, agent.pid)
+                    self.watchdog = Watchdog(self.policy, self.activity, agent.pending)
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(self.watchdog.watch, attempt_scope)
+                        with anyio.CancelScope() as grace:
+                            final = await self._drain(agent, grace)
+                            result = await agent.result()
+                        tg.cancel_scope.cancel()
+                    if grace.cancelled_caught:
+                        self._incident("exit_grace", self.ctx.settings.exit_grace, "completed")
+        except OSError as exc:
+            return self._failed(f"could not start {self.backend.name}: {exc}"), None
+        finally:
+            self.ctx.metrics.tools_in_flight.dec(len(self.activity.tools))
+            self.activity.tools.clear()
+        verdict = self.watchdog.verdict if self.watchdog else None
+        if verdict is not None and attempt_scope.cancelled_caught:
+            self.ctx.metrics.watchdog_fires.labels(verdict.scope).inc()
+            log.warning(
+                "task %s: watchdog fired (%s): %s", self.id, verdict.scope, verdict.describe()
+            )
+            return Outcome(
+                RunStatus.IDLE_WATCHDOG,
+                error=verdict.describe(),
+                failure_reason="idle_watchdog",
+                session_id=self.session_id,
+            ), verdict
+        return self._from_result(result, final), None
+
+    async def _drain(self, agent: Any, grace: anyio.CancelScope) -> Message | None:
+        """Take every message: stamp activity, count it, queue it for the transcript."""
+        final: Message | None = None
+        activity, transcript, counters = self.activity, self.transcript, self._counters
+        tools_gauge = self.ctx.metrics.tools_in_flight
+        async for message in agent.messages():
+            before = len(activity.tools)
+            activity.observe(message)
+            counters[message.type].inc()
+            if len(activity.tools) != before:
+                tools_gauge.inc(len(activity.tools) - before)
+            if message.session_id:
+                self.session_id = message.session_id
+            if message.type is MessageType.RESULT and final is None:
+                final = message
+                await agent.close_stdin()
+                if self.ctx.settings.exit_grace > 0:
+                    grace.deadline = anyio.current_time() + self.ctx.settings.exit_grace
+            else:
+                transcript.add(message)
+        return final
+
+    def _from_result(self, result: RunResult | None, final: Message | None) -> Outcome:
+        if result is None:
+            # The agent sent its final result but had to be killed during the exit grace:
+            # the run still counts with the result it sent.
+            assert final is not None
+            if final.is_error:
+                return self._failed(final.content or final.output or "agent reported an error")
+            return Outcome(
+                RunStatus.COMPLETED,
+                output=final.output or final.content,
+                session_id=final.session_id or self.session_id,
+                usage=final.usage,
+            )
+        self.session_id = result.session_id or self.session_id
+        if result.status is RunStatus.COMPLETED:
+            return Outcome(
+                RunStatus.COMPLETED,
+                output=result.output,
+                session_id=self.session_id,
+                usage=result.usage,
+            )
+        reason = "timeout" if result.status is RunStatus.TIMEOUT else "agent_error"
+        return replace(self._failed(result.error or "agent failed", reason), usage=result.usage)
+
+    def _failed(self, error: str, reason: str = "agent_error") -> Outcome:
+        return Outcome(
+            RunStatus.FAILED, error=error, failure_reason=reason, session_id=self.session_id
+        )
+
+    def _stopped_outcome(self) -> Outcome:
+        reason = self._stop_reason
+        if reason == "shutdown":
+            return Outcome(
+                RunStatus.CANCELLED,
+                error="the daemon shut down before the task finished",
+                failure_reason="cancelled",
+                session_id=self.session_id,
+            )
+        return Outcome(
+            RunStatus.CANCELLED,
+            report=False,
+            cancel_ack=reason == "server_cancelled",
+            session_id=self.session_id,
+        )
+
+    async def _poll_status(self) -> None:
+        """Interrupt the run when the server says the task is over or gone; ignore blips."""
+        while True:
+            await anyio.sleep(self.ctx.settings.status_poll_interval)
+            try:
+                status = await self.ctx.client.task_status(self.task.id)
+            except TaskGoneError:
+                log.warning("task %s: server no longer knows it; stopping", self.id)
+                self.stop("gone")
+                return
+            except ServerError as exc:
+                log.debug("task %s: status poll failed: %s", self.id, exc)
+                continue
+            if status in _TERMINAL:
+                log.warning("task %s: server says %s; stopping", self.id, status)
+                self.stop("server_cancelled" if status == "cancelled" else "server_terminal")
+                return
+
+    async def _report(self, outcome: Outcome) -> None:
+        """Usage, then exactly one terminal report; what cannot be delivered goes to the outbox."""
+        client, task_id = self.ctx.client, self.task.id
+        if outcome.usage:
+            try:
+                await client.report_usage(
+                    task_id, [UsageEntry.from_usage(u) for u in outcome.usage]
+                )
+            except ServerError as exc:
+                log.warning("task %s: usage not reported: %s", self.id, exc)
+        workdir = str(getattr(self, "workdir", ""))
+        if outcome.cancel_ack:
+            report = TerminalReport(task_id, "cancel_ack", {})
+        elif not outcome.report:
+            log.info("task %s: settled by the server (%s)", self.id, self._stop_reason)
+            return
+        elif outcome.status is RunStatus.COMPLETED:
+            body = {"output": outcome.output, "session_id": outcome.session_id, "work_dir": workdir}
+            report = TerminalReport(task_id, "complete", body)
+        else:
+            body = {
+                "error": outcome.error,
+                "failure_reason": outcome.failure_reason,
+                "session_id": outcome.session_id,
+                "work_dir": workdir,
+            }
+            report = TerminalReport(task_id, "fail", body)
+        try:
+            await send_report(client, report)
+        except PermanentServerError as exc:
+            log.error("task %s: server refused %s: %s", self.id, report.kind, exc)
+        except ServerError as exc:
+            log.error(
+                "task %s: %s not delivered, kept in the outbox: %s", self.id, report.kind, exc
+            )
+            self.ctx.outbox.put(report)
+        log.info(
+            "task %s: %s backend=%s%s",
+            self.id,
+            outcome.status.value,
+            self.backend.name,
+            f" reason={outcome.failure_reason}" if outcome.failure_reason else "",
+        )
+
+    def _incident(
+        self, scope: str, threshold: float, action: str, verdict: Verdict | None = None
+    ) -> None:
+        if verdict is None:
+            self.ctx.metrics.watchdog_fires.labels(scope).inc()
+        self.ctx.incidents.record(
+            Incident(
+                task_id=self.task.id,
+                scope=scope,
+                threshold=threshold,
+                idle_seconds=verdict.idle_seconds if verdict else self.activity.idle_seconds(),
+                last_message_type=self.activity.last_type,
+                retry=self.retry,
+                action=action,
+                pid=self.pid,
+                tools_in_flight=list(verdict.tools) if verdict else self.activity.tools_view(),
+                backend=self.backend.name,
+            )
+        )
+
+    def snapshot(self) -> dict[str, object]:
+        """What the health port shows for this task (no token, no prompt)."""
+        threshold = self.watchdog.threshold_now() if self.watchdog else 0.0
+        idle = self.activity.idle_seconds()
+        return {
+            "id": self.task.id,
+            "backend": self.backend.name,
+            "pid": self.pid,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_wall)),
+            "idle_seconds": round(idle, 1),
+            "tools_in_flight": self.activity.tools_view(),
+            "threshold_seconds": threshold,
+            "watchdog_fires_in_seconds": round(max(0.0, threshold - idle), 1)
+            if threshold
+            else None,
+            "retry": self.retry,
+            "messages": self.activity.messages,
+        }

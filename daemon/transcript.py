@@ -1,0 +1,162 @@
+"""A task's live transcript: numbered, cleaned, batched to the server, kept while it is down.
+
+Messages get increasing `seq` numbers as they arrive. Every `interval` (500 ms) and at the end
+the unsent ones go out in batches. A batch that fails transiently stays queued and is re-sent
+with the same `seq` numbers, so a server blip loses nothing and the server's once-per-`(task,
+seq)` storage removes duplicates. While the server is down the queue is capped in messages and
+bytes; past the cap the oldest are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any
+
+import anyio
+
+from backends.base import Message, MessageType
+from daemon.errors import PermanentServerError, ServerError
+from daemon.metrics import Metrics
+from daemon.models import TranscriptMessage
+
+log = logging.getLogger(__name__)
+
+TOOL_OUTPUT_CAP = 8 * 1024
+_SENT_TYPES = frozenset(
+    {
+        MessageType.TEXT,
+        MessageType.THINKING,
+        MessageType.TOOL_USE,
+        MessageType.TOOL_RESULT,
+        MessageType.ERROR,
+    }
+)
+
+
+def clean(text: str) -> str:
+    """Drop NUL bytes and lone surrogates, which JSON decoding can let through."""
+    if "\x00" in text:
+        text = text.replace("\x00", "")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def cap(text: str, limit: int = TOOL_OUTPUT_CAP) -> str:
+    """Cut `text` to at most `limit` UTF-8 bytes, saying how much was cut."""
+    data = text.encode("utf-8")
+    if len(data) <= limit:
+        return text
+    kept = data[:limit].decode("utf-8", "ignore")
+    return f"{kept}\n… [{len(data) - limit} more bytes not sent]"
+
+
+class Transcript:
+    """Numbers, cleans and batches one task's messages to the server."""
+
+    def __init__(
+        self,
+        client: Any,
+        task_id: str,
+        metrics: Metrics,
+        *,
+        interval: float = 0.5,
+        batch_size: int = 1000,
+        max_messages: int = 100_000,
+        max_bytes: int = 64 * 1024 * 1024,
+    ) -> None:
+        self._client = client
+        self._task_id = task_id
+        self._metrics = metrics
+        self._interval = interval
+        self._batch_size = batch_size
+        self._max_messages = max_messages
+        self._max_bytes = max_bytes
+        self._queue: deque[tuple[TranscriptMessage, int]] = deque()
+        self._queued_bytes = 0
+        self._next_seq = 1
+        self._lock = anyio.Lock()
+        self.sent = 0
+        self.dropped = 0
+        self.gone = False
+
+    def add(self, message: Message) -> None:
+        """Queue one message if it belongs in the transcript (status and log do not)."""
+        if message.type not in _SENT_TYPES or self.gone:
+            return
+        output = cap(clean(message.output)) if message.output else ""
+        content = clean(message.content) if message.content else ""
+        entry = TranscriptMessage.model_construct(
+            seq=self._next_seq,
+            type=message.type.value,
+            tool=message.tool,
+            content=content,
+            input=dict(message.input) if message.input is not None else None,
+            output=output,
+        )
+        self._next_seq += 1
+        size = len(content) + len(output) + 64
+        self._queue.append((entry, size))
+        self._queued_bytes += size
+        while len(self._queue) > self._max_messages or self._queued_bytes > self._max_bytes:
+            _, dropped_size = self._queue.popleft()
+            self._queued_bytes -= dropped_size
+            self.dropped += 1
+            self._metrics.transcript_dropped.inc()
+
+    @property
+    def unsent(self) -> int:
+        """Messages numbered but not yet accepted by the server."""
+        return len(self._queue)
+
+    async def run(self) -> None:
+        """Flush every interval until cancelled."""
+        while True:
+            await anyio.sleep(self._interval)
+            await self.flush()
+
+    async def flush(self) -> bool:
+        """Send everything queued; False if something is still unsent (server trouble)."""
+        async with self._lock:
+            while self._queue and not self.gone:
+                batch = [entry for entry, _ in list(self._queue)[: self._batch_size]]
+                try:
+                    await self._client.send_messages(self._task_id, batch)
+                except PermanentServerError as exc:
+                    # The server refuses this task's transcript for good (task gone, 4xx):
+                    # keeping it would only grow memory.
+                    log.warning("transcript %s refused: %s", self._task_id[:8], exc)
+                    self.gone = True
+                    self._queue.clear()
+                    self._queued_bytes = 0
+                    return False
+                except ServerError as exc:
+                    log.info(
+                        "transcript %s: %d messages kept for retry: %s",
+                        self._task_id[:8],
+                        len(self._queue),
+                        exc,
+                    )
+                    return False
+                for _ in batch:
+                    _, size = self._queue.popleft()
+                    self._queued_bytes -= size
+                self.sent += len(batch)
+            return not self._queue
+
+    async def close(self, within: float) -> None:
+        """Final flush at the end of a run, retried for `within` seconds, shielded."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(within):
+            while not await self.flush():
+                if self.gone:
+                    return
+                await anyio.sleep(1.0)
+        if self._queue:
+            log.warning(
+                "transcript %s: %d messages unsent at the end of the run",
+                self._task_id[:8],
+                len(self._queue),
+            )
