@@ -1,0 +1,234 @@
+"""Pydantic models of every body in the daemon ⇄ server protocol (PROTOCOL.md).
+
+Responses are read leniently: unknown fields are ignored, `null` where a string, list or map
+is expected means "empty", and numbers in id fields become strings. A response that still does
+not fit (a required field missing, a wrong type) fails validation for that one response only;
+the client turns that into `MalformedResponseError`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from backends.base import Usage
+
+
+def _empty_text(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _empty_list(value: Any) -> Any:
+    return [] if value is None else value
+
+
+def _empty_map(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _zero(value: Any) -> Any:
+    return 0 if value is None else value
+
+
+# Go servers send `null` for unset strings, slices and maps; all of them mean "empty" here.
+Text = Annotated[str, BeforeValidator(_empty_text)]
+Count = Annotated[int, BeforeValidator(_zero)]
+TextList = Annotated[list[str], BeforeValidator(_empty_list)]
+TextMap = Annotated[dict[str, str], BeforeValidator(_empty_map)]
+
+
+class WireModel(BaseModel):
+    """Base of every protocol body: unknown fields ignored, numeric ids read as strings."""
+
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+
+
+class Workspace(WireModel):
+    """One workspace the daemon's token can serve."""
+
+    id: str
+    name: Text = ""
+
+
+class RuntimeInfo(WireModel):
+    """One backend found on this machine, as registered with the server."""
+
+    name: str
+    type: str
+    version: Text = ""
+    status: str = "online"
+
+
+class RegisterRequest(WireModel):
+    """Body of `POST /api/daemon/register`."""
+
+    workspace_id: str
+    daemon_id: str
+    device_name: str
+    cli_version: str
+    runtimes: list[RuntimeInfo]
+
+
+class RegisteredRuntime(WireModel):
+    """A runtime the server created for one registered backend."""
+
+    id: str
+    name: Text = ""
+    provider: Text = ""
+    status: Text = ""
+
+
+class RegisterResponse(WireModel):
+    """Answer to a registration: the server's runtime for each backend."""
+
+    runtimes: list[RegisteredRuntime]
+
+
+class RecoverOrphansResponse(WireModel):
+    """Answer to recover-orphans: tasks failed (and retried) after this runtime's crash."""
+
+    orphaned: Count = 0
+    retried: Count = 0
+
+
+class HeartbeatRequest(WireModel):
+    """Body of `POST /api/daemon/heartbeat`."""
+
+    runtime_id: str
+
+
+class HeartbeatResponse(WireModel):
+    """Answer to a heartbeat."""
+
+    status: Text = ""
+
+
+class Agent(WireModel):
+    """The agent definition a task runs with."""
+
+    id: Text = ""
+    name: Text = ""
+    instructions: Text = ""
+    custom_env: TextMap = Field(default_factory=dict)
+    custom_args: TextList = Field(default_factory=list)
+    model: Text = ""
+
+
+def _default_agent(value: Any) -> Any:
+    return {} if value is None else value
+
+
+class Task(WireModel):
+    """A claimed task: who runs it, with which agent, and the inputs of its prompt."""
+
+    id: str
+    runtime_id: Text = ""
+    workspace_id: Text = ""
+    agent_id: Text = ""
+    agent: Annotated[Agent, BeforeValidator(_default_agent)] = Field(default_factory=Agent)
+    # Task-scoped token handed to the agent as MULTICA_TOKEN; never shown in a repr or log.
+    auth_token: Text = Field(default="", repr=False)
+    prior_session_id: Text = ""
+    prompt: Text = ""
+    issue_id: Text = ""
+    trigger_comment_content: Text = ""
+    chat_message: Text = ""
+    quick_create_prompt: Text = ""
+    autopilot_title: Text = ""
+    autopilot_description: Text = ""
+    # Reference-server extension: the backend name the task asks for (empty = any).
+    backend: Text = ""
+
+
+class ClaimRequest(WireModel):
+    """Body of `POST /api/daemon/tasks/claim`."""
+
+    daemon_id: str
+    runtime_ids: list[str]
+    max_tasks: int
+
+
+class ClaimResponse(WireModel):
+    """Answer to a claim: the tasks handed to this daemon (possibly none)."""
+
+    # Required (a body without it is not a claim answer); `null` means no tasks.
+    tasks: Annotated[list[Task], BeforeValidator(_empty_list)]
+
+
+class TaskStatusResponse(WireModel):
+    """Answer to a status poll: the task's state on the server."""
+
+    status: str
+
+
+MessageKind = Literal["text", "thinking", "tool_use", "tool_result", "error"]
+
+
+class TranscriptMessage(WireModel):
+    """One entry of a task's live transcript (`status` and `log` messages are never sent)."""
+
+    seq: int
+    type: MessageKind
+    tool: Text = ""
+    content: Text = ""
+    input: dict[str, Any] | None = None
+    output: Text = ""
+
+
+class MessagesBody(WireModel):
+    """Body of `POST /api/daemon/tasks/{id}/messages`."""
+
+    messages: list[TranscriptMessage]
+
+
+class UsageEntry(WireModel):
+    """Token usage of one model during a task."""
+
+    provider: Text = ""
+    model: Text = ""
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    cache_read_tokens: Count = 0
+    cache_write_tokens: Count = 0
+
+    @classmethod
+    def from_usage(cls, usage: Usage) -> UsageEntry:
+        """The wire form of a backend's `Usage`."""
+        return cls(
+            provider=usage.provider,
+            model=usage.model,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+        )
+
+
+class UsageBody(WireModel):
+    """Body of `POST /api/daemon/tasks/{id}/usage`."""
+
+    usage: list[UsageEntry]
+
+
+class CompleteBody(WireModel):
+    """Body of `POST /api/daemon/tasks/{id}/complete`."""
+
+    output: Text = ""
+    session_id: Text = ""
+    work_dir: Text = ""
+
+
+class FailBody(WireModel):
+    """Body of `POST /api/daemon/tasks/{id}/fail`; `failure_reason` is a short bounded name."""
+
+    error: Text = ""
+    failure_reason: Text = ""
+    session_id: Text = ""
+    work_dir: Text = ""
+
+
+class DeregisterRequest(WireModel):
+    """Body of `POST /api/daemon/deregister`."""
+
+    runtime_ids: list[str]
