@@ -1,0 +1,113 @@
+"""HTTP plumbing shared by the server clients: the protocol's headers, and what a failure means.
+
+`error_for_response` is the one place that maps a non-2xx answer onto daemon/errors.py
+(PROTOCOL.md: 5xx, 408 and 429 are transient; 404 "task not found" / "runtime not found" are the
+task or runtime gone; every other status is permanent).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import httpx
+from pydantic import ValidationError
+
+from daemon.errors import (
+    PermanentServerError,
+    RuntimeGoneError,
+    ServerError,
+    TaskGoneError,
+    TransientServerError,
+)
+
+CONNECT_TIMEOUT = 10.0
+READ_TIMEOUT = 30.0
+_ERROR_TEXT_LIMIT = 300
+
+
+def client_os() -> str:
+    """This machine's OS as the protocol names it: `linux`, `macos` or `windows`."""
+    if sys.platform == "darwin":
+        return "macos"
+    if sys.platform.startswith("win"):
+        return "windows"
+    return "linux" if sys.platform.startswith("linux") else sys.platform
+
+
+def make_http_client(
+    base_url: str,
+    token: str,
+    version: str,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> httpx.AsyncClient:
+    """An httpx client with the protocol's headers and timeouts; `transport` is for tests."""
+    headers = {
+        "X-Client-Platform": "daemon",
+        "X-Client-Version": version,
+        "X-Client-OS": client_os(),
+        "User-Agent": f"agent-daemon/{version}",
+    }
+    if token:  # the embedded server on loopback may run without one
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.AsyncClient(
+        base_url=base_url.rstrip("/"),
+        headers=headers,
+        timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
+        transport=transport,
+    )
+
+
+def error_for_response(endpoint: str, response: httpx.Response) -> ServerError:
+    """The `ServerError` a non-2xx response stands for (PROTOCOL.md, daemon/errors.py)."""
+    status = response.status_code
+    text = error_text(response)
+    if status >= 500 or status in (408, 429):
+        return TransientServerError(endpoint, text, status)
+    if status == 404:
+        lowered = text.lower()
+        if "task not found" in lowered:
+            return TaskGoneError(endpoint, text, status)
+        if "runtime not found" in lowered:
+            return RuntimeGoneError(endpoint, text, status)
+    return PermanentServerError(endpoint, text, status)
+
+
+def error_text(response: httpx.Response) -> str:
+    """The server's `{"error": ...}` text, else the start of the body, else the reason."""
+    text = ""
+    try:
+        body = response.json()
+    except ValueError:
+        text = response.text
+    else:
+        if isinstance(body, dict) and isinstance(body.get("error"), str):
+            text = body["error"]
+        else:
+            text = response.text
+    text = " ".join(text.split())[:_ERROR_TEXT_LIMIT]
+    return text or response.reason_phrase or "no error text"
+
+
+def describe_transport_error(exc: httpx.RequestError) -> str:
+    """A short text for a transport error (its class name says most: ConnectError, ...)."""
+    detail = " ".join(str(exc).split())[:_ERROR_TEXT_LIMIT]
+    return f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+
+
+def describe_parse_error(exc: ValueError) -> str:
+    """Why a 2xx body did not parse, naming fields but never their values."""
+    # Never the offending input: a malformed task may carry its auth token.
+    if isinstance(exc, ValidationError):
+        problems = [
+            f"{'.'.join(str(p) for p in err['loc']) or 'body'}: {err['msg']}"
+            for err in exc.errors(include_url=False, include_input=False)[:3]
+        ]
+        more = f" (+{exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+        return "; ".join(problems) + more
+    if isinstance(exc, json.JSONDecodeError):
+        return "body is not JSON"
+    if isinstance(exc, UnicodeDecodeError):
+        return "body is not UTF-8"
+    return " ".join(str(exc).split())[:_ERROR_TEXT_LIMIT]
