@@ -1,0 +1,351 @@
+"""Claude Code's stream-json output, line by line, as the daemon's message model.
+
+One parser serves one CLI process. Every line type the CLI prints in `-p --output-format
+stream-json --verbose` mode maps to zero or more messages:
+
+    system/init                 status (carries the session id)
+    system/api_retry            status ("API error 529 (overloaded); retry 1 of 2 in 564 ms")
+    system/<other>              log (task_started, task_notification, permission_denied, ...)
+    assistant                   one message per content block: text, thinking, tool_use
+                                (an API error the CLI reports as an assistant message: error)
+    user                        tool_result per tool_result block (call id, is_error)
+    tool_progress               log: a heartbeat while a tool runs, never a tool result
+    stream_event                nothing: partial deltas (--include-partial-messages) would flood
+                                the transcript, and the complete `assistant` line follows
+    control_request             nothing; answered on stdin with an allow response
+    result                      result (final text, session id, usage, is_error); closes stdin
+    anything else               log naming the type, so the line still counts as activity
+
+A `result` with `is_error: true` fails the run even when its subtype says `success` (that is
+how the CLI reports an API error after its retries). A process that ends without a `result`
+line fails with the stderr tail in the error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+
+# What the CLI says when the session to resume does not exist (or is not a session id).
+SESSION_MISSING = ("No conversation found", "requires a valid session ID")
+_TEXT_LIMIT = 2000
+
+
+class ClaudeStreamParser:
+    """A `LineParser` for one Claude Code process; `resuming` names the session it resumes."""
+
+    def __init__(self, resuming: str = "") -> None:
+        self.resuming = resuming
+        self.session_id = ""
+        self.session_not_found = False
+        self._result: dict[str, Any] | None = None
+        self._last_text = ""
+
+    def feed(self, line: str) -> ParseStep:
+        """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
+        if not line.strip():
+            return ParseStep()
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return ParseStep(invalid=True)
+        if not isinstance(event, dict):
+            return ParseStep(invalid=True)
+        kind = event.get("type")
+        sid = _str(event.get("session_id"))
+        if sid and not self.session_not_found:
+            self.session_id = sid
+        if kind == "system":
+            return ParseStep(messages=[self._system(event)])
+        if kind == "assistant":
+            return ParseStep(messages=self._assistant(event))
+        if kind == "user":
+            return ParseStep(messages=_tool_results(event))
+        if kind == "tool_progress":
+            return ParseStep(messages=[_progress(event)])
+        if kind == "result":
+            return self._on_result(event)
+        if kind == "control_request":
+            return ParseStep(replies=[_control_reply(event)])
+        if kind in ("stream_event", "control_response", "control_cancel_request", "keep_alive"):
+            return ParseStep()
+        return ParseStep(messages=[Message(MessageType.LOG, content=f"claude event: {kind}")])
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """The run's result: the `result` line decides; without one the run failed."""
+        if self.resuming and _session_missing(stderr_tail):
+            self.session_not_found = True
+        result = self._result
+        if result is None:
+            if exit_code is None:
+                error = "claude was stopped before its final result"
+            else:
+                error = f"claude exited with code {exit_code} before its final result"
+            tail = stderr_tail.strip()
+            return RunResult(
+                RunStatus.FAILED,
+                output=self._last_text,
+                error=f"{error}; stderr: {tail}" if tail else error,
+                session_id=self.session_id,
+                exit_code=exit_code,
+            )
+        text = _str(result.get("result"))
+        usage = result_usage(result)
+        if _failed(result):
+            return RunResult(
+                RunStatus.FAILED,
+                output=text,
+                error=_result_error(result, stderr_tail),
+                session_id=self.session_id,
+                usage=usage,
+                exit_code=exit_code,
+            )
+        # A result that says success completes the run even if the CLI then had to be
+        # killed (it sent its answer but never exited).
+        return RunResult(
+            RunStatus.COMPLETED,
+            output=text or self._last_text,
+            session_id=self.session_id,
+            usage=usage,
+            exit_code=exit_code,
+        )
+
+    def _system(self, event: Mapping[str, Any]) -> Message:
+        subtype = _str(event.get("subtype"))
+        if subtype == "init":
+            version = _str(event.get("claude_code_version"))
+            model = _str(event.get("model"))
+            content = " ".join(
+                p
+                for p in ("Claude Code", version, "session", self.session_id, f"({model})")
+                if p and p != "()"
+            )
+            return Message(MessageType.STATUS, content=content, session_id=self.session_id)
+        if subtype == "api_retry":
+            status = event.get("error_status")
+            return Message(
+                MessageType.STATUS,
+                content=(
+                    f"API error {status} ({_str(event.get('error'))}); retry "
+                    f"{event.get('attempt')} of {event.get('max_retries')} in "
+                    f"{event.get('retry_delay_ms')} ms"
+                ),
+            )
+        detail = (
+            _str(event.get("message"))
+            or _str(event.get("description"))
+            or _str(event.get("summary"))
+            or _str(event.get("status"))
+        )
+        tool = _str(event.get("tool_name"))
+        content = " ".join(p for p in ("claude", subtype, tool) if p)
+        if detail:
+            content += f": {detail}"
+        return Message(
+            MessageType.LOG,
+            content=_cut(content),
+            tool=tool,
+            call_id=_str(event.get("tool_use_id")),
+        )
+
+    def _assistant(self, event: Mapping[str, Any]) -> list[Message]:
+        message = event.get("message")
+        blocks = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(blocks, list):
+            return []
+        api_error = bool(event.get("error")) or bool(event.get("is_api_error_message"))
+        out: list[Message] = []
+        for block in blocks:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                text = _str(block.get("text"))
+                if api_error:
+                    out.append(Message(MessageType.ERROR, content=text, is_error=True))
+                else:
+                    self._last_text = text
+                    out.append(Message(MessageType.TEXT, content=text))
+            elif kind == "thinking":
+                out.append(Message(MessageType.THINKING, content=_str(block.get("thinking"))))
+            elif kind == "redacted_thinking":
+                out.append(Message(MessageType.THINKING, content="[redacted thinking]"))
+            elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+                raw = block.get("input")
+                out.append(
+                    Message(
+                        MessageType.TOOL_USE,
+                        tool=_str(block.get("name")),
+                        call_id=_str(block.get("id")),
+                        input=raw if isinstance(raw, dict) else {"value": raw},
+                    )
+                )
+            elif isinstance(kind, str) and kind.endswith("tool_result"):
+                # Server-side tools (web search) answer inside the assistant message itself.
+                out.append(_tool_result(block))
+        return out
+
+    def _on_result(self, event: dict[str, Any]) -> ParseStep:
+        if self._result is not None:
+            return ParseStep(
+                messages=[Message(MessageType.LOG, content="claude sent another result")]
+            )
+        if self.resuming and _failed(event) and _session_missing(_result_error(event, "")):
+            # The session to resume is gone; the backend starts a fresh one instead, so
+            # this is not the run's result.
+            self.session_not_found = True
+            self.session_id = ""
+            return ParseStep(close_stdin=True)
+        self._result = event
+        text = _str(event.get("result"))
+        failed = _failed(event)
+        return ParseStep(
+            messages=[
+                Message(
+                    MessageType.RESULT,
+                    content=_result_error(event, "") if failed else text,
+                    output=text,
+                    session_id=self.session_id,
+                    is_error=failed,
+                    usage=result_usage(event),
+                )
+            ],
+            close_stdin=True,
+        )
+
+
+def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
+    """Token usage per model of this process's run.
+
+    On a resumed session `modelUsage` counts the whole session so far; the CLI's
+    `model_usage_since_last_result` counts only this run, so it wins when present.
+    """
+    per_model = result.get("model_usage_since_last_result")
+    if not isinstance(per_model, dict):
+        per_model = result.get("modelUsage")
+    if not isinstance(per_model, dict):
+        return ()
+    usage: list[Usage] = []
+    for model, counts in sorted(per_model.items()):
+        if not isinstance(counts, dict):
+            continue
+        usage.append(
+            Usage(
+                provider="anthropic",
+                model=str(model),
+                input_tokens=_int(counts.get("inputTokens")),
+                output_tokens=_int(counts.get("outputTokens")),
+                cache_read_tokens=_int(counts.get("cacheReadInputTokens")),
+                cache_write_tokens=_int(counts.get("cacheCreationInputTokens")),
+            )
+        )
+    return tuple(usage)
+
+
+def _session_missing(text: str) -> bool:
+    return any(marker in text for marker in SESSION_MISSING)
+
+
+def _failed(result: Mapping[str, Any]) -> bool:
+    return bool(result.get("is_error")) or result.get("subtype") not in (None, "success")
+
+
+def _result_error(result: Mapping[str, Any], stderr_tail: str) -> str:
+    errors = result.get("errors")
+    if isinstance(errors, list) and errors:
+        text = "; ".join(_str(e) or json.dumps(e) for e in errors)
+    else:
+        text = _str(result.get("result"))
+    if not text:
+        text = f"claude reported {_str(result.get('subtype')) or 'an error'}"
+        reason = _str(result.get("terminal_reason"))
+        if reason:
+            text += f" ({reason})"
+        if stderr_tail.strip():
+            text += f"; stderr: {stderr_tail.strip()}"
+    return text
+
+
+def _tool_results(event: Mapping[str, Any]) -> list[Message]:
+    message = event.get("message")
+    blocks = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(blocks, list):
+        return []
+    return [
+        _tool_result(b) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
+    ]
+
+
+def _tool_result(block: Mapping[str, Any]) -> Message:
+    return Message(
+        MessageType.TOOL_RESULT,
+        call_id=_str(block.get("tool_use_id")),
+        output=_flatten(block.get("content")),
+        is_error=bool(block.get("is_error")),
+    )
+
+
+def _progress(event: Mapping[str, Any]) -> Message:
+    tool = _str(event.get("tool_name"))
+    elapsed = event.get("elapsed_time_seconds")
+    return Message(
+        MessageType.LOG,
+        content=f"{tool or 'tool'} still running ({elapsed}s)",
+        tool=tool,
+        call_id=_str(event.get("parent_tool_use_id")) or _str(event.get("tool_use_id")),
+    )
+
+
+def _control_reply(event: Mapping[str, Any]) -> bytes:
+    """Allow every tool the CLI asks about; refuse control requests the daemon has no use for."""
+    request_id = _str(event.get("request_id"))
+    request = event.get("request")
+    request = request if isinstance(request, dict) else {}
+    if request.get("subtype") == "can_use_tool":
+        tool_input = request.get("input")
+        response: dict[str, Any] = {
+            "subtype": "success",
+            "request_id": request_id,
+            "response": {
+                "behavior": "allow",
+                "updatedInput": tool_input if isinstance(tool_input, dict) else {},
+            },
+        }
+    else:
+        response = {
+            "subtype": "error",
+            "request_id": request_id,
+            "error": f"unsupported control request: {request.get('subtype')}",
+        }
+    return (json.dumps({"type": "control_response", "response": response}) + "\n").encode()
+
+
+def _flatten(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for item in content:
+            if isinstance(item, dict) and item.get("type") == "text":
+                parts.append(_str(item.get("text")))
+            elif isinstance(item, dict):
+                parts.append(f"[{item.get('type', 'content')}]")
+            else:
+                parts.append(str(item))
+        return "\n".join(parts)
+    return "" if content is None else json.dumps(content)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _TEXT_LIMIT else text[:_TEXT_LIMIT] + "…"

@@ -1,0 +1,1 @@
+"""Fakes the tests run against: model APIs on loopback that real agent CLIs talk to."""
