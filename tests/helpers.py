@@ -1,0 +1,122 @@
+"""Shared async helpers: a real embedded server on loopback and a real daemon in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+import daemon
+from daemon.circuit import CircuitBreaker
+from daemon.client import ServerClient, make_http_client
+from daemon.config import Settings
+from daemon.discovery import candidates, detect
+from daemon.metrics import Metrics
+from daemon.server.serve import serve
+from daemon.tasks_api import TasksApi
+from daemon.worker import Worker
+
+FINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+@asynccontextmanager
+async def embedded_server(db: Path, token: str = "") -> AsyncIterator[str]:
+    """The reference server on 127.0.0.1 with a free port; yields its base URL."""
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(serve, db, "127.0.0.1", 0, token)
+        yield f"http://127.0.0.1:{port}"
+        tg.cancel_scope.cancel()
+
+
+def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
+    """A daemon environment with fast test-friendly defaults, rooted in `home`."""
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "MULTICA_SERVER_URL": server_url,
+        "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
+        "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
+        "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
+        "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "1s",
+        "MULTICA_DAEMON_STATUS_POLL_INTERVAL": "200ms",
+        "MULTICA_DAEMON_SHUTDOWN_GRACE": "5s",
+        "MULTICA_DAEMON_HEALTH_ADDR": "127.0.0.1:0",
+        "MULTICA_AGENT_KILL_GRACE": "1s",
+        "MULTICA_SCRIPTED_BACKEND": "1",
+        "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
+        "MULTICA_CODEX_PATH": str(home / "no-codex"),
+    }
+    env.update(overrides)
+    return env
+
+
+@dataclass
+class RunningDaemon:
+    """A worker running in this process, plus the server API to drive it."""
+
+    worker: Worker
+    api: TasksApi
+    metrics: Metrics
+    settings: Settings
+
+    async def submit(self, prompt: str | dict[str, Any], backend: str = "scripted") -> str:
+        """Queue a task (a dict prompt is a scripted-backend script); return its id."""
+        text = prompt if isinstance(prompt, str) else json.dumps(prompt)
+        task = await self.api.create_task(text, backend=backend)
+        return str(task["id"])
+
+    async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:
+        """Poll until the task is terminal on the server; fail the test after `within`."""
+        with anyio.fail_after(within):
+            while True:
+                task = await self.api.get_task(task_id)
+                if task["status"] in FINAL:
+                    return task
+                await anyio.sleep(0.05)
+
+
+@asynccontextmanager
+async def running_daemon(
+    home: Path, server_url: str, *, base_env: Mapping[str, str] | None = None, **env: str
+) -> AsyncIterator[RunningDaemon]:
+    """Start a real worker against `server_url`; stop it gracefully on exit."""
+    settings = Settings.from_env(daemon_env(home, server_url, **env))
+    metrics = Metrics()
+    circuit = CircuitBreaker(metrics=metrics)
+    backends = candidates(settings)
+    versions = await detect(backends)
+    found = {b.name: (b, versions[b.name]) for b in backends if b.name in versions}
+    async with (
+        make_http_client(server_url, settings.token, daemon.__version__) as http,
+        httpx.AsyncClient(base_url=server_url) as user_http,
+    ):
+        client = ServerClient(http, metrics=metrics, circuit=circuit)
+        worker = Worker(
+            settings,
+            client,
+            found,
+            server_url=server_url,
+            metrics=metrics,
+            circuit=circuit,
+            base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(worker.run)
+            with anyio.fail_after(10):
+                while worker.status != "running":
+                    await anyio.sleep(0.01)
+            yield RunningDaemon(worker, TasksApi(user_http), metrics, settings)
+            worker.request_stop()
+
+
+def python_agent(code: str) -> list[str]:
+    """Argv of a `command` agent written as inline Python (a real child process)."""
+    return [sys.executable, "-c", code]
