@@ -1,0 +1,331 @@
+"""The one place that spawns and kills agent processes.
+
+`run_process` starts an agent in its own session, feeds its stdin while reading its stdout
+(writing a big prompt before reading stdout deadlocks Claude Code), frames stdout into capped,
+cleaned lines for a `LineParser`, and keeps a bounded stderr tail. Leaving the context — in any
+way, including cancellation by the watchdog — kills the agent's whole tree (see `backends.killer`).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import subprocess
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from backends import proctree
+from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult
+from backends.killer import kill_tree
+
+log = logging.getLogger(__name__)
+
+TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
+"""Set in every agent's environment to its task id; the kill sweeps processes carrying it."""
+
+MAX_LINE_BYTES = 32 * 1024 * 1024
+STDERR_TAIL_BYTES = 8 * 1024
+_MESSAGE_BUFFER = 128
+_STDIN_QUEUE = 1024
+_READ_CHUNK = 256 * 1024
+
+# Leaders spawned here and not yet known to be reaped; `reap_orphans` must never touch them.
+_SPAWNED: set[int] = set()
+
+
+def spawned_pids() -> frozenset[int]:
+    """Pids of agent processes started here whose exit status the event loop still owns."""
+    return frozenset(_SPAWNED)
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """How to start one agent process and how hard to stop it."""
+
+    argv: Sequence[str]
+    cwd: Path
+    env: Mapping[str, str]
+    stdin_data: bytes = b""
+    keep_stdin_open: bool = False
+    kill_grace: float = 5.0
+    task_id: str = ""
+    observer: RunObserver = field(default_factory=NullObserver)
+    result_timeout: float = 5.0
+    max_line_bytes: int = MAX_LINE_BYTES
+    stderr_tail_bytes: int = STDERR_TAIL_BYTES
+
+
+class LineFramer:
+    """Splits a byte stream into lines, cutting any line at `cap` bytes with bounded memory."""
+
+    def __init__(self, cap: int) -> None:
+        self._cap = cap
+        self._buf = bytearray()
+        self._discarding = False
+        self.cut_lines = 0
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """Return the lines completed by `chunk` (without their newline)."""
+        lines: list[bytes] = []
+        start = 0
+        while (newline := chunk.find(b"\n", start)) >= 0:
+            if self._discarding:
+                self._discarding = False
+            else:
+                self._buf += chunk[start:newline]
+                lines.append(self._take())
+            start = newline + 1
+        if not self._discarding:
+            self._buf += chunk[start:]
+            if len(self._buf) > self._cap:
+                # Deliver the cut line now and drop the rest of it up to its newline.
+                lines.append(self._take())
+                self._discarding = True
+        return lines
+
+    def flush(self) -> bytes | None:
+        """The unterminated last line at end of stream, if any."""
+        if self._discarding or not self._buf:
+            return None
+        return self._take()
+
+    def _take(self) -> bytes:
+        if len(self._buf) > self._cap:
+            self.cut_lines += 1
+            line = bytes(self._buf[: self._cap])
+        else:
+            line = bytes(self._buf)
+        self._buf.clear()
+        return line
+
+
+def clean_line(raw: bytes) -> str:
+    """Agent output is untrusted: drop NUL bytes and replace invalid UTF-8."""
+    text = raw.replace(b"\0", b"").decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\r") else text
+
+
+class ProcessRun:
+    """A running agent process; implements `backends.base.AgentRun`."""
+
+    def __init__(self, spec: ProcessSpec, parser: LineParser, process: Process, tag: str) -> None:
+        self._spec = spec
+        self._parser = parser
+        self._process = process
+        self.tag = tag
+        self.leader = proctree.identify(process.pid)
+        self._msg_tx, self._msg_rx = anyio.create_memory_object_stream[Message](_MESSAGE_BUFFER)
+        self._stdin_tx: MemoryObjectSendStream[bytes | None]
+        self._stdin_rx: MemoryObjectReceiveStream[bytes | None]
+        self._stdin_tx, self._stdin_rx = anyio.create_memory_object_stream[bytes | None](
+            _STDIN_QUEUE
+        )
+        self._stderr = bytearray()
+        self._stdout_done = anyio.Event()
+        self._stderr_done = anyio.Event()
+        self._io_scopes = [anyio.CancelScope(shield=True) for _ in range(3)]
+        self._result: RunResult | None = None
+
+    @property
+    def pid(self) -> int:
+        """The agent leader's pid (also its process group and session id)."""
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The leader's exit status once reaped (negative: killed by that signal)."""
+        return self._process.returncode
+
+    def messages(self) -> AsyncIterator[Message]:
+        """Messages parsed from stdout; the iteration ends when stdout closes."""
+        return self._msg_rx
+
+    def pending(self) -> int:
+        """Messages parsed but not yet taken by the consumer."""
+        stats = self._msg_rx.statistics()
+        return stats.current_buffer_used + stats.tasks_waiting_send
+
+    def stderr_tail(self) -> str:
+        """The last bytes the agent wrote to stderr, cleaned."""
+        return clean_line(bytes(self._stderr)).strip()
+
+    async def write_line(self, data: bytes) -> None:
+        """Queue one line for the agent's stdin (after any earlier input, in order)."""
+        await self._stdin_tx.send(data if data.endswith(b"\n") else data + b"\n")
+
+    async def close_stdin(self) -> None:
+        """Close the agent's stdin once everything queued before has been written."""
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self._stdin_tx.send(None)
+
+    async def result(self) -> RunResult:
+        """Wait (bounded) for stdout to close and the process to exit, then build the result."""
+        if self._result is None:
+            with anyio.move_on_after(self._spec.result_timeout):
+                await self._stdout_done.wait()
+                await self._process.wait()
+            with anyio.move_on_after(0.5):  # the tail's last bytes may still be in the pipe
+                await self._stderr_done.wait()
+            self._result = self._parser.finish(self._process.returncode, self.stderr_tail())
+        return self._result
+
+    async def _guarded(self, scope: anyio.CancelScope, pump: Callable[[], Awaitable[None]]) -> None:
+        # Shielded so the pumps keep draining the pipes while the tree is being killed:
+        # an agent that handles SIGTERM by writing must not block on a full pipe.
+        with scope:
+            await pump()
+
+    async def _pump_stdout(self) -> None:
+        stdout = self._process.stdout
+        assert stdout is not None
+        framer = LineFramer(self._spec.max_line_bytes)
+        try:
+            while True:
+                try:
+                    chunk = await stdout.receive(_READ_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                for line in framer.feed(chunk):
+                    await self._handle_line(line)
+            if (last := framer.flush()) is not None:
+                await self._handle_line(last)
+        finally:
+            if framer.cut_lines:
+                log.warning("pid %d: %d stdout line(s) cut", self.pid, framer.cut_lines)
+            self._msg_tx.close()
+            self._stdout_done.set()
+
+    async def _handle_line(self, raw: bytes) -> None:
+        try:
+            step = self._parser.feed(clean_line(raw))
+        except Exception:  # a parser bug must not end the run; the line is counted as bad
+            log.exception("pid %d: parser failed on a line; skipped", self.pid)
+            self._spec.observer.invalid_line()
+            return
+        if step.invalid:
+            self._spec.observer.invalid_line()
+        for message in step.messages:
+            # Once the consumer has left (the run is ending), messages are dropped.
+            with suppress(anyio.BrokenResourceError):
+                await self._msg_tx.send(message)
+        for reply in step.replies:
+            await self._queue_stdin(reply if reply.endswith(b"\n") else reply + b"\n")
+        if step.close_stdin:
+            await self._queue_stdin(None)
+
+    async def _queue_stdin(self, item: bytes | None) -> None:
+        try:
+            await self._stdin_tx.send(item)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            log.debug("pid %d: stdin already closed; input dropped", self.pid)
+
+    async def _pump_stdin(self) -> None:
+        stdin = self._process.stdin
+        assert stdin is not None
+        try:
+            if self._spec.stdin_data:
+                await stdin.send(self._spec.stdin_data)
+            if self._spec.keep_stdin_open:
+                async for item in self._stdin_rx:
+                    if item is None:
+                        break
+                    await stdin.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            log.debug("pid %d: stdin closed by the agent", self.pid)
+        finally:
+            self._stdin_rx.close()
+            await stdin.aclose()
+
+    async def _pump_stderr(self) -> None:
+        stderr = self._process.stderr
+        assert stderr is not None
+        cap = self._spec.stderr_tail_bytes
+        try:
+            while True:
+                try:
+                    chunk = await stderr.receive(_READ_CHUNK)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    break
+                self._stderr += chunk
+                if len(self._stderr) > cap:
+                    del self._stderr[: len(self._stderr) - cap]
+        finally:
+            self._stderr_done.set()
+
+    async def _shutdown(self) -> None:
+        """Kill the tree, then stop the pumps and close the pipes; always bounded."""
+        spec = self._spec
+        with anyio.move_on_after(spec.kill_grace + 3.0):
+            await kill_tree(self.leader, TRACKING_ENV, self.tag, spec.kill_grace, spec.observer)
+        self._msg_rx.close()  # a pump blocked on a full queue drops the rest instead
+        self._stdin_tx.close()
+        with anyio.move_on_after(2.0):
+            await self._process.wait()
+        with anyio.move_on_after(0.5):  # let the pumps read to EOF so the tail is complete
+            await self._stdout_done.wait()
+            await self._stderr_done.wait()
+        for scope in self._io_scopes:
+            scope.cancel()
+        for stream in (self._msg_tx, self._stdin_rx):
+            stream.close()  # normally closed by their pumps already
+        if self._process.returncode is None:
+            log.error("pid %d survived SIGKILL; its pipes are left open", self.pid)
+            return
+        _SPAWNED.discard(self.pid)
+        await self._process.aclose()
+        reaped = proctree.reap_orphans(exclude=set(_SPAWNED))
+        if reaped:
+            log.debug("reaped adopted orphans %s", reaped)
+
+
+@asynccontextmanager
+async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[ProcessRun]:
+    """Start the agent; leaving the context kills its whole process tree (bounded)."""
+    tag = spec.task_id or f"run-{secrets.token_hex(8)}"
+    env = {**spec.env, TRACKING_ENV: tag}
+    process = await anyio.open_process(
+        list(spec.argv),
+        cwd=spec.cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    _SPAWNED.add(process.pid)
+    run = ProcessRun(spec, parser, process, tag)
+    log.debug("spawned pid %d for %s (%s)", process.pid, tag, spec.argv[0])
+    failure: BaseException | None = None
+    async with anyio.create_task_group() as tg:
+        pumps = (run._pump_stdout, run._pump_stderr, run._pump_stdin)
+        for scope, pump in zip(run._io_scopes, pumps, strict=True):
+            tg.start_soon(run._guarded, scope, pump)
+        try:
+            yield run
+        except BaseException as exc:
+            # Re-raised below, outside the task group, so callers see their own exception
+            # rather than an exception group.
+            failure = exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await run._shutdown()
+    if failure is not None:
+        raise failure
+
+
+__all__ = [
+    "MAX_LINE_BYTES",
+    "TRACKING_ENV",
+    "LineFramer",
+    "ProcessRun",
+    "ProcessSpec",
+    "clean_line",
+    "run_process",
+    "spawned_pids",
+]
