@@ -1,0 +1,181 @@
+"""The `command` line protocol (DESIGN.md §5): one message per stdout line, plain text welcome.
+
+A line that is a JSON object with a known `type` becomes that message; any other line — not
+JSON, or JSON without a known type — is a `text` message carrying the line, so a plain script
+works unchanged. A known type whose fields do not fit the message model (say `"content": 5`) is
+also kept as text, and counted as invalid, so nothing the agent said is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+
+log = logging.getLogger(__name__)
+
+TEXT_OUTPUT_LIMIT = 1024 * 1024
+"""Joined text output kept for the result (the last bytes; earlier text is cut)."""
+
+_KNOWN = {t.value: t for t in MessageType}
+_STRING_FIELDS = ("content", "tool", "call_id", "output", "session_id")
+_USAGE_FIELDS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_tokens": "cache_read_tokens",
+    "cache_write_tokens": "cache_write_tokens",
+    "cache_read_input_tokens": "cache_read_tokens",
+    "cache_creation_input_tokens": "cache_write_tokens",
+}
+
+
+class LineProtocolParser:
+    """Parses the `command` line protocol and builds the run's result from it."""
+
+    def __init__(self, provider: str = "command") -> None:
+        self._provider = provider
+        self._texts: deque[str] = deque()
+        self._text_bytes = 0
+        self._text_cut = False
+        self._result: Message | None = None
+        self._session_id = ""
+
+    def feed(self, line: str) -> ParseStep:
+        """Turn one stdout line into a message (blank lines only shape the joined output)."""
+        if not line.strip():
+            self._remember_text(line)
+            return ParseStep()
+        event = _json_object(line)
+        if event is None or event.get("type") not in _KNOWN:
+            return self._text(line)
+        try:
+            message = self._message(event)
+        except ValueError as exc:
+            log.warning("line protocol: %s; kept as text", exc)
+            step = self._text(line)
+            step.invalid = True
+            return step
+        if message.session_id:
+            self._session_id = message.session_id
+        if message.type is MessageType.RESULT:
+            self._result = message
+        elif message.type is MessageType.TEXT:
+            self._remember_text(message.content)
+        return ParseStep(messages=[message])
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """Exit 0 → completed with the result's output (else the text); otherwise failed."""
+        result = self._result
+        output = result.output if result is not None and result.output else self._joined_text()
+        error = result.content if result is not None and result.is_error else ""
+        usage = result.usage if result is not None else ()
+        if exit_code == 0 and not error:
+            return RunResult(
+                RunStatus.COMPLETED, output, "", self._session_id, usage, exit_code=exit_code
+            )
+        detail = error or stderr_tail.strip() or "no error output"
+        return RunResult(
+            RunStatus.FAILED,
+            output,
+            f"{describe_exit(exit_code)}: {detail}",
+            self._session_id,
+            usage,
+            exit_code=exit_code,
+        )
+
+    def _text(self, line: str) -> ParseStep:
+        self._remember_text(line)
+        return ParseStep(messages=[Message(MessageType.TEXT, content=line)])
+
+    def _message(self, event: Mapping[str, Any]) -> Message:
+        kind = _KNOWN[event["type"]]
+        fields: dict[str, str] = {}
+        for name in _STRING_FIELDS:
+            value = event.get(name)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise ValueError(f"{kind.value}.{name} is not a string")
+            fields[name] = value
+        tool_input = event.get("input")
+        if tool_input is not None and not isinstance(tool_input, dict):
+            raise ValueError(f"{kind.value}.input is not an object")
+        is_error = event.get("is_error") is True
+        if kind is MessageType.RESULT:
+            error = event.get("error")
+            if error:
+                # The error text rides in `content`; `output` stays the agent's answer.
+                fields["content"] = error if isinstance(error, str) else json.dumps(error)
+                is_error = True
+        return Message(
+            kind,
+            input=tool_input,
+            is_error=is_error,
+            usage=self._usage(event.get("usage")),
+            **fields,
+        )
+
+    def _usage(self, raw: object) -> tuple[Usage, ...]:
+        entries = [raw] if isinstance(raw, dict) else raw if isinstance(raw, list) else []
+        usage: list[Usage] = []
+        for entry in entries:
+            if not isinstance(entry, dict):
+                log.warning("line protocol: usage entry is not an object; ignored")
+                continue
+            counts = {
+                ours: value
+                for theirs, ours in _USAGE_FIELDS.items()
+                if isinstance(value := entry.get(theirs), int) and not isinstance(value, bool)
+            }
+            provider = entry.get("provider")
+            model = entry.get("model")
+            usage.append(
+                Usage(
+                    provider=provider if isinstance(provider, str) else self._provider,
+                    model=model if isinstance(model, str) else "",
+                    **counts,
+                )
+            )
+        return tuple(usage)
+
+    def _remember_text(self, text: str) -> None:
+        # Bounded: a plain script may print for hours; the end of its output matters most.
+        self._texts.append(text)
+        self._text_bytes += len(text) + 1
+        while self._text_bytes > TEXT_OUTPUT_LIMIT and len(self._texts) > 1:
+            self._text_bytes -= len(self._texts.popleft()) + 1
+            self._text_cut = True
+
+    def _joined_text(self) -> str:
+        joined = "\n".join(self._texts).strip("\n")
+        if len(joined) > TEXT_OUTPUT_LIMIT:
+            joined, self._text_cut = joined[-TEXT_OUTPUT_LIMIT:], True
+        return f"[earlier output cut]\n{joined}" if self._text_cut else joined
+
+
+def describe_exit(exit_code: int | None) -> str:
+    """Name how a process ended: `exit code 3`, `killed by SIGKILL`, `did not exit`."""
+    if exit_code is None:
+        return "did not exit"
+    if exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+    return f"exit code {exit_code}"
+
+
+def _json_object(line: str) -> dict[str, Any] | None:
+    text = line.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
