@@ -1,0 +1,174 @@
+"""Running the reference server under uvicorn inside the caller's anyio task group."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import uvicorn
+from anyio.abc import TaskStatus
+
+from daemon.errors import ConfigError
+from daemon.server.app import create_app
+from daemon.server.auth import is_loopback
+from daemon.server.store import Store
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE = 5.0
+"""Seconds open requests get to finish once the surrounding scope is cancelled."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn that leaves signals alone (the daemon owns them) and reports when it listens."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = anyio.Event()
+        self._exit_requested = anyio.Event()
+
+    def request_exit(self) -> None:
+        """Begin a graceful shutdown now (not at uvicorn's next 0.1 s poll)."""
+        self.should_exit = True
+        self._exit_requested.set()
+
+    # uvicorn ≥ 0.29 installs SIGINT/SIGTERM handlers here for the whole process; the daemon
+    # must keep its own, so this is a no-op.
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        self.listening.set()
+
+    async def main_loop(self) -> None:
+        # uvicorn's loop, except that the 0.1 s sleep between ticks ends early on request_exit:
+        # every embedded-server stop (and every test) would otherwise wait out a tick.
+        counter = 0
+        while not await self.on_tick(counter):
+            counter = (counter + 1) % 864000
+            with anyio.move_on_after(0.1):
+                await self._exit_requested.wait()
+
+
+async def serve(
+    db_path: Path,
+    host: str,
+    port: int,
+    token: str = "",
+    *,
+    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the reference server until the surrounding scope is cancelled.
+
+    Binds `host:port` itself (port 0 picks a free port) and reports the bound port through
+    `task_status` once it accepts connections: `port = await tg.start(serve, path, host, 0)`.
+    Without a token it refuses any host but loopback.
+    """
+    if not token and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to serve the embedded server on {host} without a token: "
+            "set MULTICA_DAEMON_TOKEN or listen on 127.0.0.1"
+        )
+    store = await anyio.to_thread.run_sync(Store, db_path)
+    try:
+        try:
+            sock = _bind(host, port)
+        except OSError as exc:
+            raise ConfigError(f"the embedded server cannot listen on {host}:{port}: {exc}") from exc
+        try:
+            bound = int(sock.getsockname()[1])
+            await _run(_server(store, token), sock, bound, task_status)
+        finally:
+            sock.close()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(store.close)
+
+
+@asynccontextmanager
+async def running_server(
+    db_path: Path, host: str = "127.0.0.1", port: int = 0, token: str = ""
+) -> AsyncIterator[str]:
+    """Serve for the duration of the `async with` block; yields the base URL.
+
+    `async with running_server(tmp_path / "server.db") as url: ...` — for tests and tools
+    that want a real server on loopback without managing a task group themselves.
+    """
+    async with anyio.create_task_group() as tg:
+        bound = await tg.start(serve, db_path, host, port, token)
+        shown = f"[{host}]" if ":" in host else host
+        try:
+            yield f"http://{shown}:{bound}"
+        finally:
+            tg.cancel_scope.cancel()
+
+
+def _server(store: Store, token: str) -> _Server:
+    config = uvicorn.Config(
+        create_app(store, token),
+        log_config=None,  # the daemon configures logging; uvicorn must not replace it
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        server_header=False,
+        timeout_graceful_shutdown=int(SHUTDOWN_GRACE) - 1,
+    )
+    return _Server(config)
+
+
+async def _run(
+    server: _Server, sock: socket.socket, bound: int, task_status: TaskStatus[int]
+) -> None:
+    # uvicorn's serve() is shielded and stopped by its own should_exit flag, so cancellation
+    # cannot cut it off between closing the listener and draining connections; the deadline
+    # set on the way out keeps that shutdown bounded.
+    shield = anyio.CancelScope(shield=True)
+    stopped = anyio.Event()
+
+    async def run_uvicorn() -> None:
+        try:
+            with shield:
+                await server.serve(sockets=[sock])
+        finally:
+            stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_uvicorn)
+        try:
+            await server.listening.wait()
+            log.info("embedded server listening on %s", _address(sock))
+            task_status.started(bound)
+            await stopped.wait()
+        finally:
+            server.request_exit()
+            shield.deadline = anyio.current_time() + SHUTDOWN_GRACE
+    log.info("embedded server stopped")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (IPv4 or IPv6, whichever the host resolves to)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _address(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
