@@ -30,13 +30,21 @@ _M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
 
 
+MAX_BODY = 16 * 1024 * 1024
+"""Largest request body read; transcript batches are far smaller (tool output is capped)."""
+
+
 class BadRequestError(Exception):
     """The request cannot be understood; answered 400 with this message."""
 
 
-def create_app(store: Store, token: str = "") -> Starlette:
+class BodyTooLargeError(Exception):
+    """The request body exceeds the app's limit; answered 413 without reading the rest."""
+
+
+def create_app(store: Store, token: str = "", *, max_body: int = MAX_BODY) -> Starlette:
     """The ASGI app over `store`; with a `token`, every request must carry it as a bearer."""
-    routes = _Routes(store)
+    routes = _Routes(store, max_body)
     daemon = "/api/daemon"
     task = daemon + "/tasks/{task_id}"
     return Starlette(
@@ -68,6 +76,7 @@ def create_app(store: Store, token: str = "") -> Starlette:
         middleware=[Middleware(BearerAuth, token=token)],
         exception_handlers={
             BadRequestError: _error_handler(400),
+            BodyTooLargeError: _error_handler(413),
             NotFoundError: _error_handler(404),
             ConflictError: _error_handler(409),
             # SQLite gave up waiting for its write lock: transient, the daemon retries.
@@ -81,8 +90,9 @@ def create_app(store: Store, token: str = "") -> Starlette:
 class _Routes:
     """One handler per endpoint; each parses, runs one store call in a thread, and answers."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, max_body: int) -> None:
         self._store = store
+        self._max_body = max_body
 
     async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
@@ -93,7 +103,7 @@ class _Routes:
         return JSONResponse(await self._call(self._store.workspaces))
 
     async def register(self, request: Request) -> Response:
-        body = await _parse(request, bodies.RegisterIn)
+        body = await _parse(request, bodies.RegisterIn, self._max_body)
         runtimes = await self._call(
             self._store.register,
             daemon_id=body.daemon_id,
@@ -113,7 +123,7 @@ class _Routes:
         )
 
     async def recover(self, request: Request) -> Response:
-        await _parse(request, bodies.EmptyIn)
+        await _parse(request, bodies.EmptyIn, self._max_body)
         runtime_id = request.path_params["runtime_id"]
         orphaned = await self._call(self._store.recover_orphans, runtime_id)
         if orphaned:
@@ -121,18 +131,18 @@ class _Routes:
         return JSONResponse({"orphaned": orphaned, "retried": 0})
 
     async def heartbeat(self, request: Request) -> Response:
-        body = await _parse(request, bodies.HeartbeatIn)
+        body = await _parse(request, bodies.HeartbeatIn, self._max_body)
         await self._call(self._store.heartbeat, body.runtime_id)
         return JSONResponse({"status": "ok"})
 
     async def deregister(self, request: Request) -> Response:
-        body = await _parse(request, bodies.DeregisterIn)
+        body = await _parse(request, bodies.DeregisterIn, self._max_body)
         count = await self._call(self._store.deregister, body.runtime_ids)
         log.info("deregistered %d runtime(s)", count)
         return JSONResponse({"status": "ok", "deregistered": count})
 
     async def claim(self, request: Request) -> Response:
-        body = await _parse(request, bodies.ClaimIn)
+        body = await _parse(request, bodies.ClaimIn, self._max_body)
         tasks = await self._call(
             self._store.claim, body.daemon_id, body.runtime_ids, body.max_tasks
         )
@@ -143,12 +153,12 @@ class _Routes:
         return JSONResponse({"tasks": tasks})
 
     async def start(self, request: Request) -> Response:
-        await _parse(request, bodies.EmptyIn)
+        await _parse(request, bodies.EmptyIn, self._max_body)
         status = await self._call(self._store.start, _task_id(request))
         return JSONResponse({"id": _task_id(request), "status": status})
 
     async def post_messages(self, request: Request) -> Response:
-        body = await _parse(request, bodies.MessagesIn)
+        body = await _parse(request, bodies.MessagesIn, self._max_body)
         stored = await self._call(self._store.add_messages, _task_id(request), body.messages)
         return JSONResponse({"status": "ok", "stored": stored})
 
@@ -157,12 +167,12 @@ class _Routes:
         return JSONResponse({"id": _task_id(request), "status": status})
 
     async def post_usage(self, request: Request) -> Response:
-        body = await _parse(request, bodies.UsageIn)
+        body = await _parse(request, bodies.UsageIn, self._max_body)
         await self._call(self._store.record_usage, _task_id(request), body.usage)
         return JSONResponse({"status": "ok"})
 
     async def complete(self, request: Request) -> Response:
-        body = await _parse(request, bodies.CompleteIn)
+        body = await _parse(request, bodies.CompleteIn, self._max_body)
         task = await self._call(
             self._store.complete, _task_id(request), body.output, body.session_id, body.work_dir
         )
@@ -170,7 +180,7 @@ class _Routes:
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def fail(self, request: Request) -> Response:
-        body = await _parse(request, bodies.FailIn)
+        body = await _parse(request, bodies.FailIn, self._max_body)
         task = await self._call(
             self._store.fail,
             _task_id(request),
@@ -188,20 +198,20 @@ class _Routes:
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def cancel_ack(self, request: Request) -> Response:
-        await _parse(request, bodies.EmptyIn)
+        await _parse(request, bodies.EmptyIn, self._max_body)
         await self._call(self._store.cancel_ack, _task_id(request))
         return JSONResponse({"status": "ok"})
 
     # -- reference-server extensions -------------------------------------------------------------
 
     async def add_workspace(self, request: Request) -> Response:
-        body = await _parse(request, bodies.WorkspaceIn)
+        body = await _parse(request, bodies.WorkspaceIn, self._max_body)
         workspace = await self._call(self._store.add_workspace, body.name, body.id)
         log.info("workspace %s added", workspace["id"])
         return JSONResponse(workspace, status_code=201)
 
     async def create_task(self, request: Request) -> Response:
-        body = await _parse(request, bodies.TaskIn)
+        body = await _parse(request, bodies.TaskIn, self._max_body)
         task = await self._call(
             self._store.create_task,
             body.prompt,
@@ -243,9 +253,9 @@ def _task_id(request: Request) -> str:
     return str(request.path_params["task_id"])
 
 
-async def _parse(request: Request, model: type[_M]) -> _M:
+async def _parse(request: Request, model: type[_M], limit: int) -> _M:
     """The body as `model`; an empty body counts as `{}` (several endpoints take `{}`)."""
-    raw = await request.body()
+    raw = await _read_body(request, limit)
     try:
         data = json.loads(raw) if raw.strip() else {}
     except ValueError as exc:  # includes UnicodeDecodeError
@@ -258,6 +268,22 @@ async def _parse(request: Request, model: type[_M]) -> _M:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise BadRequestError(f"{where}: {first['msg']}") from None
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The body, refused once it grows past `limit` bytes (whatever Content-Length claims)."""
+    too_large = BodyTooLargeError(f"request body over {limit} bytes")
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _int_param(request: Request, name: str, default: _T) -> int | _T:

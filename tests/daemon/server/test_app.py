@@ -256,6 +256,24 @@ async def test_bad_body_is_400(asgi_client: httpx.AsyncClient, body: bytes, mess
     assert message in answer.json()["error"]
 
 
+async def test_oversized_body_is_413(store: Store) -> None:
+    """A body over the limit is refused before it is read, declared size or streamed."""
+    transport = httpx.ASGITransport(app=create_app(store, max_body=1000))
+    big = {"messages": [{"seq": 1, "type": "text", "content": "x" * 2000}]}
+
+    async def streamed() -> AsyncIterator[bytes]:
+        for _ in range(3):
+            yield b"x" * 600
+
+    async with httpx.AsyncClient(transport=transport, base_url="http://server") as c:
+        task = (await c.post("/api/tasks", json={"prompt": "p"})).json()
+        declared = await c.post(_task_url(task["id"], "messages"), json=big)
+        chunked = await c.post(_task_url(task["id"], "messages"), content=streamed())
+        assert (await c.get(f"/api/tasks/{task['id']}/messages")).json() == []
+    assert (declared.status_code, chunked.status_code) == (413, 413)
+    assert "over 1000 bytes" in declared.json()["error"]
+
+
 async def test_malformed_json_is_400_not_500(client: httpx.AsyncClient) -> None:
     """Over a real socket, a truncated JSON body gets a JSON 400, never a server error."""
     task = await _create(client)
