@@ -1,0 +1,100 @@
+"""Small fakes shared by the process and backend tests: an observer and a plain line parser."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.proctree import ProcIdentity, identify, is_alive
+
+
+@dataclass
+class RecordingObserver:
+    """Remembers every signal sent and counts invalid lines."""
+
+    signals: list[str] = field(default_factory=list)
+    invalid: int = 0
+
+    def signal_sent(self, signal_name: str) -> None:
+        self.signals.append(signal_name)
+
+    def invalid_line(self) -> None:
+        self.invalid += 1
+
+
+@dataclass
+class LinesParser:
+    """Every line becomes a text message; `finish` records what it was given."""
+
+    finished_with: tuple[int | None, str] | None = None
+
+    def feed(self, line: str) -> ParseStep:
+        return ParseStep(messages=[Message(MessageType.TEXT, content=line)])
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        self.finished_with = (exit_code, stderr_tail)
+        status = RunStatus.COMPLETED if exit_code == 0 else RunStatus.FAILED
+        return RunResult(status, error=stderr_tail, exit_code=exit_code)
+
+
+SLEEPER = "import time; time.sleep(120)"
+
+TREE_CHILD = """
+import subprocess, sys, time
+inner = (
+    "import subprocess, sys, time;"
+    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']);"
+    "print(c.pid, flush=True); time.sleep(120)"
+)
+grandchild = subprocess.Popen(
+    [sys.executable, "-c", inner], start_new_session=True, stdout=subprocess.PIPE
+)
+print("tree", grandchild.pid, int(grandchild.stdout.readline()), flush=True)
+time.sleep(120)
+"""
+"""A child that starts a grandchild in its own session with a great-grandchild below it,
+prints `tree <grandchild pid> <great-grandchild pid>` and sleeps."""
+
+PINGABLE = """
+import signal, sys
+signal.signal(signal.SIGTERM, lambda *_: (print("term", flush=True), sys.exit(0)))
+print("ready", flush=True)
+for line in sys.stdin:
+    print(line.strip(), flush=True)
+"""
+"""A child that echoes stdin lines and announces a SIGTERM: if `ping` comes back before any
+`term`, no SIGTERM had reached it when the ping was sent."""
+
+
+def tree_pids(line: str) -> list[int]:
+    """The pids of a `tree <pid> <pid>` line."""
+    word, *pids = line.split()
+    assert word == "tree", line
+    return [int(pid) for pid in pids]
+
+
+def python(code: str) -> list[str]:
+    """argv running `code` (dedented) in a fresh interpreter."""
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def identities(pids: Iterable[int]) -> list[ProcIdentity]:
+    """Identities of live pids; a pid already gone makes the caller's setup wrong."""
+    pids = list(pids)
+    found = [identify(pid) for pid in pids]
+    assert all(found), f"not all of {pids} are alive"
+    return [f for f in found if f is not None]
+
+
+def survivors(procs: Iterable[ProcIdentity], within: float = 0.0) -> list[ProcIdentity]:
+    """The processes still alive, after waiting up to `within` seconds for them to go."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [p for p in procs if is_alive(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.01)

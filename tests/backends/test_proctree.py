@@ -1,0 +1,279 @@
+"""Tests for the /proc helpers, on real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.proctree import (
+    ProcIdentity,
+    descendants,
+    identify,
+    is_alive,
+    kill_leftovers,
+    signal_group_of,
+    tagged,
+)
+from tests.backends.support import (
+    PINGABLE,
+    SLEEPER,
+    TREE_CHILD,
+    identities,
+    python,
+    survivors,
+    tree_pids,
+)
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def tag_var() -> str:
+    """A tracking variable no other test (or process) uses."""
+    return f"PROCTREE_TEST_{secrets.token_hex(4).upper()}"
+
+
+class Children:
+    """Python children started by a test (text pipes), killed with their trees afterwards."""
+
+    def __init__(self) -> None:
+        self._procs: list[subprocess.Popen[str]] = []
+        self._extra: list[ProcIdentity] = []
+
+    def start(self, code: str = SLEEPER, **kwargs: Any) -> subprocess.Popen[str]:
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        proc = subprocess.Popen(python(code), text=True, **kwargs)
+        self._procs.append(proc)
+        return proc
+
+    def also_kill(self, extra: list[ProcIdentity]) -> None:
+        self._extra += extra
+
+    def cleanup(self) -> None:
+        for identity in self._extra:
+            signal_group_of(identity, signal.SIGKILL)
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+
+
+@pytest.fixture
+def spawn() -> Iterator[Children]:
+    """Start children; whatever is left of them is killed after the test."""
+    children = Children()
+    yield children
+    children.cleanup()
+
+
+def ping(proc: subprocess.Popen[str]) -> str:
+    """Send `ping` to a PINGABLE child and return its next line."""
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("ping\n")
+    proc.stdin.flush()
+    return proc.stdout.readline().strip()
+
+
+def pingable(spawn: Children, **kwargs: Any) -> subprocess.Popen[str]:
+    proc = spawn.start(PINGABLE, stdin=subprocess.PIPE, **kwargs)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_identify_is_stable_and_none_once_reaped(spawn: Children) -> None:
+    """A live process has one identity; once it is reaped, it has none and is not alive."""
+    proc = spawn.start()
+    first = identify(proc.pid)
+    assert first is not None and first == identify(proc.pid) and is_alive(first)
+    proc.kill()
+    proc.wait()
+    assert identify(proc.pid) is None
+    assert not is_alive(first)
+
+
+def test_zombie_counts_as_gone(spawn: Children) -> None:
+    """An exited but unreaped child (a zombie) is neither identified nor alive."""
+    proc = spawn.start("import sys; sys.stdin.read()", stdin=subprocess.PIPE)
+    identity = identify(proc.pid)
+    assert identity is not None
+    assert proc.stdin is not None
+    proc.stdin.close()
+    stat = Path(f"/proc/{proc.pid}/stat")
+    deadline = time.monotonic() + 10
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "child never exited"
+        time.sleep(0.01)
+    assert identify(proc.pid) is None
+    assert not is_alive(identity)
+
+
+def test_reused_pid_is_not_alive(spawn: Children) -> None:
+    """The same pid with another start time is another process: not alive."""
+    proc = spawn.start()
+    identity = identify(proc.pid)
+    assert identity is not None
+    assert not is_alive(ProcIdentity(proc.pid, identity.start_time + 1))
+
+
+def test_descendants_follow_children_into_other_sessions(spawn: Children) -> None:
+    """A grandchild in its own session and its child are both descendants of the child."""
+    proc = spawn.start(TREE_CHILD, start_new_session=True)
+    assert proc.stdout is not None
+    tree = identities(tree_pids(proc.stdout.readline()))
+    spawn.also_kill(tree)
+    assert os.getsid(tree[0].pid) != os.getsid(proc.pid)
+    assert set(tree) <= set(descendants(proc.pid))
+    assert descendants(tree[1].pid) == []
+
+
+def test_tagged_matches_the_exact_value(spawn: Children, tag_var: str) -> None:
+    """Only processes whose tag equals the value are found, not ones sharing a prefix."""
+    wanted = spawn.start(env={tag_var: "task-1"})
+    spawn.start(env={tag_var: "task-12"})
+    spawn.start(env={f"{tag_var}X": "task-1"})
+    assert [p.pid for p in tagged(tag_var, "task-1")] == [wanted.pid]
+    assert tagged(tag_var, "") == []
+
+
+def test_signal_group_of_skips_a_reused_pid(spawn: Children) -> None:
+    """A pid whose start time no longer matches is not signalled."""
+    proc = pingable(spawn, start_new_session=True)
+    identity = identify(proc.pid)
+    assert identity is not None
+    assert not signal_group_of(ProcIdentity(proc.pid, identity.start_time - 1), signal.SIGTERM)
+    assert ping(proc) == "ping"
+
+
+def test_signal_group_of_signals_the_whole_group(spawn: Children) -> None:
+    """Every member of the process's group gets the signal."""
+    code = """
+        import subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+        print(child.pid, flush=True)
+        time.sleep(120)
+    """
+    proc = spawn.start(code, start_new_session=True)
+    assert proc.stdout is not None
+    members = identities([proc.pid, int(proc.stdout.readline())])
+    spawn.also_kill(members)
+    assert signal_group_of(members[0], signal.SIGTERM)
+    assert survivors(members, within=10) == []
+
+
+def test_signal_group_of_never_signals_our_own_group(spawn: Children) -> None:
+    """A process in the caller's own group is signalled alone, never through the group."""
+    target = pingable(spawn)
+    bystander = pingable(spawn)
+    identity = identify(target.pid)
+    assert identity is not None
+    assert signal_group_of(identity, signal.SIGTERM)
+    assert target.wait(timeout=10) == 0
+    assert ping(bystander) == "ping"
+
+
+def test_kill_leftovers_spares_a_reused_pid(spawn: Children, tag_var: str) -> None:
+    """A record whose pid now belongs to another process (other start time) is left alone."""
+    proc = pingable(spawn, start_new_session=True)
+    identity = identify(proc.pid)
+    assert identity is not None
+    stale = ProcIdentity(proc.pid, identity.start_time - 1)
+    assert kill_leftovers([stale], tag_var, "task-gone", grace=0.1) == []
+    assert ping(proc) == "ping"
+
+
+def test_kill_leftovers_kills_a_recorded_tagged_leftover(spawn: Children, tag_var: str) -> None:
+    """A recorded leftover carrying the tag is stopped with SIGTERM."""
+    proc = spawn.start(env={tag_var: "task-7"}, start_new_session=True)
+    record = identify(proc.pid)
+    assert record is not None
+    assert kill_leftovers([record], tag_var, "task-7", grace=5) == [proc.pid]
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_kill_leftovers_finds_unrecorded_tagged_processes(spawn: Children, tag_var: str) -> None:
+    """A tagged process missing from the records is found by its tag and stopped."""
+    proc = spawn.start(env={tag_var: "task-8"}, start_new_session=True)
+    assert kill_leftovers([], tag_var, "task-8", grace=5) == [proc.pid]
+    assert proc.wait(timeout=10) == -signal.SIGTERM
+
+
+def test_kill_leftovers_escalates_to_sigkill(spawn: Children, tag_var: str) -> None:
+    """A leftover that ignores SIGTERM is killed with SIGKILL after the grace."""
+    code = """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(120)
+    """
+    proc = spawn.start(code, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    record = identify(proc.pid)
+    assert record is not None
+    started = time.monotonic()
+    assert kill_leftovers([record], tag_var, "", grace=0.3) == [proc.pid]
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+    assert time.monotonic() - started >= 0.3
+
+
+SUBREAPER_SCENARIO = """
+import json, subprocess, sys, time
+from backends.proctree import become_subreaper, reap_orphans
+
+def state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+assert become_subreaper()
+# Our own agent-like child (its own session) and a helper in our session, both exiting.
+own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"], start_new_session=True)
+helper = subprocess.Popen([sys.executable, "-c", "raise SystemExit(5)"])
+# A middle process leaves an orphan in its own session behind; we adopt it.
+orphan_code = "import time; time.sleep(0.2)"
+middle = subprocess.Popen(
+    [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen("
+     f"[sys.executable, '-c', {orphan_code!r}], start_new_session=True).pid)"],
+    stdout=subprocess.PIPE,
+)
+orphan = int(middle.stdout.read())
+middle.wait()
+deadline = time.monotonic() + 30
+while any(state(p) != "Z" for p in (own.pid, helper.pid, orphan)):
+    assert time.monotonic() < deadline, "children never exited"
+    time.sleep(0.01)
+reaped = reap_orphans(exclude={own.pid})
+print(json.dumps({"orphan": orphan, "reaped": reaped, "own": own.wait(), "helper": helper.wait()}))
+"""
+
+
+def test_reap_orphans_reaps_only_adopted_orphans() -> None:
+    """As a subreaper, only the adopted orphan is reaped; our own children keep their status."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SUBREAPER_SCENARIO)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["reaped"] == [report["orphan"]]
+    assert report["own"] == 7
+    assert report["helper"] == 5
