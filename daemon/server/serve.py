@@ -63,7 +63,7 @@ async def serve(
     port: int,
     token: str = "",
     *,
-    task_status: anyio.abc.TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
+    task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the reference server until the surrounding scope is cancelled.
 
