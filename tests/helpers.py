@@ -20,20 +20,15 @@ from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
 from daemon.discovery import candidates, detect
 from daemon.metrics import Metrics
-from daemon.server.serve import serve
+from daemon.server import running_server
 from daemon.tasks_api import TasksApi
 from daemon.worker import Worker
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-@asynccontextmanager
-async def embedded_server(db: Path, token: str = "") -> AsyncIterator[str]:
-    """The reference server on 127.0.0.1 with a free port; yields its base URL."""
-    async with anyio.create_task_group() as tg:
-        port = await tg.start(serve, db, "127.0.0.1", 0, token)
-        yield f"http://127.0.0.1:{port}"
-        tg.cancel_scope.cancel()
+# The reference server on 127.0.0.1 with a free port; yields its base URL.
+embedded_server = running_server
 
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
