@@ -1,0 +1,199 @@
+"""The Claude Code backend: `claude -p` speaking stream-json both ways.
+
+    claude -p --output-format stream-json --input-format stream-json --verbose
+           --permission-mode bypassPermissions [--model M] [--resume SESSION]
+           [--append-system-prompt INSTRUCTIONS] [configured args] [task args]
+
+The prompt goes in as one stream-json user message, written by the process helper while it is
+already reading stdout (writing first deadlocks the CLI at start-up). Stdin stays open so
+`control_request` lines can be answered; the parser closes it after the `result` line, and
+the CLI exits.
+
+Instructions go in with `--append-system-prompt` rather than a `CLAUDE.md` in the work
+directory: the directory is the task's repository, which may have its own `CLAUDE.md` (it would
+be clobbered, and the agent might commit ours), and the CLI records the system prompt with the
+session, so a resumed session keeps the instructions it started with. Very long instructions
+(over the kernel's per-argument limit) go through `--append-system-prompt-file`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from pathlib import Path
+
+from backends.base import AgentRun, RunSpec
+from backends.claude_stream import ClaudeStreamParser
+from backends.fallback import resume_or_fresh
+from backends.process import ProcessSpec, run_process
+from backends.version import cli_version
+
+log = logging.getLogger(__name__)
+
+BASE_ARGS = (
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--input-format",
+    "stream-json",
+    "--verbose",
+    "--permission-mode",
+    "bypassPermissions",
+)
+
+# Set by a running Claude Code for its own tool processes. A daemon started from inside a
+# Claude Code session must not hand them on: the agent would think it is a nested child
+# session of someone else's.
+SESSION_MARKERS = frozenset(
+    {
+        "CLAUDECODE",
+        "CLAUDE_CODE_ENTRYPOINT",
+        "CLAUDE_CODE_SESSION_ID",
+        "CLAUDE_CODE_CHILD_SESSION",
+        "CLAUDE_CODE_CHILD_NOTES_DIR",
+        "CLAUDE_CODE_EXECPATH",
+        "CLAUDE_CODE_MESSAGING_SOCKET",
+        "CLAUDE_CODE_MESSAGING_TOKEN",
+        "CLAUDE_CODE_SESSION_ATTENDED",
+        "CLAUDE_CODE_SSE_PORT",
+        "CLAUDE_PID",
+        "AI_AGENT",
+    }
+)
+
+# The daemon parses stream-json; configured arguments may not switch the format.
+_RESERVED_FLAGS = ("--output-format", "--input-format")
+
+# Linux refuses a single argument over 128 KiB (MAX_ARG_STRLEN); stay well below it.
+_MAX_INLINE_INSTRUCTIONS = 100 * 1024
+
+
+class ClaudeBackend:
+    """Runs the Claude Code CLI for a task; resumes sessions and falls back when one is gone."""
+
+    name = "claude"
+
+    def __init__(
+        self,
+        path: str = "claude",
+        args: Sequence[str] = (),
+        model: str = "",
+        *,
+        detect_env: Mapping[str, str] | None = None,
+        is_root: bool | None = None,
+    ) -> None:
+        self.path = path
+        self.args = tuple(args)
+        self.model = model
+        # `detect` runs the CLI with the daemon's own environment unless told otherwise.
+        self._detect_env = detect_env
+        # As root the CLI refuses bypassPermissions unless IS_SANDBOX=1 says it is contained.
+        self._is_root = os.geteuid() == 0 if is_root is None else is_root
+
+    async def detect(self) -> str | None:
+        """`claude --version` within 10 s: the version, or None."""
+        env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
+        return await cli_version([self.path, "--version"], strip_markers(env))
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        with ExitStack() as scratch:
+            instructions = _instruction_args(spec.instructions, scratch)
+            if not spec.resume_session_id:
+                parser = ClaudeStreamParser()
+                async with run_process(self._spec(spec, "", instructions), parser) as run:
+                    yield run
+                return
+            session = spec.resume_session_id
+            resumed = (
+                self._spec(spec, session, instructions),
+                ClaudeStreamParser(resuming=session),
+            )
+
+            def fresh() -> tuple[ProcessSpec, ClaudeStreamParser]:
+                log.warning("claude: session %s not found; starting a fresh session", session)
+                return self._spec(spec, "", instructions), ClaudeStreamParser()
+
+            notice = f"Session {session} was not found; started a fresh session instead."
+            async with resume_or_fresh(resumed, fresh, notice) as either:
+                yield either
+
+    def argv(self, spec: RunSpec, resume: str = "", instructions: Sequence[str] = ()) -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        argv = [self.path, *BASE_ARGS]
+        model = spec.model or self.model
+        if model:
+            argv += ["--model", model]
+        if resume:
+            argv += ["--resume", resume]
+        argv += instructions
+        argv += filter_args(self.args)
+        argv += filter_args(spec.extra_args)
+        return argv
+
+    def env(self, spec: RunSpec) -> dict[str, str]:
+        """The agent environment without Claude Code's session markers (plus IS_SANDBOX as root)."""
+        env = strip_markers(spec.env)
+        if self._is_root:
+            env.setdefault("IS_SANDBOX", "1")
+        return env
+
+    def _spec(self, spec: RunSpec, resume: str, instructions: Sequence[str]) -> ProcessSpec:
+        return ProcessSpec(
+            argv=self.argv(spec, resume, instructions),
+            cwd=spec.workdir,
+            env=self.env(spec),
+            stdin_data=prompt_line(spec.prompt),
+            keep_stdin_open=True,
+            kill_grace=spec.kill_grace,
+            task_id=spec.task_id,
+            observer=spec.observer,
+        )
+
+
+def prompt_line(prompt: str) -> bytes:
+    """The prompt as one stream-json user message."""
+    message = {"type": "user", "message": {"role": "user", "content": prompt}}
+    return (json.dumps(message) + "\n").encode()
+
+
+def strip_markers(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` without the variables a running Claude Code sets for its children."""
+    return {k: v for k, v in env.items() if k not in SESSION_MARKERS}
+
+
+def filter_args(args: Sequence[str]) -> list[str]:
+    """Drop `--output-format`/`--input-format` (with their values): the daemon needs stream-json."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in _RESERVED_FLAGS:
+            log.warning("claude: ignoring argument %r: the daemon needs stream-json", arg)
+            skip_value = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _instruction_args(instructions: str, scratch: ExitStack) -> list[str]:
+    """The instruction arguments; a file (removed with `scratch`) when too long for argv."""
+    if not instructions:
+        return []
+    if len(instructions.encode()) <= _MAX_INLINE_INSTRUCTIONS:
+        return ["--append-system-prompt", instructions]
+    folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="agent-daemon-claude-"))
+    path = Path(folder) / "instructions.md"
+    path.write_text(instructions)
+    return ["--append-system-prompt-file", str(path)]

@@ -1,0 +1,61 @@
+"""Ask an agent CLI for its version, bounded, through the process helper."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import anyio
+
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.process import ProcessSpec, run_process
+
+VERSION_TIMEOUT = 10.0
+_VERSION = re.compile(r"\d+(?:\.\d+)+\S*")
+
+
+class _FirstLine:
+    """A `LineParser` that keeps the first non-blank line the CLI prints."""
+
+    def __init__(self) -> None:
+        self.line = ""
+
+    def feed(self, line: str) -> ParseStep:
+        if not self.line and line.strip():
+            self.line = line.strip()
+            return ParseStep(messages=[Message(MessageType.LOG, content=self.line)])
+        return ParseStep()
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        ok = exit_code == 0 and bool(self.line)
+        return RunResult(RunStatus.COMPLETED if ok else RunStatus.FAILED, output=self.line)
+
+
+def parse_version(line: str) -> str:
+    """`2.1.328 (Claude Code)` → `2.1.328`, `codex-cli 0.169.0` → `0.169.0`; else the line."""
+    match = _VERSION.search(line)
+    return match.group(0) if match else line.strip()
+
+
+async def cli_version(
+    argv: Sequence[str], env: Mapping[str, str], bound: float = VERSION_TIMEOUT
+) -> str | None:
+    """Run `argv` (e.g. `claude --version`); its version, or None if it fails or hangs."""
+    parser = _FirstLine()
+    result: RunResult | None = None
+    with anyio.move_on_after(bound):
+        try:
+            spec = ProcessSpec(
+                argv=list(argv), cwd=Path(tempfile.gettempdir()), env=env, kill_grace=1.0
+            )
+            async with run_process(spec, parser) as run:
+                async for _ in run.messages():
+                    pass
+                result = await run.result()
+        except OSError:
+            return None
+    if result is None or result.status is not RunStatus.COMPLETED:
+        return None
+    return parse_version(result.output)
