@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,14 @@ from daemon.tasks_api import TasksApi
 from daemon.worker import Worker
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
+
+
+async def eventually(predicate: Callable[[], bool], within: float = 10.0) -> None:
+    """Wait until `predicate()` holds, checking every 20 ms; fail the test after `within`."""
+    with anyio.fail_after(within):
+        # Polling on purpose: the state lives outside the event loop (/proc, other processes).
+        while not predicate():  # noqa: ASYNC110
+            await anyio.sleep(0.02)
 
 
 # The reference server on 127.0.0.1 with a free port; yields its base URL.
@@ -105,9 +113,7 @@ async def running_daemon(
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
-            with anyio.fail_after(10):
-                while worker.status != "running":
-                    await anyio.sleep(0.01)
+            await eventually(lambda: worker.status == "running")
             yield RunningDaemon(worker, TasksApi(user_http), metrics, settings)
             worker.request_stop()
 

@@ -6,12 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 from backends.process import TRACKING_ENV
 from backends.proctree import tagged
-from tests.helpers import embedded_server, running_daemon
+from tests.helpers import embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -68,9 +67,7 @@ async def test_silent_agent_is_stopped_by_the_idle_watchdog(tmp_path: Path) -> N
         running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
     ):
         task_id = await d.submit(script)
-        with anyio.fail_after(10):
-            while not survivors(task_id):
-                await anyio.sleep(0.02)
+        await eventually(lambda: bool(survivors(task_id)))
         begun = time.monotonic()
         task = await d.wait(task_id)
         took = time.monotonic() - begun
