@@ -1,0 +1,52 @@
+"""The bounded `--version` probe, on real `sys.executable -c` children."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+from backends.version import cli_version, parse_version
+from tests.backends.support import python
+
+pytestmark = pytest.mark.anyio
+
+ENV = {"LC_ALL": "C.UTF-8"}
+
+
+def test_version_is_picked_out_of_the_line() -> None:
+    """The dotted version is taken from what the CLIs actually print."""
+    assert parse_version("2.1.328 (Claude Code)") == "2.1.328"
+    assert parse_version("codex-cli 0.169.0") == "0.169.0"
+    assert parse_version("tool 1.2.3-beta.1") == "1.2.3-beta.1"
+    assert parse_version("no digits here") == "no digits here"
+
+
+async def test_answering_cli_gives_its_version() -> None:
+    """A CLI that prints a version and exits 0 is detected with that version."""
+    assert await cli_version(python("print(); print('tool 4.5.6')"), ENV) == "4.5.6"
+
+
+async def test_failing_cli_is_not_detected() -> None:
+    """A CLI that exits non-zero is not available, whatever it printed."""
+    assert await cli_version(python("print('1.0.0'); raise SystemExit(3)"), ENV) is None
+
+
+async def test_missing_cli_is_not_detected(tmp_path: Path) -> None:
+    """A path that does not exist is simply not available."""
+    assert await cli_version([str(tmp_path / "nope"), "--version"], ENV) is None
+
+
+async def test_wedged_cli_is_given_up_within_the_bound(tmp_path: Path) -> None:
+    """A CLI that never answers costs the bound, not more, and is killed."""
+    pidfile = tmp_path / "pid"
+    code = f"import os, time; open({str(pidfile)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    started = time.monotonic()
+    assert await cli_version(python(code), ENV, bound=3.0) is None
+    assert time.monotonic() - started < 8
+    pid = int(await anyio.Path(pidfile).read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
