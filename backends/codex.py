@@ -1,0 +1,205 @@
+"""The Codex backend: `codex exec --json`, one turn per run, resumable by thread id.
+
+    codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
+               [-m MODEL] [-c developer_instructions=...] [configured args] [task args]
+               [resume THREAD] -
+
+The prompt is read from stdin (`-`), which is closed after it: nothing is ever asked back in
+exec mode. The work directory need not be a git repository, and the daemon — like the Claude
+backend's bypassPermissions — runs the agent unsandboxed: isolation is the deployment's job.
+
+Instructions go in as `developer_instructions`, an extra developer message after Codex's own
+system prompt (the `instructions` key would replace that prompt). `AGENTS.md` in the work
+directory is left to the repository.
+
+A thread the CLI does not know makes `codex exec resume` fail at once ("no rollout found");
+the run then falls back to a fresh thread (see `backends.fallback`). Given a thread *name* it
+cannot find, the CLI starts a new thread by itself; the parser notes that in the transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tomllib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from backends.base import AgentRun, RunSpec
+from backends.codex_events import CodexEventParser, thread_totals
+from backends.fallback import resume_or_fresh
+from backends.process import ProcessSpec, run_process
+from backends.version import cli_version
+
+log = logging.getLogger(__name__)
+
+BASE_ARGS = (
+    "exec",
+    "--json",
+    "--skip-git-repo-check",
+    "--dangerously-bypass-approvals-and-sandbox",
+)
+
+# Set by a running Codex for its own tool processes; a daemon started from inside a Codex
+# session must not hand them on.
+SESSION_MARKERS = frozenset(
+    {
+        "CODEX_SESSION_ID",
+        "CODEX_THREAD_ID",
+        "CODEX_TOOL_CALL_ID",
+        "CODEX_SANDBOX",
+        "CODEX_SANDBOX_NETWORK_DISABLED",
+        "CODEX_CI",
+    }
+)
+
+# Given twice, a clap flag is an error; the daemon already asks for JSON.
+_RESERVED_FLAGS = ("--json",)
+_ROLLOUT_TAIL_BYTES = 1024 * 1024
+
+
+class CodexBackend:
+    """Runs the Codex CLI for a task; resumes threads and falls back when one is gone."""
+
+    name = "codex"
+
+    def __init__(
+        self,
+        path: str = "codex",
+        args: Sequence[str] = (),
+        model: str = "",
+        *,
+        detect_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.path = path
+        self.args = tuple(args)
+        self.model = model
+        # `detect` runs the CLI with the daemon's own environment unless told otherwise.
+        self._detect_env = detect_env
+
+    async def detect(self) -> str | None:
+        """`codex --version` within 10 s: the version, or None."""
+        env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
+        return await cli_version([self.path, "--version"], strip_markers(env))
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        home = codex_home(spec.env)
+        model = spec.model or self.model or await anyio.to_thread.run_sync(configured_model, home)
+        thread = spec.resume_session_id
+        if not thread:
+            parser = CodexEventParser(model)
+            async with run_process(self._spec(spec, ""), parser) as run:
+                yield run
+            return
+        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread)
+        resumed = (self._spec(spec, thread), CodexEventParser(model, thread, baseline))
+
+        def fresh() -> tuple[ProcessSpec, CodexEventParser]:
+            log.warning("codex: thread %s not found; starting a fresh thread", thread)
+            return self._spec(spec, ""), CodexEventParser(model)
+
+        notice = f"Session {thread} was not found; started a fresh session instead."
+        async with resume_or_fresh(resumed, fresh, notice) as either:
+            yield either
+
+    def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        argv = [self.path, *BASE_ARGS]
+        model = spec.model or self.model
+        if model:
+            argv += ["--model", model]
+        if spec.instructions:
+            # JSON string syntax is valid TOML basic-string syntax, escapes included.
+            argv += ["-c", f"developer_instructions={json.dumps(spec.instructions)}"]
+        argv += filter_args(self.args)
+        argv += filter_args(spec.extra_args)
+        if resume:
+            argv += ["resume", resume]
+        argv.append("-")
+        return argv
+
+    def env(self, spec: RunSpec) -> dict[str, str]:
+        """The agent environment without Codex's session markers."""
+        return strip_markers(spec.env)
+
+    def _spec(self, spec: RunSpec, resume: str) -> ProcessSpec:
+        return ProcessSpec(
+            argv=self.argv(spec, resume),
+            cwd=spec.workdir,
+            env=self.env(spec),
+            stdin_data=spec.prompt.encode(),
+            kill_grace=spec.kill_grace,
+            task_id=spec.task_id,
+            observer=spec.observer,
+        )
+
+
+def strip_markers(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `env` without the variables a running Codex sets for its children."""
+    return {k: v for k, v in env.items() if k not in SESSION_MARKERS}
+
+
+def filter_args(args: Sequence[str]) -> list[str]:
+    """Drop a repeated `--json` (clap refuses a flag given twice)."""
+    kept = [a for a in args if a not in _RESERVED_FLAGS]
+    if len(kept) != len(args):
+        log.warning("codex: ignoring --json in the configured arguments (always given)")
+    return kept
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    """Where the CLI keeps its config and threads: `$CODEX_HOME`, else `~/.codex`."""
+    if env.get("CODEX_HOME"):
+        return Path(env["CODEX_HOME"])
+    return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def configured_model(home: Path) -> str:
+    """The `model` of the CLI's config.toml, for usage reports when none is configured here."""
+    try:
+        config: dict[str, Any] = tomllib.loads((home / "config.toml").read_text())
+    except (OSError, ValueError):
+        return "codex-default"
+    model = config.get("model")
+    return model if isinstance(model, str) and model else "codex-default"
+
+
+def rollout_totals(home: Path, thread: str) -> dict[str, int]:
+    """The thread's usage totals so far, from the last token count in its rollout file.
+
+    Best effort: the rollout layout is the CLI's own; when it cannot be read the whole
+    thread's usage is reported for this run.
+    """
+    try:
+        files = sorted((home / "sessions").rglob(f"rollout-*{thread}.jsonl"))
+    except OSError:
+        return {}
+    if not files:
+        return {}
+    try:
+        with files[-1].open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _ROLLOUT_TAIL_BYTES))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines):
+        if '"token_count"' not in line:
+            continue
+        try:
+            payload = json.loads(line).get("payload") or {}
+            totals = (payload.get("info") or {}).get("total_token_usage")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(totals, dict):
+            return thread_totals(totals)
+    return {}
