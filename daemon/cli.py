@@ -1,4 +1,4 @@
-"""The `agent-daemon` command: `run`, `server`, `submit` (and, with the health port, more)."""
+"""The `agent-daemon` command: `run`, `server`, `submit`, `status` and `check`."""
 
 from __future__ import annotations
 
@@ -19,9 +19,12 @@ from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
 from daemon.discovery import candidates, detect
 from daemon.errors import ConfigError, DaemonError
+from daemon.health import HealthServer
 from daemon.logs import configure_logging
 from daemon.metrics import Metrics
+from daemon.sdnotify import Notifier
 from daemon.server.serve import serve
+from daemon.status_view import check, status
 from daemon.tasks_api import TasksApi
 from daemon.worker import Worker
 
@@ -46,7 +49,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DaemonError as exc:
         print(f"agent-daemon: {exc}", file=sys.stderr)
         return 1
+    except BaseExceptionGroup as group:
+        # A fatal error raised while starting a task group's member (the health port's lock,
+        # the embedded server's address) arrives wrapped; it still deserves its one line.
+        fatal = _only_daemon_error(group)
+        if fatal is None:
+            raise
+        print(f"agent-daemon: {fatal}", file=sys.stderr)
+        return 1
     return code
+
+
+def _only_daemon_error(group: BaseExceptionGroup[BaseException]) -> DaemonError | None:
+    """The first DaemonError when the group holds nothing else (cancellations aside)."""
+    errors, rest = group.split(DaemonError)
+    if errors is None:
+        return None
+    if rest is not None and rest.split(anyio.get_cancelled_exc_class())[1] is not None:
+        return None
+    first: BaseException = errors
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first if isinstance(first, DaemonError) else None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -67,13 +91,24 @@ def _parser() -> argparse.ArgumentParser:
         "--wait", action="store_true", help="print the transcript, wait for the end"
     )
     submit.set_defaults(func=_submit)
+    addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
+    show = sub.add_parser("status", help="show the running daemon and its tasks")
+    show.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
+    show.add_argument("--json", action="store_true", help="print the raw /health document")
+    show.set_defaults(func=_status)
+    probe = sub.add_parser("check", help="exit 0 if the daemon is live and ready, else 1")
+    probe.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
+    probe.set_defaults(func=_check)
     return parser
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon: the embedded server when no server URL is set, then the worker."""
     metrics = Metrics()
+    health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
+        # First: the health port is the single-instance lock, and serves `starting` from here.
+        await tg.start(health.serve)
         url = settings.server_url
         if settings.embedded:
             host, port = _split(settings.embedded_listen)
@@ -99,6 +134,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
                 circuit=circuit,
                 base_env=os.environ,
             )
+            health.attach(worker)
             await worker.run()
         tg.cancel_scope.cancel()
     return 0
@@ -114,6 +150,16 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
         await _wait_for_signal()
         tg.cancel_scope.cancel()
     return 0
+
+
+async def _status(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
+    return await status(args.addr or settings.health_addr, as_json=args.json)
+
+
+async def _check(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 when /healthz and /readyz answer 200, else 1; one line either way."""
+    return await check(args.addr or settings.health_addr)
 
 
 async def _wait_for_signal() -> None:

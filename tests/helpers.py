@@ -6,7 +6,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from daemon.circuit import CircuitBreaker
 from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
 from daemon.discovery import candidates, detect
+from daemon.health import HealthServer
 from daemon.metrics import Metrics
 from daemon.server import running_server
 from daemon.tasks_api import TasksApi
@@ -69,6 +70,8 @@ class RunningDaemon:
     api: TasksApi
     metrics: Metrics
     settings: Settings
+    health_url: str = ""
+    """`http://127.0.0.1:PORT` of the health port when started with `health=True`."""
 
     async def submit(self, prompt: str | dict[str, Any], backend: str = "scripted") -> str:
         """Queue a task (a dict prompt is a scripted-backend script); return its id."""
@@ -88,9 +91,18 @@ class RunningDaemon:
 
 @asynccontextmanager
 async def running_daemon(
-    home: Path, server_url: str, *, base_env: Mapping[str, str] | None = None, **env: str
+    home: Path,
+    server_url: str,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    health: bool = False,
+    **env: str,
 ) -> AsyncIterator[RunningDaemon]:
-    """Start a real worker against `server_url`; stop it gracefully on exit."""
+    """Start a real worker against `server_url`; stop it gracefully on exit.
+
+    With `health=True` the health port is served as well (from before registration to after
+    the worker stopped, as `agent-daemon run` does), on a free port: see `health_url`.
+    """
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
     circuit = CircuitBreaker(metrics=metrics)
@@ -111,11 +123,25 @@ async def running_daemon(
             circuit=circuit,
             base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
         )
-        async with anyio.create_task_group() as tg:
+        port: AbstractAsyncContextManager[str] = (
+            serving_health(worker, metrics) if health else nullcontext("")
+        )
+        async with port as health_url, anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
             await eventually(lambda: worker.status == "running")
-            yield RunningDaemon(worker, TasksApi(user_http), metrics, settings)
+            yield RunningDaemon(worker, TasksApi(user_http), metrics, settings, health_url)
             worker.request_stop()
+
+
+@asynccontextmanager
+async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> AsyncIterator[str]:
+    """The health port of `worker` on 127.0.0.1 with a free port; yields its base URL."""
+    server = HealthServer("127.0.0.1:0", metrics, **options)
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(server.serve)
+        server.attach(worker)
+        yield f"http://127.0.0.1:{port}"
+        tg.cancel_scope.cancel()
 
 
 def python_agent(code: str) -> list[str]:
