@@ -243,6 +243,7 @@ class TaskRunner:
         final: Message | None = None
         activity, transcript, counters = self.activity, self.transcript, self._counters
         tools_gauge = self.ctx.metrics.tools_in_flight
+        backlog = transcript.high_water
         async for message in agent.messages():
             before = len(activity.tools)
             activity.observe(message)
@@ -258,6 +259,8 @@ class TaskRunner:
                     grace.deadline = anyio.current_time() + self.ctx.settings.exit_grace
             else:
                 transcript.add(message)
+                if transcript.unsent >= backlog:
+                    await transcript.keep_up()
         return final
 
     def _from_result(self, result: RunResult | None, final: Message | None) -> Outcome:

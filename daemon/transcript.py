@@ -82,6 +82,8 @@ class Transcript:
         self.sent = 0
         self.dropped = 0
         self.gone = False
+        self._failing = False
+        self.high_water = batch_size * 10
 
     def add(self, message: Message) -> None:
         """Queue one message if it belongs in the transcript (status and log do not)."""
@@ -106,6 +108,16 @@ class Transcript:
             self._queued_bytes -= dropped_size
             self.dropped += 1
             self._metrics.transcript_dropped.inc()
+
+    async def keep_up(self) -> None:
+        """Backpressure: while the server takes batches, never let the queue outgrow them.
+
+        An agent can print faster than the server stores; without this the queue would reach
+        the cap and drop messages on a healthy server. While the server is failing the drain
+        must not stall (the watchdog and the agent keep going), so the cap applies instead.
+        """
+        if len(self._queue) >= self.high_water and not self._failing:
+            await self.flush()
 
     @property
     def unsent(self) -> int:
@@ -134,6 +146,7 @@ class Transcript:
                     self._queued_bytes = 0
                     return False
                 except ServerError as exc:
+                    self._failing = True
                     log.info(
                         "transcript %s: %d messages kept for retry: %s",
                         self._task_id[:8],
@@ -141,6 +154,7 @@ class Transcript:
                         exc,
                     )
                     return False
+                self._failing = False
                 for _ in batch:
                     _, size = self._queue.popleft()
                     self._queued_bytes -= size

@@ -147,3 +147,21 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
 def python_agent(code: str) -> list[str]:
     """Argv of a `command` agent written as inline Python (a real child process)."""
     return [sys.executable, "-c", code]
+
+
+@asynccontextmanager
+async def daemon_process(env: Mapping[str, str], *args: str) -> AsyncIterator[anyio.abc.Process]:
+    """`python -m daemon run` (or other args) as a real child process; killed if still alive."""
+    process = await anyio.open_process(
+        [sys.executable, "-m", "daemon", *(args or ("run",))],
+        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        stdout=None,
+        stderr=None,
+    )
+    try:
+        yield process
+    finally:
+        if process.returncode is None:
+            process.kill()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await process.wait()

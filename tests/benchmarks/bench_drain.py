@@ -1,0 +1,112 @@
+"""Drain throughput: a `command` agent printing realistic messages as fast as it can.
+
+Run: `python -m tests.benchmarks.bench_drain [messages]` from the repo root (default 200,000).
+The agent's lines go through the whole daemon — process helper, parser, drain loop, watchdog
+bookkeeping, transcript batching — into the embedded server over loopback HTTP. The baseline
+only reads the same lines from a pipe and parses them with `json.loads`. Prints messages/s for
+both, their ratio, and how many messages the server stored (must equal what was sent).
+Targets: ≥ 20,000 messages/s and ≥ 0.3 of the baseline, zero lost.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx
+
+from tests.helpers import embedded_server, running_daemon
+
+AGENT = r"""
+import json, sys
+n = int(sys.argv[1])
+sys.stdin.read()
+out = sys.stdout
+text = "I'll look at the failing test first, then check the fixture it depends on. " * 2
+lines = []
+for i in range(n):
+    kind = i % 5
+    if kind == 0:
+        m = {"type": "text", "content": f"{text} (step {i})"}
+    elif kind == 1:
+        m = {"type": "thinking", "content": "The error says the fixture path is wrong; " * 3}
+    elif kind == 2:
+        m = {"type": "tool_use", "tool": "Bash", "call_id": f"c{i}",
+             "input": {"command": f"pytest tests/test_mod_{i % 50}.py -q", "timeout": 120}}
+    elif kind == 3:
+        m = {"type": "tool_result", "call_id": f"c{i - 1}",
+             "output": "collected 12 items\n............\n12 passed in 0.42s\n" * 4}
+    else:
+        m = {"type": "text", "content": "Fixed. Running the whole suite again."}
+    lines.append(json.dumps(m))
+    if len(lines) == 2000:
+        out.write("\n".join(lines) + "\n")
+        lines.clear()
+if lines:
+    out.write("\n".join(lines) + "\n")
+out.write(json.dumps({"type": "result", "output": "done"}) + "\n")
+out.flush()
+"""
+
+
+def baseline(agent: Path, n: int) -> float:
+    """Messages/s when only reading the agent's lines from a pipe and json-parsing them."""
+    started = time.perf_counter()
+    with subprocess.Popen(
+        [sys.executable, str(agent), str(n)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+    ) as proc:
+        assert proc.stdout is not None
+        count = sum(1 for line in proc.stdout if json.loads(line)) - 1
+    elapsed = time.perf_counter() - started
+    assert count == n, count
+    return n / elapsed
+
+
+async def through_daemon(agent: Path, n: int, home: Path) -> tuple[float, int]:
+    """Messages/s from claim to the completed report, and how many the server stored."""
+    async with (
+        embedded_server(home / "server.db") as url,
+        running_daemon(
+            home,
+            url,
+            MULTICA_COMMAND_PATH=sys.executable,
+            MULTICA_COMMAND_ARGS=f"{agent} {n}",
+            MULTICA_AGENT_IDLE_WATCHDOG="30m",
+        ) as d,
+    ):
+        started = time.perf_counter()
+        task_id = await d.submit("go", backend="command")
+        task = await d.wait(task_id, within=600)
+        elapsed = time.perf_counter() - started
+        assert task["status"] == "completed", task
+        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+            stored = (await http.get(f"/api/tasks/{task_id}/messages")).json()
+        seqs = {m["seq"] for m in stored}
+        assert seqs == set(range(1, len(stored) + 1)), "seq gaps or duplicates"
+        return n / elapsed, len(stored)
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        agent = home / "agent.py"
+        agent.write_text(AGENT)
+        base = baseline(agent, n)
+        rate, stored = anyio.run(through_daemon, agent, n, home)
+    print(f"messages:           {n}")
+    print(f"baseline (pipe+json.loads): {base:,.0f} messages/s")
+    print(f"through the daemon: {rate:,.0f} messages/s")
+    print(f"ratio to baseline:  {rate / base:.2f}")
+    print(f"stored by server:   {stored} (lost: {n - stored})")
+
+
+if __name__ == "__main__":
+    main()

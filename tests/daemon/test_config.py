@@ -1,0 +1,105 @@
+"""Settings come from the environment in one place; bad values stop start-up clearly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from daemon.config import Settings, normalize_server_url
+from daemon.errors import ConfigError
+
+
+def test_defaults_match_the_documented_values(tmp_path: Path) -> None:
+    """With an empty environment every setting takes its documented default."""
+    s = Settings.from_env({"HOME": str(tmp_path)})
+    assert s.server_url == "" and s.embedded
+    assert (s.poll_interval, s.heartbeat_interval, s.shutdown_grace) == (30, 15, 30)
+    assert (s.idle_watchdog, s.tool_watchdog) == (1800, 7200)
+    assert (s.first_output_timeout, s.exit_grace, s.agent_timeout) == (120, 10, 0)
+    assert s.max_concurrent_tasks == 20
+    assert s.state_dir == tmp_path / ".local" / "state" / "agent-daemon"
+    assert s.workspaces_root == tmp_path / "multica_workspaces"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("ws://localhost:8080/ws", "http://localhost:8080"),
+        ("wss://multica.example.com/ws", "https://multica.example.com"),
+        ("https://multica.example.com/", "https://multica.example.com"),
+        ("http://host:9000/api/ws/", "http://host:9000/api/ws"),
+    ],
+)
+def test_server_url_is_normalised(raw: str, expected: str) -> None:
+    """ws→http, wss→https, a bare `/ws` path dropped, a trailing slash trimmed."""
+    assert normalize_server_url(raw) == expected
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "seconds"),
+    [
+        ("MULTICA_AGENT_IDLE_WATCHDOG", "300ms", 0.3),
+        ("MULTICA_AGENT_IDLE_WATCHDOG", "1.5h", 5400),
+        ("MULTICA_AGENT_TOOL_WATCHDOG", "2h45m", 9900),
+        ("MULTICA_AGENT_IDLE_WATCHDOG", "0", 0),
+        ("MULTICA_DAEMON_SHUTDOWN_GRACE", "1d", 86400),
+    ],
+)
+def test_go_durations(tmp_path: Path, var: str, value: str, seconds: float) -> None:
+    """Durations accept Go syntax plus a `d` suffix."""
+    s = Settings.from_env({"HOME": str(tmp_path), var: value})
+    field = {
+        "MULTICA_AGENT_IDLE_WATCHDOG": "idle_watchdog",
+        "MULTICA_AGENT_TOOL_WATCHDOG": "tool_watchdog",
+        "MULTICA_DAEMON_SHUTDOWN_GRACE": "shutdown_grace",
+    }[var]
+    assert getattr(s, field) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    ("var", "value"),
+    [
+        ("MULTICA_AGENT_IDLE_WATCHDOG", "30"),
+        ("MULTICA_DAEMON_POLL_INTERVAL", "-5s"),
+        ("MULTICA_DAEMON_MAX_CONCURRENT_TASKS", "0"),
+        ("MULTICA_SERVER_URL", "ftp://x"),
+        ("MULTICA_DAEMON_HEALTH_ADDR", "nope"),
+        ("MULTICA_DAEMON_LOG_FORMAT", "xml"),
+    ],
+)
+def test_bad_value_names_the_variable(tmp_path: Path, var: str, value: str) -> None:
+    """A bad value raises ConfigError naming the variable and the value."""
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({"HOME": str(tmp_path), var: value})
+    assert var in str(caught.value) and repr(value) in str(caught.value)
+
+
+def test_token_falls_back_to_the_multica_config_file(tmp_path: Path) -> None:
+    """Without MULTICA_DAEMON_TOKEN the `token` of ~/.multica/config.json is used, unshown."""
+    (tmp_path / ".multica").mkdir()
+    (tmp_path / ".multica" / "config.json").write_text(json.dumps({"token": "sekrit"}))
+    s = Settings.from_env({"HOME": str(tmp_path)})
+    assert s.token == "sekrit"
+    assert "sekrit" not in repr(s)
+    s = Settings.from_env({"HOME": str(tmp_path), "MULTICA_DAEMON_TOKEN": "env-token"})
+    assert s.token == "env-token"
+
+
+def test_bad_value_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    """The CLI prints one line naming the variable, the value and the syntax, and exits 2."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "daemon", "run"],
+        env={"HOME": str(tmp_path), "MULTICA_AGENT_IDLE_WATCHDOG": "5 minutes"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "MULTICA_AGENT_IDLE_WATCHDOG='5 minutes'" in lines[0]
+    assert "Go duration" in lines[0] and "Traceback" not in proc.stderr
