@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +25,21 @@ from daemon.server import running_server
 from daemon.tasks_api import TasksApi
 from daemon.worker import Worker
 
+ROOT = Path(__file__).resolve().parent.parent
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-async def eventually(predicate: Callable[[], bool], within: float = 10.0) -> None:
-    """Wait until `predicate()` holds, checking every 20 ms; fail the test after `within`."""
+async def eventually(
+    predicate: Callable[[], bool | Awaitable[bool]], within: float = 10.0, every: float = 0.02
+) -> None:
+    """Wait until `predicate()` (sync or async) holds; fail the test after `within`."""
     with anyio.fail_after(within):
-        # Polling on purpose: the state lives outside the event loop (/proc, other processes).
-        while not predicate():  # noqa: ASYNC110
-            await anyio.sleep(0.02)
+        while True:
+            # Polling on purpose: the state lives outside this event loop (/proc, processes).
+            held = predicate()
+            if held if isinstance(held, bool) else await held:
+                return
+            await anyio.sleep(every)
 
 
 # The reference server on 127.0.0.1 with a free port; yields its base URL.
@@ -154,7 +160,7 @@ async def daemon_process(env: Mapping[str, str], *args: str) -> AsyncIterator[an
     """`python -m daemon run` (or other args) as a real child process; killed if still alive."""
     process = await anyio.open_process(
         [sys.executable, "-m", "daemon", *(args or ("run",))],
-        env={**env, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env={**env, "PYTHONPATH": str(ROOT)},
         stdout=None,
         stderr=None,
     )

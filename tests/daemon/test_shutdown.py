@@ -15,7 +15,7 @@ import httpx
 import pytest
 from anyio.abc import Process
 
-from tests.helpers import daemon_env, daemon_process, embedded_server
+from tests.helpers import daemon_env, daemon_process, embedded_server, eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -37,9 +37,11 @@ async def daemon_running_task(
     ):
         prompt = json.dumps({"steps": steps})
         task_id = (await http.post("/api/tasks", json={"prompt": prompt})).json()["id"]
-        with anyio.fail_after(20):
-            while (await status_of(http, task_id))["status"] != "running":
-                await anyio.sleep(0.05)
+
+        async def running() -> bool:
+            return (await status_of(http, task_id))["status"] == "running"
+
+        await eventually(running, within=20)
         yield proc, http, task_id
 
 
