@@ -86,7 +86,8 @@ class ClaudeBackend:
         detect_env: Mapping[str, str] | None = None,
         is_root: bool | None = None,
     ) -> None:
-        self.path = path
+        # The CLI runs in the task's work directory: a relative path must not resolve there.
+        self.path = os.path.abspath(path) if os.sep in path else path
         self.args = tuple(args)
         self.model = model
         # `detect` runs the CLI with the daemon's own environment unless told otherwise.

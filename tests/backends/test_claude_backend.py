@@ -84,3 +84,9 @@ def test_prompt_is_one_stream_json_user_message() -> None:
         "type": "user",
         "message": {"role": "user", "content": 'say "hi"\nthen stop'},
     }
+
+
+def test_relative_cli_path_is_made_absolute() -> None:
+    """A relative path is resolved now, not later inside the task's work directory."""
+    assert ClaudeBackend("bin/claude").path == str(Path.cwd() / "bin" / "claude")
+    assert ClaudeBackend("claude").path == "claude"

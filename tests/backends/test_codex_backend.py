@@ -96,3 +96,9 @@ def test_configured_model_comes_from_the_cli_config(tmp_path: Path) -> None:
     assert configured_model(tmp_path) == "gpt-9"
     (tmp_path / "config.toml").write_text("model = [broken\n")
     assert configured_model(tmp_path) == "codex-default"
+
+
+def test_relative_cli_path_is_made_absolute() -> None:
+    """A relative path is resolved now, not later inside the task's work directory."""
+    assert CodexBackend("bin/codex").path == str(Path.cwd() / "bin" / "codex")
+    assert CodexBackend("codex").path == "codex"
