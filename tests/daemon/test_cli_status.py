@@ -1,0 +1,175 @@
+"""`agent-daemon status` and `check` as real commands against a running daemon's health port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from daemon.health import HealthServer
+from daemon.metrics import Metrics
+from daemon.status_view import base_url
+from tests.daemon_child import run_cli, until
+from tests.helpers import RunningDaemon, embedded_server, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = {
+    "steps": [
+        {"text": "running the tests"},
+        {"tool": {"name": "Bash", "call_id": "c7", "input": {"command": "make"}, "seconds": 60}},
+        {"result": {"output": "done"}},
+    ]
+}
+
+
+def cli_env(home: Path) -> dict[str, str]:
+    """A minimal environment for the CLI; the address always comes from --addr."""
+    return {"HOME": str(home), "PATH": os.environ.get("PATH", "")}
+
+
+def addr(health_url: str) -> str:
+    return health_url.removeprefix("http://")
+
+
+def free_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def with_tool_in_flight(d: RunningDaemon) -> str:
+    """Submit SCRIPT and wait until /health shows its tool call; returns the task id."""
+    task_id = await d.submit(SCRIPT)
+
+    async def shown() -> bool:
+        async with httpx.AsyncClient(timeout=5) as http:
+            tasks = (await http.get(f"{d.health_url}/health")).json()["tasks"]
+        return any(t["tools_in_flight"] for t in tasks)
+
+    await until(shown)
+    return task_id
+
+
+async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: Path) -> None:
+    """The table names the daemon, and per task its backend, tool in flight and watchdog."""
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(
+            tmp_path,
+            url,
+            health=True,
+            MULTICA_AGENT_TOOL_WATCHDOG="1h",
+            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
+        ) as d,
+    ):
+        task_id = await with_tool_in_flight(d)
+        code, out, err = await run_cli(
+            "status", "--addr", addr(d.health_url), env=cli_env(tmp_path)
+        )
+    lines = out.splitlines()
+    assert (code, err) == (0, "")
+    assert lines[0].startswith("agent-daemon ") and " running " in lines[0]
+    assert d.worker.daemon_id in out
+    assert f"server     {url}  circuit closed  outbox 0" in lines
+    assert "tasks      1 active, 1 running, 20 slots" in lines
+    header = next(line for line in lines if line.startswith("TASK"))
+    assert header.split() == [
+        "TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS", "IN", "FLIGHT", "WATCHDOG"
+    ]  # fmt: skip
+    (row,) = [line for line in lines if line.startswith(task_id[:8])]
+    assert " scripted " in row
+    assert "Bash c7 (" in row
+    assert "tool 1h0m0s, fires in " in row
+
+
+async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
+    """`status --json` prints the /health document itself."""
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(tmp_path, url, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d,
+    ):
+        task_id = await with_tool_in_flight(d)
+        code, out, _ = await run_cli(
+            "status", "--json", "--addr", addr(d.health_url), env=cli_env(tmp_path)
+        )
+    doc = json.loads(out)
+    assert code == 0
+    assert doc["daemon_id"] == d.worker.daemon_id
+    assert [t["id"] for t in doc["tasks"]] == [task_id]
+    assert doc["tasks"][0]["tools_in_flight"][0]["call_id"] == "c7"
+
+
+async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
+    """A registered daemon with a closed circuit passes `check`."""
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(tmp_path, url, health=True) as d,
+    ):
+        code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    assert (code, err) == (0, "")
+    assert out == f"ok: live and ready (daemon {d.worker.daemon_id[:8]} on {d.health_url})\n"
+
+
+async def test_check_exits_1_with_the_reason_while_the_circuit_is_open(tmp_path: Path) -> None:
+    """An open server circuit fails `check` with one line naming it."""
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        # No heartbeat during the test: a successful one would close the circuit again.
+        running_daemon(tmp_path, url, health=True, MULTICA_DAEMON_HEARTBEAT_INTERVAL="1000h") as d,
+    ):
+        for _ in range(3):
+            d.worker.circuit.record_failure()
+
+        async def not_ready() -> bool:
+            async with httpx.AsyncClient(timeout=5) as http:
+                return (await http.get(f"{d.health_url}/readyz")).status_code == 503
+
+        await until(not_ready)
+        code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    assert (code, out) == (1, "")
+    assert err == "agent-daemon: not ready: server circuit open: the server keeps failing\n"
+
+
+async def test_check_exits_1_before_registration() -> None:
+    """A daemon still starting up is live but not ready."""
+    server = HealthServer("127.0.0.1:0", Metrics())
+    async with anyio.create_task_group() as tg:
+        port = await tg.start(server.serve)
+        code, _, err = await run_cli("check", "--addr", f"127.0.0.1:{port}", env=cli_env(Path("/")))
+        tg.cancel_scope.cancel()
+    assert code == 1
+    assert err == "agent-daemon: not ready: not registered yet\n"
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["check"]])
+async def test_nothing_listening_is_one_line_and_exit_1(tmp_path: Path, command: list[str]) -> None:
+    """With no daemon on the address, each command says so in one line and exits 1."""
+    port = free_port()
+    code, out, err = await run_cli(*command, "--addr", f"127.0.0.1:{port}", env=cli_env(tmp_path))
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1
+    assert err.startswith(
+        f"agent-daemon: nothing answers on 127.0.0.1:{port} (is the daemon running?)"
+    )
+
+
+def test_wildcard_listen_address_is_probed_on_loopback() -> None:
+    """A container's 0.0.0.0:PORT (or [::]:PORT) setting is probed through loopback."""
+    assert base_url("0.0.0.0:19514") == "http://127.0.0.1:19514"
+    assert base_url("[::]:19514") == "http://[::1]:19514"
+    assert base_url("10.0.0.7:19514") == "http://10.0.0.7:19514"
+
+
+@pytest.mark.parametrize("bad", ["127.0.0.1:0", "nonsense", "host:port"])
+async def test_unusable_address_is_one_line_and_exit_1(tmp_path: Path, bad: str) -> None:
+    """An address the CLI cannot probe is refused in one line naming it."""
+    code, out, err = await run_cli("check", "--addr", bad, env=cli_env(tmp_path))
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1 and repr(bad) in err
