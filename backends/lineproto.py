@@ -15,6 +15,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic_core import from_json
+
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
 
 log = logging.getLogger(__name__)
@@ -23,6 +25,8 @@ TEXT_OUTPUT_LIMIT = 1024 * 1024
 """Joined text output kept for the result (the last bytes; earlier text is cut)."""
 
 _KNOWN = {t.value: t for t in MessageType}
+# Enum members bound once: attribute access on an Enum class is slow on the hot path.
+_RESULT, _TEXT = MessageType.RESULT, MessageType.TEXT
 _STRING_FIELDS = ("content", "tool", "call_id", "output", "session_id")
 _USAGE_FIELDS = {
     "input_tokens": "input_tokens",
@@ -62,9 +66,9 @@ class LineProtocolParser:
             return step
         if message.session_id:
             self._session_id = message.session_id
-        if message.type is MessageType.RESULT:
+        if message.type is _RESULT:
             self._result = message
-        elif message.type is MessageType.TEXT:
+        elif message.type is _TEXT:
             self._remember_text(message.content)
         return ParseStep(messages=[message])
 
@@ -94,31 +98,30 @@ class LineProtocolParser:
 
     def _message(self, event: Mapping[str, Any]) -> Message:
         kind = _KNOWN[event["type"]]
-        fields: dict[str, str] = {}
+        fields: dict[str, Any] = {}
         for name in _STRING_FIELDS:
             value = event.get(name)
-            if value is None:
-                continue
-            if not isinstance(value, str):
-                raise ValueError(f"{kind.value}.{name} is not a string")
-            fields[name] = value
+            if value is not None:
+                if value.__class__ is not str and not isinstance(value, str):
+                    raise ValueError(f"{kind.value}.{name} is not a string")
+                fields[name] = value
         tool_input = event.get("input")
-        if tool_input is not None and not isinstance(tool_input, dict):
-            raise ValueError(f"{kind.value}.input is not an object")
-        is_error = event.get("is_error") is True
-        if kind is MessageType.RESULT:
+        if tool_input is not None:
+            if not isinstance(tool_input, dict):
+                raise ValueError(f"{kind.value}.input is not an object")
+            fields["input"] = tool_input
+        if event.get("is_error") is True:
+            fields["is_error"] = True
+        if kind is _RESULT:
             error = event.get("error")
             if error:
                 # The error text rides in `content`; `output` stays the agent's answer.
                 fields["content"] = error if isinstance(error, str) else json.dumps(error)
-                is_error = True
-        return Message(
-            kind,
-            input=tool_input,
-            is_error=is_error,
-            usage=self._usage(event.get("usage")),
-            **fields,
-        )
+                fields["is_error"] = True
+        raw_usage = event.get("usage")
+        if raw_usage is not None:
+            fields["usage"] = self._usage(raw_usage)
+        return Message(kind, **fields)
 
     def _usage(self, raw: object) -> tuple[Usage, ...]:
         entries = [raw] if isinstance(raw, dict) else raw if isinstance(raw, list) else []
@@ -175,7 +178,8 @@ def _json_object(line: str) -> dict[str, Any] | None:
     if not text.startswith("{"):
         return None
     try:
-        value = json.loads(text)
+        # pydantic-core's parser: several times faster than json.loads on the drain's hot path.
+        value = from_json(text)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

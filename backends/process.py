@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import secrets
 import subprocess
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
@@ -31,7 +32,9 @@ TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
 
 MAX_LINE_BYTES = 32 * 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
-_MESSAGE_BUFFER = 128
+# Messages travel in batches, one per stdout read: a hand-off per message would cost an
+# event-loop round trip each and cap the drain far below what an agent can print.
+_BATCH_BUFFER = 64
 _STDIN_QUEUE = 1024
 _READ_CHUNK = 256 * 1024
 
@@ -120,7 +123,11 @@ class ProcessRun:
         self._process = process
         self.tag = tag
         self.leader = proctree.identify(process.pid)
-        self._msg_tx, self._msg_rx = anyio.create_memory_object_stream[Message](_MESSAGE_BUFFER)
+        self._msg_tx: MemoryObjectSendStream[list[Message]]
+        self._msg_rx: MemoryObjectReceiveStream[list[Message]]
+        self._msg_tx, self._msg_rx = anyio.create_memory_object_stream[list[Message]](_BATCH_BUFFER)
+        self._queued = 0
+        self._batch: deque[Message] = deque()
         self._stdin_tx: MemoryObjectSendStream[bytes | None]
         self._stdin_rx: MemoryObjectReceiveStream[bytes | None]
         self._stdin_tx, self._stdin_rx = anyio.create_memory_object_stream[bytes | None](
@@ -144,12 +151,25 @@ class ProcessRun:
 
     def messages(self) -> AsyncIterator[Message]:
         """Messages parsed from stdout; the iteration ends when stdout closes."""
-        return self._msg_rx
+        return self
+
+    def __aiter__(self) -> ProcessRun:
+        return self
+
+    async def __anext__(self) -> Message:
+        # The position in the current batch lives here, not in a generator, so a consumer
+        # may take a few messages, stop, and resume later without losing any.
+        while not self._batch:
+            try:
+                self._batch = deque(await self._msg_rx.receive())
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                raise StopAsyncIteration from None
+        self._queued -= 1
+        return self._batch.popleft()
 
     def pending(self) -> int:
         """Messages parsed but not yet taken by the consumer."""
-        stats = self._msg_rx.statistics()
-        return stats.current_buffer_used + stats.tasks_waiting_send
+        return self._queued
 
     def stderr_tail(self) -> str:
         """The last bytes the agent wrote to stderr, cleaned."""
@@ -191,33 +211,40 @@ class ProcessRun:
                     chunk = await stdout.receive(_READ_CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     break
-                for line in framer.feed(chunk):
-                    await self._handle_line(line)
+                await self._deliver([await self._handle_line(line) for line in framer.feed(chunk)])
             if (last := framer.flush()) is not None:
-                await self._handle_line(last)
+                await self._deliver([await self._handle_line(last)])
         finally:
             if framer.cut_lines:
                 log.warning("pid %d: %d stdout line(s) cut", self.pid, framer.cut_lines)
             self._msg_tx.close()
             self._stdout_done.set()
 
-    async def _handle_line(self, raw: bytes) -> None:
+    async def _handle_line(self, raw: bytes) -> list[Message]:
         try:
             step = self._parser.feed(clean_line(raw))
         except Exception:  # a parser bug must not end the run; the line is counted as bad
             log.exception("pid %d: parser failed on a line; skipped", self.pid)
             self._spec.observer.invalid_line()
-            return
+            return []
         if step.invalid:
             self._spec.observer.invalid_line()
-        for message in step.messages:
-            # Once the consumer has left (the run is ending), messages are dropped.
-            with suppress(anyio.BrokenResourceError):
-                await self._msg_tx.send(message)
         for reply in step.replies:
             await self._queue_stdin(reply if reply.endswith(b"\n") else reply + b"\n")
         if step.close_stdin:
             await self._queue_stdin(None)
+        return step.messages
+
+    async def _deliver(self, parsed: list[list[Message]]) -> None:
+        batch = [message for messages in parsed for message in messages]
+        if not batch:
+            return
+        self._queued += len(batch)
+        try:
+            await self._msg_tx.send(batch)
+        except anyio.BrokenResourceError:
+            # The consumer has left (the run is ending): the rest is dropped.
+            self._queued -= len(batch)
 
     async def _queue_stdin(self, item: bytes | None) -> None:
         try:

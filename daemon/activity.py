@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 
 from backends.base import Message, MessageType
 
+# Enum members bound once: attribute access on an Enum class is slow on the drain's hot path.
+_TOOL_USE, _TOOL_RESULT, _RESULT = MessageType.TOOL_USE, MessageType.TOOL_RESULT, MessageType.RESULT
+
 
 @dataclass(frozen=True, slots=True)
 class ToolCall:
@@ -53,15 +56,16 @@ class Activity:
         self.last_activity_at = now
         if self.first_message_at is None:
             self.first_message_at = now
-        self.last_type = message.type.value
+        kind = message.type
+        self.last_type = kind
         self.messages += 1
-        if message.type is MessageType.TOOL_USE:
+        if kind is _TOOL_USE:
             self.tool_calls += 1
             call_id = message.call_id or f"anonymous-{self.tool_calls}"
             self.tools[call_id] = ToolCall(call_id, message.tool, now)
-        elif message.type is MessageType.TOOL_RESULT:
+        elif kind is _TOOL_RESULT:
             self.tools.pop(message.call_id, None)
-        elif message.type is MessageType.RESULT:
+        elif kind is _RESULT:
             self.result_at = now
 
     def idle_seconds(self) -> float:

@@ -18,7 +18,6 @@ import anyio
 from backends.base import Message, MessageType
 from daemon.errors import PermanentServerError, ServerError
 from daemon.metrics import Metrics
-from daemon.models import TranscriptMessage
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +37,8 @@ def clean(text: str) -> str:
     """Drop NUL bytes and lone surrogates, which JSON decoding can let through."""
     if "\x00" in text:
         text = text.replace("\x00", "")
+    if text.isascii():  # the common case, and it cannot hold a surrogate
+        return text
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
@@ -47,6 +48,8 @@ def clean(text: str) -> str:
 
 def cap(text: str, limit: int = TOOL_OUTPUT_CAP) -> str:
     """Cut `text` to at most `limit` UTF-8 bytes, saying how much was cut."""
+    if len(text) * 4 <= limit:  # no UTF-8 character is longer than 4 bytes
+        return text
     data = text.encode("utf-8")
     if len(data) <= limit:
         return text
@@ -75,7 +78,7 @@ class Transcript:
         self._batch_size = batch_size
         self._max_messages = max_messages
         self._max_bytes = max_bytes
-        self._queue: deque[tuple[TranscriptMessage, int]] = deque()
+        self._queue: deque[tuple[dict[str, Any], int]] = deque()
         self._queued_bytes = 0
         self._next_seq = 1
         self._lock = anyio.Lock()
@@ -91,14 +94,17 @@ class Transcript:
             return
         output = cap(clean(message.output)) if message.output else ""
         content = clean(message.content) if message.content else ""
-        entry = TranscriptMessage.model_construct(
-            seq=self._next_seq,
-            type=message.type.value,
-            tool=message.tool,
-            content=content,
-            input=dict(message.input) if message.input is not None else None,
-            output=output,
-        )
+        # A plain dict in the wire shape of `TranscriptMessage`: building a model per message
+        # costs more than the rest of the drain loop together.
+        entry: dict[str, Any] = {
+            "seq": self._next_seq,
+            "type": message.type.value,
+            "tool": message.tool,
+            "content": content,
+            "output": output,
+        }
+        if message.input is not None:
+            entry["input"] = dict(message.input)
         self._next_seq += 1
         size = len(content) + len(output) + 64
         self._queue.append((entry, size))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -257,15 +256,15 @@ async def _parse(request: Request, model: type[_M], limit: int) -> _M:
     """The body as `model`; an empty body counts as `{}` (several endpoints take `{}`)."""
     raw = await _read_body(request, limit)
     try:
-        data = json.loads(raw) if raw.strip() else {}
-    except ValueError as exc:  # includes UnicodeDecodeError
-        raise BadRequestError(f"malformed JSON body: {exc}") from None
-    if not isinstance(data, dict):
-        raise BadRequestError("the body must be a JSON object")
-    try:
-        return model.model_validate(data)
+        # Parsing and validating in one pass inside pydantic-core: a 1,000-message transcript
+        # batch costs a fraction of json.loads followed by model_validate.
+        return model.model_validate_json(raw if raw.strip() else b"{}")
     except ValidationError as exc:
         first = exc.errors()[0]
+        if first["type"] == "json_invalid":
+            raise BadRequestError(f"malformed JSON body: {first['msg']}") from None
+        if first["type"] == "model_type" and not first["loc"]:
+            raise BadRequestError("the body must be a JSON object") from None
         where = ".".join(str(p) for p in first["loc"]) or "body"
         raise BadRequestError(f"{where}: {first['msg']}") from None
 

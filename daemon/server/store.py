@@ -218,12 +218,12 @@ class Store(Runtimes):
         now = self._clock()
         with self._tx() as conn:
             self._task_row(conn, task_id)
-            added = 0
-            for m in messages:
-                cur = conn.execute(
-                    """INSERT OR IGNORE INTO messages
-                           (task_id, seq, type, tool, content, input, output, received_at)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+            before = conn.total_changes
+            conn.executemany(
+                """INSERT OR IGNORE INTO messages
+                       (task_id, seq, type, tool, content, input, output, received_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                [
                     (
                         task_id,
                         m.seq,
@@ -233,10 +233,11 @@ class Store(Runtimes):
                         None if m.input is None else json.dumps(m.input),
                         m.output,
                         now,
-                    ),
-                )
-                added += cur.rowcount
-            return added
+                    )
+                    for m in messages
+                ],
+            )
+            return conn.total_changes - before
 
     def messages(self, task_id: str, after_seq: int | None = None) -> list[dict[str, Any]]:
         """The task's transcript in seq order, optionally only past `after_seq`."""
