@@ -106,4 +106,6 @@ async def daemon_child(env: Mapping[str, str], within: float = 30.0) -> AsyncIte
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
+            if process.returncode is None:
+                process.kill()
             await process.aclose()
