@@ -394,6 +394,12 @@ class TaskRunner:
         """What the health port shows for this task (no token, no prompt)."""
         threshold = self.watchdog.threshold_now() if self.watchdog else 0.0
         idle = self.activity.idle_seconds()
+        if not threshold:
+            scope = ""
+        elif self.activity.first_message_at is None and self.policy.first_output > 0:
+            scope = "first_output"
+        else:
+            scope = "tool" if self.activity.tools else "idle"
         return {
             "id": self.task.id,
             "backend": self.backend.name,
@@ -402,6 +408,7 @@ class TaskRunner:
             "idle_seconds": round(idle, 1),
             "tools_in_flight": self.activity.tools_view(),
             "threshold_seconds": threshold,
+            "watchdog_scope": scope,
             "watchdog_fires_in_seconds": round(max(0.0, threshold - idle), 1)
             if threshold
             else None,

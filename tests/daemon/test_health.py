@@ -108,8 +108,35 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
     assert task["started_at"].endswith("Z")
     assert 0 <= task["idle_seconds"] < 30
     assert [(t["name"], t["call_id"]) for t in task["tools_in_flight"]] == [("Bash", "c1")]
-    assert task["threshold_seconds"] == 3600
+    assert (task["watchdog_scope"], task["threshold_seconds"]) == ("tool", 3600)
     assert 3600 - 30 < task["watchdog_fires_in_seconds"] <= 3600
+
+
+async def test_health_shows_the_first_output_window_before_the_first_message(
+    tmp_path: Path,
+) -> None:
+    """An agent that has said nothing yet is under the first-output budget, not the idle one."""
+    script = {"steps": [{"sleep": 30}, {"result": {"output": "late"}}]}
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(
+            tmp_path,
+            url,
+            health=True,
+            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="10m",
+            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
+        ) as d,
+    ):
+        await d.submit(script)
+
+        async def agent_started() -> bool:
+            tasks = (await get(f"{d.health_url}/health")).json()["tasks"]
+            return bool(tasks) and tasks[0]["pid"] is not None and tasks[0]["threshold_seconds"] > 0
+
+        await until(agent_started)
+        (task,) = (await get(f"{d.health_url}/health")).json()["tasks"]
+    assert (task["watchdog_scope"], task["threshold_seconds"]) == ("first_output", 600)
+    assert 600 - 30 < task["watchdog_fires_in_seconds"] <= 600
 
 
 async def test_health_document_never_shows_the_token_or_the_prompt(tmp_path: Path) -> None:
