@@ -49,9 +49,12 @@ class TasksApi:
         backend: str | None = None,
         workspace_id: str | None = None,
         agent: Agent | Mapping[str, Any] | None = None,
+        prior_session_id: str | None = None,
     ) -> dict[str, Any]:
         """Queue a task with this prompt; returns the task as the server stored it."""
         body: dict[str, Any] = {"prompt": prompt}
+        if prior_session_id:
+            body["prior_session_id"] = prior_session_id
         if backend:
             body["backend"] = backend
         if workspace_id:

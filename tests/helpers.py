@@ -79,10 +79,12 @@ class RunningDaemon:
     health_url: str = ""
     """`http://127.0.0.1:PORT` of the health port when started with `health=True`."""
 
-    async def submit(self, prompt: str | dict[str, Any], backend: str = "scripted") -> str:
+    async def submit(
+        self, prompt: str | dict[str, Any], backend: str = "scripted", prior_session_id: str = ""
+    ) -> str:
         """Queue a task (a dict prompt is a scripted-backend script); return its id."""
         text = prompt if isinstance(prompt, str) else json.dumps(prompt)
-        task = await self.api.create_task(text, backend=backend)
+        task = await self.api.create_task(text, backend=backend, prior_session_id=prior_session_id)
         return str(task["id"])
 
     async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:
@@ -171,3 +173,21 @@ async def daemon_process(env: Mapping[str, str], *args: str) -> AsyncIterator[an
             process.kill()
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await process.wait()
+
+
+@asynccontextmanager
+async def cli_daemon(
+    home: Path, agent_env: Mapping[str, str], **env: str
+) -> AsyncIterator[RunningDaemon]:
+    """An embedded server and a daemon whose agents get `agent_env` (for the real CLIs)."""
+    async with (
+        embedded_server(home / "server.db") as url,
+        running_daemon(home, url, base_env=agent_env, MULTICA_SCRIPTED_BACKEND="0", **env) as d,
+    ):
+        yield d
+
+
+def incidents(d: RunningDaemon) -> list[dict[str, Any]]:
+    """The daemon's incident records (`timeouts.jsonl`), parsed."""
+    path = d.settings.state_dir / "timeouts.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []

@@ -7,14 +7,12 @@ is not installed.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from backends.process import TRACKING_ENV
@@ -22,7 +20,7 @@ from backends.proctree import tagged
 from tests.fakes.anthropic_api import ApiError, FakeAnthropic, Stall, Text, ToolUse, claude_env
 from tests.fakes.anthropic_api import fake_anthropic as fake_api
 from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, embedded_server, running_daemon
+from tests.helpers import RunningDaemon, cli_daemon, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
@@ -35,22 +33,14 @@ async def claude_daemon(
     cli = require_cli("claude", "MULTICA_TEST_CLAUDE_PATH")
     async with (
         fake_api(script) as api,
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
+        cli_daemon(
             tmp_path,
-            url,
-            base_env=claude_env(api.url, tmp_path / "home", **env),
+            claude_env(api.url, tmp_path / "home", **env),
             MULTICA_CLAUDE_PATH=cli,
-            MULTICA_SCRIPTED_BACKEND="0",
             MULTICA_AGENT_IDLE_WATCHDOG=window,
         ) as d,
     ):
         yield d, api
-
-
-def incidents(d: RunningDaemon) -> list[dict[str, Any]]:
-    path = d.settings.state_dir / "timeouts.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 async def test_plain_answer_completes_with_output_and_session(tmp_path: Path) -> None:
@@ -126,16 +116,10 @@ async def test_second_task_resumes_the_first_session(tmp_path: Path) -> None:
     script = [Text("First answer."), Text("Second answer.")]
     async with claude_daemon(tmp_path, script) as (d, api):
         first = await d.wait(await d.submit("First question.", backend="claude"), within=60)
-        async with httpx.AsyncClient(base_url=d.settings.server_url) as http:
-            created = await http.post(
-                "/api/tasks",
-                json={
-                    "prompt": "Second question.",
-                    "backend": "claude",
-                    "prior_session_id": first["session_id"],
-                },
-            )
-        second = await d.wait(created.json()["id"], within=60)
+        second_id = await d.submit(
+            "Second question.", backend="claude", prior_session_id=first["session_id"]
+        )
+        second = await d.wait(second_id, within=60)
         messages = await d.api.messages(second["id"])
     assert second["status"] == "completed", second
     assert second["output"] == "Second answer."

@@ -1,0 +1,82 @@
+"""The real Codex CLI through the whole daemon, against a fake OpenAI Responses API.
+
+Skipped, with the install command as the reason, only when the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.process import TRACKING_ENV
+from backends.proctree import tagged
+from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall, codex_env, codex_home
+from tests.fakes.openai_api import fake_openai as fake_api
+from tests.fakes.real_cli import require_cli
+from tests.helpers import RunningDaemon, cli_daemon, incidents
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
+
+
+@asynccontextmanager
+async def codex_daemon(
+    tmp_path: Path, script: list[Any], window: str = "2s"
+) -> AsyncIterator[tuple[RunningDaemon, FakeOpenAI]]:
+    """A daemon whose only backend is the real Codex CLI, pointed at a fake API."""
+    cli = require_cli("codex", "MULTICA_TEST_CODEX_PATH")
+    async with fake_api(script) as api:
+        agent_env = codex_env(tmp_path / "home", codex_home(tmp_path / "codex-home", api.url))
+        async with cli_daemon(
+            tmp_path, agent_env, MULTICA_CODEX_PATH=cli, MULTICA_AGENT_IDLE_WATCHDOG=window
+        ) as d:
+            yield d, api
+
+
+async def test_plain_answer_completes_with_output_and_thread(tmp_path: Path) -> None:
+    """A plain answer completes with the answer as output and the thread id recorded."""
+    async with codex_daemon(tmp_path, [Answer("All done here.")]) as (d, _):
+        task = await d.wait(await d.submit("Do it.", backend="codex"), within=60)
+    assert task["status"] == "completed", task
+    assert task["output"] == "All done here."
+    assert task["session_id"]
+
+
+async def test_shell_command_longer_than_the_window_completes(tmp_path: Path) -> None:
+    """A shell command running 2× the idle window is a tool in flight, not idleness."""
+    script = [Shell("sleep 4 && echo slept"), Answer("Slept.")]
+    async with codex_daemon(tmp_path, script, window="2s") as (d, _):
+        task = await d.wait(await d.submit("Sleep.", backend="codex"), within=90)
+        messages = await d.api.messages(task["id"])
+    assert task["status"] == "completed", task
+    assert any(m["type"] == "tool_use" for m in messages)
+    assert any(m["type"] == "tool_result" and "slept" in m["output"] for m in messages)
+    assert incidents(d) == []
+
+
+async def test_stalled_api_is_stopped_by_the_watchdog(tmp_path: Path) -> None:
+    """The API accepts the request and sends nothing: idle_watchdog, no process survives."""
+    async with codex_daemon(tmp_path, [Stall()], window="2s") as (d, _):
+        task_id = await d.submit("Do it.", backend="codex")
+        task = await d.wait(task_id, within=90)
+        records = incidents(d)
+    assert task["failure_reason"] == "idle_watchdog", task
+    assert tagged(TRACKING_ENV, task_id) == []
+    (record,) = records
+    assert record["scope"] in ("idle", "first_output")
+    assert 2.0 <= record["idle_seconds"] <= 3.5
+
+
+async def test_second_task_resumes_the_first_thread(tmp_path: Path) -> None:
+    """A task with prior_session_id resumes that thread."""
+    async with codex_daemon(tmp_path, [Answer("First."), Answer("Second.")]) as (d, api):
+        first = await d.wait(await d.submit("One.", backend="codex"), within=60)
+        second_id = await d.submit("Two.", backend="codex", prior_session_id=first["session_id"])
+        second = await d.wait(second_id, within=60)
+    assert second["status"] == "completed", second
+    assert second["output"] == "Second."
+    assert second["session_id"] == first["session_id"]
+    assert len(api.requests) >= 2
