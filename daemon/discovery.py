@@ -55,3 +55,10 @@ async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict
         for backend in backends:
             tg.start_soon(one, backend)
     return versions
+
+
+async def available(settings: Settings) -> dict[str, tuple[Backend, str]]:
+    """The backends this machine can run, by name, each with the version it reported."""
+    backends = candidates(settings)
+    versions = await detect(backends)
+    return {b.name: (b, versions[b.name]) for b in backends if b.name in versions}

@@ -18,7 +18,7 @@ import daemon
 from daemon.circuit import CircuitBreaker
 from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
-from daemon.discovery import candidates, detect
+from daemon.discovery import available
 from daemon.health import HealthServer
 from daemon.metrics import Metrics
 from daemon.server import running_server
@@ -114,9 +114,7 @@ async def running_daemon(
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
     circuit = CircuitBreaker(metrics=metrics)
-    backends = candidates(settings)
-    versions = await detect(backends)
-    found = {b.name: (b, versions[b.name]) for b in backends if b.name in versions}
+    found = await available(settings)
     async with (
         make_http_client(server_url, settings.token, daemon.__version__) as http,
         httpx.AsyncClient(base_url=server_url) as user_http,
