@@ -22,3 +22,14 @@ class FakeClock:
         self.sleeps.append(seconds)
         self.now += seconds
         await anyio.lowlevel.checkpoint()
+
+
+class RecordingSleep:
+    """A sleep that records the delays it is asked for and returns at once."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+        await anyio.lowlevel.checkpoint()

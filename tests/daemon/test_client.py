@@ -34,22 +34,12 @@ from daemon.errors import (
 from daemon.metrics import Metrics
 from daemon.models import RuntimeInfo, TranscriptMessage, UsageEntry
 from daemon.retry import RetryPolicy
+from tests.clock import RecordingSleep
 
 BASE = "http://server.test"
 TOKEN = "daemon-secret-token"
 VERSION = "9.8.7"
 NOW = 1_700_000_000.0
-
-
-class RecordingSleep:
-    """A sleep that records the delays it is asked for and returns at once."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-        await anyio.lowlevel.checkpoint()
 
 
 @dataclass

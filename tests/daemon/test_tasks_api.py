@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import anyio.lowlevel
 import httpx
 import pytest
 import respx
@@ -12,19 +11,9 @@ import respx
 from daemon.errors import MalformedResponseError, TaskGoneError, TransientServerError
 from daemon.models import Agent
 from daemon.tasks_api import TasksApi
+from tests.clock import RecordingSleep
 
 BASE = "http://server.test"
-
-
-class RecordingSleep:
-    """A sleep that records the delays it is asked for and returns at once."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-        await anyio.lowlevel.checkpoint()
 
 
 def make_api() -> tuple[respx.Router, TasksApi, RecordingSleep]:
