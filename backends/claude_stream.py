@@ -27,7 +27,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.base import (
+    Message,
+    MessageType,
+    ParseStep,
+    RunResult,
+    RunStatus,
+    Usage,
+    ended_early,
+)
 
 # What the CLI says when the session to resume does not exist (or is not a session id).
 SESSION_MISSING = ("No conversation found", "requires a valid session ID")
@@ -80,17 +88,13 @@ class ClaudeStreamParser:
             self.session_not_found = True
         result = self._result
         if result is None:
-            if exit_code is None:
-                error = "claude was stopped before its final result"
-            else:
-                error = f"claude exited with code {exit_code} before its final result"
-            tail = stderr_tail.strip()
-            return RunResult(
-                RunStatus.FAILED,
-                output=self._last_text,
-                error=f"{error}; stderr: {tail}" if tail else error,
-                session_id=self.session_id,
-                exit_code=exit_code,
+            return ended_early(
+                "claude",
+                "its final result",
+                exit_code,
+                stderr_tail,
+                self._last_text,
+                self.session_id,
             )
         text = _str(result.get("result"))
         usage = result_usage(result)

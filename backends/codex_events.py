@@ -24,7 +24,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.base import (
+    Message,
+    MessageType,
+    ParseStep,
+    RunResult,
+    RunStatus,
+    Usage,
+    ended_early,
+)
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
@@ -84,17 +92,13 @@ class CodexEventParser:
             self.session_not_found = True
         final = self._final
         if final is None:
-            if exit_code is None:
-                error = "codex was stopped before the turn completed"
-            else:
-                error = f"codex exited with code {exit_code} before the turn completed"
-            tail = stderr_tail.strip()
-            return RunResult(
-                RunStatus.FAILED,
-                output=self._last_text,
-                error=f"{error}; stderr: {tail}" if tail else error,
-                session_id=self.thread_id,
-                exit_code=exit_code,
+            return ended_early(
+                "codex",
+                "the turn completed",
+                exit_code,
+                stderr_tail,
+                self._last_text,
+                self.thread_id,
             )
         return RunResult(
             RunStatus.FAILED if final.is_error else RunStatus.COMPLETED,
