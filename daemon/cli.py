@@ -17,7 +17,7 @@ import daemon
 from daemon.circuit import CircuitBreaker
 from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
-from daemon.discovery import candidates, detect
+from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
 from daemon.health import HealthServer
 from daemon.logs import configure_logging
@@ -116,12 +116,11 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             bound = await tg.start(serve, db, host, port, settings.token)
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
-        versions = await detect(candidates(settings))
-        if not versions:
+        found = await available(settings)
+        if not found:
             log.error("no agent backend found on this machine (claude, codex, command, scripted)")
             tg.cancel_scope.cancel()
             return 1
-        found = {b.name: (b, versions[b.name]) for b in candidates(settings) if b.name in versions}
         circuit = CircuitBreaker(metrics=metrics)
         async with make_http_client(url, settings.token, daemon.__version__) as http:
             client = ServerClient(http, metrics=metrics, circuit=circuit)
@@ -133,6 +132,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
                 metrics=metrics,
                 circuit=circuit,
                 base_env=os.environ,
+                subreaper=True,
             )
             health.attach(worker)
             await worker.run()

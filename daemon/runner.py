@@ -12,6 +12,7 @@ import anyio
 
 from backends.base import Backend, Message, MessageType, RunResult, RunSpec, RunStatus, Usage
 from daemon.activity import Activity
+from daemon.agents import AgentRecords
 from daemon.config import Settings
 from daemon.durations import format_duration
 from daemon.errors import PermanentServerError, ServerError, TaskGoneError
@@ -60,6 +61,8 @@ class RunContext:
     server_url: str
     base_env: Mapping[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
+    agents: AgentRecords | None = None
+    """The state dir's record of running agents, read back after a crash (None: not kept)."""
 
 
 class _MetricsObserver:
@@ -205,10 +208,15 @@ class TaskRunner:
         self.activity.restart()
         final: Message | None = None
         result: RunResult | None = None
+        agents = self.ctx.agents
         try:
+            if agents is not None:
+                await agents.starting(self.task.id, self.backend.name)
             with anyio.CancelScope() as attempt_scope:
                 async with self.backend.start(spec) as agent:
                     self.pid = agent.pid
+                    if agents is not None:
+                        await agents.running(self.task.id, self.backend.name, agent.pid)
                     log.info("task %s: agent started pid=%d", self.id, agent.pid)
                     self.watchdog = Watchdog(self.policy, self.activity, agent.pending)
                     async with anyio.create_task_group() as tg:
@@ -224,6 +232,8 @@ class TaskRunner:
         finally:
             self.ctx.metrics.tools_in_flight.dec(len(self.activity.tools))
             self.activity.tools.clear()
+            if agents is not None:  # the tree is killed by now: forget the record
+                await agents.ended(self.task.id)
         verdict = self.watchdog.verdict if self.watchdog else None
         if verdict is not None and attempt_scope.cancelled_caught:
             self.ctx.metrics.watchdog_fires.labels(verdict.scope).inc()

@@ -15,6 +15,7 @@ from anyio.abc import TaskGroup
 
 import daemon
 from backends.base import Backend
+from daemon.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.circuit import CircuitBreaker
 from daemon.client import ServerClient
 from daemon.config import Settings
@@ -53,6 +54,7 @@ class Worker:
         metrics: Metrics,
         circuit: CircuitBreaker,
         base_env: Mapping[str, str],
+        subreaper: bool = False,
     ) -> None:
         self.settings = settings
         self.client = client
@@ -67,6 +69,9 @@ class Worker:
         self.runners: dict[str, TaskRunner] = {}
         self.summary: Counter[str] = Counter()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
+        self.agents = AgentRecords(settings.state_dir / "agents")
+        # Off by default: a worker embedded in another process must not adopt its orphans.
+        self.subreaper = subreaper
         self.ctx = RunContext(
             client=client,
             settings=settings,
@@ -75,6 +80,7 @@ class Worker:
             incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
             server_url=server_url,
             base_env=base_env,
+            agents=self.agents,
         )
         self._stopping = anyio.Event()
         self._wake = anyio.Event()
@@ -111,6 +117,9 @@ class Worker:
     async def startup(self) -> None:
         """Register every runtime in every workspace, recover orphans, flush the outbox."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
+        if self.subreaper:
+            self.subreaper = adopt_orphans()
+        await self.agents.recover(self.settings.kill_grace)
         await self._register()
         for runtime in self.runtimes:
             try:
@@ -155,6 +164,8 @@ class Worker:
             for runtime in self.runtimes:
                 tg.start_soon(self._heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
+            if self.subreaper:
+                tg.start_soon(reap_adopted)
             async with anyio.create_task_group() as runners:
                 await self._claim_loop(runners)
                 await self._drain_running()
