@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -28,6 +28,7 @@ from daemon.workspace import agent_env, build_prompt, work_dir, write_instructio
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF = (0.0, 5.0, 15.0)
+"""Seconds before retry 1, 2 and 3 after a watchdog kill; later retries wait the last value."""
 RESUME_PROMPT = (
     "Your previous turn stopped responding and was interrupted. "
     "Continue the task from where you left off."
@@ -63,6 +64,9 @@ class RunContext:
     clock: Callable[[], float] = time.monotonic
     agents: AgentRecords | None = None
     """The state dir's record of running agents, read back after a crash (None: not kept)."""
+    retry_backoff: tuple[float, ...] = RETRY_BACKOFF
+    backoff_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    """How the runner waits out a retry backoff (tests hand in one that records the delays)."""
 
 
 class _MetricsObserver:
@@ -94,6 +98,8 @@ class TaskRunner:
         self.pid: int | None = None
         self.retry = 0
         self.session_id = ""
+        self._final: Message | None = None
+        self._tools_at_stop: list[dict[str, object]] = []
         self._stop_scope = anyio.CancelScope()
         self._stop_reason = ""
         self._counters = {t: ctx.metrics.backend_messages.labels(t.value) for t in MessageType}
@@ -167,7 +173,12 @@ class TaskRunner:
             if limit > 0:
                 wall.deadline = anyio.current_time() + limit
             return await self._attempts(spec)
-        self._incident("wall_clock", limit, "fail")
+        final = self._final
+        if final is not None and not final.is_error:
+            # The cap struck during the exit grace: the agent's answer is in, so it stands.
+            self._incident("wall_clock", limit, "completed", tools=self._tools_at_stop)
+            return self._from_result(None, final)
+        self._incident("wall_clock", limit, "fail", tools=self._tools_at_stop)
         return Outcome(
             RunStatus.TIMEOUT,
             error=f"task exceeded the wall-clock limit of {format_duration(limit)}",
@@ -178,6 +189,7 @@ class TaskRunner:
     async def _attempts(self, spec: RunSpec) -> Outcome:
         while True:
             outcome, verdict = await self._attempt(spec)
+            self._tools_at_stop = []  # a wall clock striking during the backoff finds none
             if verdict is None:
                 return outcome
             next_spec, why_not = self._retry_spec(spec)
@@ -186,12 +198,13 @@ class TaskRunner:
             if next_spec is None:
                 error = verdict.describe() + (f"; not retried: {why_not}" if why_not else "")
                 return replace(outcome, error=error)
-            delay = RETRY_BACKOFF[min(self.retry, len(RETRY_BACKOFF) - 1)]
+            backoff = self.ctx.retry_backoff
+            delay = backoff[min(self.retry, len(backoff) - 1)] if backoff else 0.0
             self.retry += 1
             log.warning(
                 "task %s: retry %d in %ss after %s", self.id, self.retry, delay, verdict.scope
             )
-            await anyio.sleep(delay)
+            await self.ctx.backoff_sleep(delay)
             spec = next_spec
 
     def _retry_spec(self, spec: RunSpec) -> tuple[RunSpec | None, str]:
@@ -206,6 +219,7 @@ class TaskRunner:
 
     async def _attempt(self, spec: RunSpec) -> tuple[Outcome, Verdict | None]:
         self.activity.restart()
+        self._final = None
         final: Message | None = None
         result: RunResult | None = None
         agents = self.ctx.agents
@@ -225,11 +239,14 @@ class TaskRunner:
                             final = await self._drain(agent, grace)
                             result = await agent.result()
                         tg.cancel_scope.cancel()
-                    if grace.cancelled_caught:
-                        self._incident("exit_grace", self.ctx.settings.exit_grace, "completed")
+                    final = self._final  # the grace may have cut the drain short before it returned
+                    if final is not None and (result is None or result.exit_code is None):
+                        result = self._lingered(final, result)
         except OSError as exc:
             return self._failed(f"could not start {self.backend.name}: {exc}"), None
         finally:
+            # Kept for a wall-clock incident, which is recorded after this attempt is gone.
+            self._tools_at_stop = self.activity.tools_view()
             self.ctx.metrics.tools_in_flight.dec(len(self.activity.tools))
             self.activity.tools.clear()
             if agents is not None:  # the tree is killed by now: forget the record
@@ -263,7 +280,7 @@ class TaskRunner:
             if message.session_id:
                 self.session_id = message.session_id
             if message.type is MessageType.RESULT and final is None:
-                final = message
+                final = self._final = message
                 await agent.close_stdin()
                 if self.ctx.settings.exit_grace > 0:
                     grace.deadline = anyio.current_time() + self.ctx.settings.exit_grace
@@ -272,6 +289,25 @@ class TaskRunner:
                 if transcript.unsent >= backlog:
                     await transcript.keep_up()
         return final
+
+    def _lingered(self, final: Message, result: RunResult | None) -> RunResult | None:
+        """The agent sent its final result but did not exit; it is killed, its result stands.
+
+        Either the exit grace ran out while stdout stayed open (`result` is None), or stdout
+        closed and the backend's own bounded wait for the exit ran out first (exit code None):
+        such a process is held at most that long, even when the grace is longer.
+        """
+        grace = self.ctx.settings.exit_grace
+        result_at = self.activity.result_at
+        since = self.ctx.clock() - (self.activity.started_at if result_at is None else result_at)
+        log.warning("task %s: agent did not exit %.1fs after its result; killed", self.id, since)
+        if grace > 0:
+            action = "fail" if final.is_error else "completed"
+            self._incident("exit_grace", grace, action, idle=since)
+        # A backend may call a run that did not exit failed; the result the agent sent decides.
+        if result is not None and (result.status is RunStatus.COMPLETED or final.is_error):
+            return result
+        return None
 
     def _from_result(self, result: RunResult | None, final: Message | None) -> Outcome:
         if result is None:
@@ -381,21 +417,33 @@ class TaskRunner:
         )
 
     def _incident(
-        self, scope: str, threshold: float, action: str, verdict: Verdict | None = None
+        self,
+        scope: str,
+        threshold: float,
+        action: str,
+        verdict: Verdict | None = None,
+        *,
+        idle: float | None = None,
+        tools: list[dict[str, object]] | None = None,
     ) -> None:
+        """One line in timeouts.jsonl; a watchdog verdict was already counted when it fired."""
         if verdict is None:
             self.ctx.metrics.watchdog_fires.labels(scope).inc()
+        if idle is None:
+            idle = verdict.idle_seconds if verdict else self.activity.idle_seconds()
+        if tools is None:
+            tools = list(verdict.tools) if verdict else self.activity.tools_view()
         self.ctx.incidents.record(
             Incident(
                 task_id=self.task.id,
                 scope=scope,
                 threshold=threshold,
-                idle_seconds=verdict.idle_seconds if verdict else self.activity.idle_seconds(),
+                idle_seconds=idle,
                 last_message_type=self.activity.last_type,
                 retry=self.retry,
                 action=action,
                 pid=self.pid,
-                tools_in_flight=list(verdict.tools) if verdict else self.activity.tools_view(),
+                tools_in_flight=tools,
                 backend=self.backend.name,
             )
         )
