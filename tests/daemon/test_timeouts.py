@@ -18,7 +18,9 @@ from tests.helpers import RunningDaemon, embedded_server, running_daemon
 pytestmark = pytest.mark.anyio
 
 
-async def timed(d: RunningDaemon, script: dict[str, Any] | str, backend: str = "scripted") -> Any:
+async def timed(
+    d: RunningDaemon, script: dict[str, Any] | str, backend: str = "scripted"
+) -> tuple[str, dict[str, Any], float]:
     """Submit, wait for the end; returns (task id, task, seconds from submit to the end)."""
     begun = time.monotonic()
     task_id = await d.submit(script, backend=backend)
@@ -60,7 +62,7 @@ async def test_slow_token_after_first_output_is_not_a_first_output_timeout(tmp_p
         embedded_server(tmp_path / "server.db") as url,
         running_daemon(tmp_path, url, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="1s") as d,
     ):
-        task_id, task, _ = await timed(d, script)
+        _, task, _ = await timed(d, script)
         assert fires(d) == {}
         assert incidents(d) == []
     assert task["status"] == "completed", task
@@ -189,6 +191,33 @@ async def test_agent_that_closes_stdout_but_lingers_after_its_result_completes(
     assert task["output"] == "the answer" and task["session_id"] == "s-9"
     assert incident["scope"] == "exit_grace" and incident["action"] == "completed"
     assert 1.0 <= incident["idle_seconds"] <= 3.0
+    assert survivors(task_id) == []
+
+
+async def test_lingering_past_the_helpers_exit_wait_is_completed_not_did_not_exit(
+    tmp_path: Path,
+) -> None:
+    """With the default 10 s grace, the helper's 5 s exit wait ends first: still completed."""
+    agent = command_agent(
+        tmp_path / "agent.py",
+        "import json, os, sys, time\n"
+        "sys.stdin.read()\n"
+        "print(json.dumps({'type': 'result', 'output': 'the answer'}), flush=True)\n"
+        "os.close(1)\n"
+        "time.sleep(60)\n",
+    )
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(tmp_path, url, **agent) as d,
+    ):
+        assert d.settings.exit_grace == 10.0
+        task_id, task, _ = await timed(d, "go", backend="command")
+        (incident,) = incidents(d, task_id)
+    assert task["status"] == "completed", task
+    assert task["output"] == "the answer"
+    assert incident["scope"] == "exit_grace" and incident["threshold"] == 10.0
+    # Held for the helper's bounded exit wait, never longer than the grace.
+    assert 4.5 <= incident["idle_seconds"] <= 10.0
     assert survivors(task_id) == []
 
 
