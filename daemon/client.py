@@ -3,8 +3,9 @@
 Every call retries transient failures per its `RetryPolicy`, maps the rest onto
 daemon/errors.py, records its outcome on the circuit breaker and in the metrics, and turns a 2xx
 body that does not parse into `MalformedResponseError` for that one call. Terminal reports use
-the longer report policy inside a shielded cancel scope with its own deadline, so a shutdown
-cannot cut a task's result short.
+the longer report policy inside a shielded cancel scope with its own deadline, so cancelling the
+caller cannot cut a task's result short; only `cut_reports` (a stopping daemon) shortens them,
+and what then does not get through is kept in the outbox.
 """
 
 from __future__ import annotations
@@ -96,6 +97,8 @@ class ServerClient:
         self.circuit = circuit
         self._policy = policy or RetryPolicy()
         self._report_policy = report_policy or RetryPolicy.for_reports()
+        self._report_cap: float | None = None
+        self._reports: set[anyio.CancelScope] = set()
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
@@ -160,18 +163,25 @@ class ServerClient:
         await self._call("start", "POST", _task_path(task_id, "start"), _ignore, {})
 
     async def send_messages(
-        self, task_id: str, messages: Sequence[TranscriptMessage | Mapping[str, Any]]
+        self,
+        task_id: str,
+        messages: Sequence[TranscriptMessage | Mapping[str, Any]],
+        *,
+        retry: bool = True,
     ) -> None:
-        """Append a batch of transcript messages (models, or dicts already in wire shape)."""
+        """Append a batch of transcript messages (models, or dicts already in wire shape).
+
+        `retry=False` tries once (the outbox re-sends on its own schedule).
+        """
         # The transcript hands in plain dicts on its hot path; validating 1,000 of them again
         # per batch would cost more than draining them did.
         wire = [
             m.model_dump(mode="json", exclude_none=True) if isinstance(m, WireModel) else m
             for m in messages
         ]
-        await self._call(
-            "messages", "POST", _task_path(task_id, "messages"), _ignore, {"messages": wire}
-        )
+        policy = None if retry else _SINGLE_TRY
+        path = _task_path(task_id, "messages")
+        await self._call("messages", "POST", path, _ignore, {"messages": wire}, policy)
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
@@ -180,10 +190,13 @@ class ServerClient:
         )
         return answer.status
 
-    async def report_usage(self, task_id: str, usage: Sequence[UsageEntry]) -> None:
-        """Report the task's token usage per model."""
+    async def report_usage(
+        self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
+    ) -> None:
+        """Report the task's token usage per model (`retry=False`: one try, for the outbox)."""
         body = UsageBody(usage=list(usage))
-        await self._call("usage", "POST", _task_path(task_id, "usage"), _ignore, body)
+        policy = None if retry else _SINGLE_TRY
+        await self._call("usage", "POST", _task_path(task_id, "usage"), _ignore, body, policy)
 
     async def complete(
         self, task_id: str, output: str, session_id: str, work_dir: str, *, retry: bool = True
@@ -223,15 +236,29 @@ class ServerClient:
     def report_deadline(self, *, retry: bool = True) -> float:
         """How long one terminal report may take in all: its policy's waits plus one request."""
         waits = self._report_policy.budget() if retry else 0.0
-        return waits + self._request_budget()
+        deadline = waits + self._request_budget()
+        return deadline if self._report_cap is None else min(deadline, self._report_cap)
+
+    def cut_reports(self, within: float) -> None:
+        """The daemon is stopping: terminal reports end within `within` seconds from now, and
+        later ones take at most that long each; what does not get through goes to the outbox.
+        """
+        self._report_cap = within if self._report_cap is None else min(self._report_cap, within)
+        cutoff = anyio.current_time() + within
+        for scope in self._reports:
+            scope.deadline = min(scope.deadline, cutoff)
 
     async def _report(self, endpoint: str, path: str, body: WireModel | None, retry: bool) -> None:
         policy = self._report_policy if retry else _SINGLE_TRY
         deadline = self.report_deadline(retry=retry)
         payload: WireModel | dict[str, Any] = {} if body is None else body
-        with anyio.move_on_after(deadline, shield=True):
-            await self._call(endpoint, "POST", path, _ignore, payload, policy)
-            return
+        with anyio.move_on_after(deadline, shield=True) as scope:
+            self._reports.add(scope)
+            try:
+                await self._call(endpoint, "POST", path, _ignore, payload, policy)
+                return
+            finally:
+                self._reports.discard(scope)
         if self.circuit is not None:
             self.circuit.record_failure()
         raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")

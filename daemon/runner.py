@@ -15,18 +15,24 @@ from daemon.activity import Activity
 from daemon.agents import AgentRecords
 from daemon.config import Settings
 from daemon.durations import format_duration
-from daemon.errors import PermanentServerError, ServerError, TaskGoneError
+from daemon.errors import ServerError, TaskGoneError
 from daemon.incidents import Incident, IncidentLog
 from daemon.logs import short_id
 from daemon.metrics import Metrics
 from daemon.models import Task, UsageEntry
-from daemon.outbox import Outbox, TerminalReport, send_report
+from daemon.outbox import Delivery, Outbox, TerminalReport
 from daemon.transcript import Transcript
 from daemon.watchdog import Verdict, Watchdog, WatchdogPolicy
 from daemon.workspace import agent_env, build_prompt, work_dir, write_instructions
 
 log = logging.getLogger(__name__)
 
+TRANSCRIPT_CLOSE = 30.0
+"""Seconds the final transcript flush keeps retrying; what is left then goes to the outbox."""
+STOPPING_FLUSH = 2.0
+STOPPING_REPORT = 3.0
+"""Once the daemon is stopping: seconds for the final transcript flush, then for the rest of
+the report (transcript leftovers, usage, terminal call); the outbox keeps what is not taken."""
 RETRY_BACKOFF = (0.0, 5.0, 15.0)
 """Seconds before retry 1, 2 and 3 after a watchdog kill; later retries wait the last value."""
 RESUME_PROMPT = (
@@ -102,6 +108,8 @@ class TaskRunner:
         self._tools_at_stop: list[dict[str, object]] = []
         self._stop_scope = anyio.CancelScope()
         self._stop_reason = ""
+        self._hurried = False
+        self._ending: anyio.CancelScope | None = None
         self._counters = {t: ctx.metrics.backend_messages.labels(t.value) for t in MessageType}
         self.id = short_id(task.id)
 
@@ -110,6 +118,17 @@ class TaskRunner:
         if not self._stop_reason:
             self._stop_reason = reason
         self._stop_scope.cancel()
+        if reason == "shutdown":
+            self._hurry()
+
+    def _hurry(self) -> None:
+        """The daemon is stopping: end quickly, leaving what the server does not take to the
+        outbox (re-sent on the next start) instead of holding the shutdown for minutes."""
+        self._hurried = True
+        self.transcript.hurry(STOPPING_FLUSH)
+        if self._ending is not None:
+            cutoff = anyio.current_time() + STOPPING_REPORT
+            self._ending.deadline = min(self._ending.deadline, cutoff)
 
     async def run(self) -> Outcome:
         """Run the task to its end and report it exactly once; never raises a server error."""
@@ -163,7 +182,7 @@ class TaskRunner:
             tg.cancel_scope.cancel()
         if outcome is None:
             outcome = self._stopped_outcome()
-        await self.transcript.close(within=30.0)
+        await self.transcript.close(within=TRANSCRIPT_CLOSE)
         return outcome
 
     async def _bounded(self, spec: RunSpec) -> Outcome:
@@ -373,41 +392,45 @@ class TaskRunner:
                 return
 
     async def _report(self, outcome: Outcome) -> None:
-        """Usage, then exactly one terminal report; what cannot be delivered goes to the outbox."""
-        client, task_id = self.ctx.client, self.task.id
-        if outcome.usage:
-            try:
-                await client.report_usage(
-                    task_id, [UsageEntry.from_usage(u) for u in outcome.usage]
-                )
-            except ServerError as exc:
-                log.warning("task %s: usage not reported: %s", self.id, exc)
+        """The transcript's rest, usage, then exactly one terminal report; what the server does
+        not take goes to the outbox (a transient `complete` failure stays a `complete`)."""
+        task_id = self.task.id
         workdir = str(getattr(self, "workdir", ""))
+        kind, body = "", {}
         if outcome.cancel_ack:
-            report = TerminalReport(task_id, "cancel_ack", {})
+            kind = "cancel_ack"
         elif not outcome.report:
             log.info("task %s: settled by the server (%s)", self.id, self._stop_reason)
-            return
         elif outcome.status is RunStatus.COMPLETED:
+            kind = "complete"
             body = {"output": outcome.output, "session_id": outcome.session_id, "work_dir": workdir}
-            report = TerminalReport(task_id, "complete", body)
         else:
+            kind = "fail"
             body = {
                 "error": outcome.error,
                 "failure_reason": outcome.failure_reason,
                 "session_id": outcome.session_id,
                 "work_dir": workdir,
             }
-            report = TerminalReport(task_id, "fail", body)
-        try:
-            await send_report(client, report)
-        except PermanentServerError as exc:
-            log.error("task %s: server refused %s: %s", self.id, report.kind, exc)
-        except ServerError as exc:
+        usage = tuple(UsageEntry.from_usage(u).model_dump(mode="json") for u in outcome.usage)
+        report = TerminalReport(task_id, kind, body, tuple(self.transcript.pending()), usage)
+        delivery = Delivery(report)
+        with anyio.CancelScope() as self._ending:
+            if self._hurried:
+                self._ending.deadline = anyio.current_time() + STOPPING_REPORT
+            await delivery.send(self.ctx.client, retry=not self._hurried)
+        self._ending = None
+        left = delivery.left
+        if not left.empty:
             log.error(
-                "task %s: %s not delivered, kept in the outbox: %s", self.id, report.kind, exc
+                "task %s: %s not delivered, kept in the outbox: %s",
+                self.id,
+                left.kind or f"transcript ({len(left.messages)} messages)",
+                delivery.error or "out of time while stopping",
             )
-            self.ctx.outbox.put(report)
+            self.ctx.outbox.put(left)
+        if not kind:
+            return
         log.info(
             "task %s: %s backend=%s%s",
             self.id,

@@ -4,13 +4,15 @@ Messages get increasing `seq` numbers as they arrive. Every `interval` (500 ms) 
 the unsent ones go out in batches. A batch that fails transiently stays queued and is re-sent
 with the same `seq` numbers, so a server blip loses nothing and the server's once-per-`(task,
 seq)` storage removes duplicates. While the server is down the queue is capped in messages and
-bytes; past the cap the oldest are dropped and counted.
+bytes; past the cap the oldest are dropped and counted. What is still unsent when the run ends
+(`pending()`) goes into the durable outbox with the task's terminal report.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
+from itertools import islice
 from typing import Any
 
 import anyio
@@ -87,6 +89,8 @@ class Transcript:
         self.gone = False
         self._failing = False
         self.high_water = batch_size * 10
+        self._closing: anyio.CancelScope | None = None
+        self._hurry: float | None = None
 
     def add(self, message: Message) -> None:
         """Queue one message if it belongs in the transcript (status and log do not)."""
@@ -130,6 +134,15 @@ class Transcript:
         """Messages numbered but not yet accepted by the server."""
         return len(self._queue)
 
+    @property
+    def emitted(self) -> int:
+        """Messages numbered so far (the last `seq` given out)."""
+        return self._next_seq - 1
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The messages not yet accepted, in `seq` order, in their wire shape."""
+        return [entry for entry, _ in self._queue]
+
     async def run(self) -> None:
         """Flush every interval until cancelled."""
         while True:
@@ -140,7 +153,7 @@ class Transcript:
         """Send everything queued; False if something is still unsent (server trouble)."""
         async with self._lock:
             while self._queue and not self.gone:
-                batch = [entry for entry, _ in list(self._queue)[: self._batch_size]]
+                batch = [entry for entry, _ in islice(self._queue, self._batch_size)]
                 try:
                     await self._client.send_messages(self._task_id, batch)
                 except PermanentServerError as exc:
@@ -161,22 +174,40 @@ class Transcript:
                     )
                     return False
                 self._failing = False
-                for _ in batch:
+                # By `seq`, not by count: while the batch was on its way the cap may have
+                # dropped some of its oldest entries, and the newer ones behind must stay.
+                last = batch[-1]["seq"]
+                while self._queue and self._queue[0][0]["seq"] <= last:
                     _, size = self._queue.popleft()
                     self._queued_bytes -= size
-                self.sent += len(batch)
+                    self.sent += 1
             return not self._queue
 
     async def close(self, within: float) -> None:
-        """Final flush at the end of a run, retried for `within` seconds, shielded."""
-        with anyio.CancelScope(shield=True), anyio.move_on_after(within):
-            while not await self.flush():
-                if self.gone:
-                    return
-                await anyio.sleep(1.0)
+        """Final flush at the end of a run, retried for `within` seconds, shielded.
+
+        What is still unsent afterwards stays in `pending()` for the outbox.
+        """
+        if self._hurry is not None:
+            within = min(within, self._hurry)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(within) as scope:
+            self._closing = scope
+            try:
+                while not await self.flush():
+                    if self.gone:
+                        return
+                    await anyio.sleep(1.0)
+            finally:
+                self._closing = None
         if self._queue:
             log.warning(
                 "transcript %s: %d messages unsent at the end of the run",
                 self._task_id[:8],
                 len(self._queue),
             )
+
+    def hurry(self, within: float) -> None:
+        """The daemon is stopping: the final flush ends within `within` seconds from now."""
+        self._hurry = within if self._hurry is None else min(self._hurry, within)
+        if self._closing is not None:
+            self._closing.deadline = min(self._closing.deadline, anyio.current_time() + within)

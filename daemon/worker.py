@@ -30,6 +30,11 @@ from daemon.runner import Outcome, RunContext, TaskRunner
 log = logging.getLogger(__name__)
 
 OUTBOX_INTERVAL = 30.0
+"""Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
+STOPPING_REPORT = 3.0
+"""Once the daemon is stopping, the most one terminal report may take; the outbox keeps the rest."""
+DEREGISTER_WITHIN = 5.0
+"""Deregistering is a courtesy: a server that does not answer must not hold the exit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,7 @@ class Worker:
         circuit: CircuitBreaker,
         base_env: Mapping[str, str],
         subreaper: bool = False,
+        outbox_interval: float = OUTBOX_INTERVAL,
     ) -> None:
         self.settings = settings
         self.client = client
@@ -69,6 +75,7 @@ class Worker:
         self.runners: dict[str, TaskRunner] = {}
         self.summary: Counter[str] = Counter()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
+        self.outbox_interval = outbox_interval
         self.agents = AgentRecords(settings.state_dir / "agents")
         # Off by default: a worker embedded in another process must not adopt its orphans.
         self.subreaper = subreaper
@@ -107,6 +114,7 @@ class Worker:
             self.status = "stopping"
             self._stopping.set()
             self._wake.set()
+            self.client.cut_reports(STOPPING_REPORT)
 
     def stop_now(self) -> None:
         """Second stage: cancel every running task now (each is still reported)."""
@@ -176,10 +184,13 @@ class Worker:
         self.status = "stopping"
         ids = [r.id for r in self.runtimes]
         if ids:
-            try:
-                await self.client.deregister(ids)
-            except ServerError as exc:
-                log.warning("deregister failed: %s", exc)
+            with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:
+                try:
+                    await self.client.deregister(ids)
+                except ServerError as exc:
+                    log.warning("deregister failed: %s", exc)
+            if bounded.cancelled_caught:
+                log.warning("deregister: no answer within %.0fs", DEREGISTER_WITHIN)
         s = self.summary
         log.info(
             "stopped: %d completed, %d failed, %d idle_watchdog, %d timeout, %d cancelled",
@@ -221,7 +232,7 @@ class Worker:
 
     async def _outbox_loop(self) -> None:
         while True:
-            await anyio.sleep(OUTBOX_INTERVAL)
+            await anyio.sleep(self.outbox_interval)
             if self.outbox.depth():
                 await self.outbox.flush(self.client)
 

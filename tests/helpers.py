@@ -21,9 +21,10 @@ from daemon.config import Settings
 from daemon.discovery import available
 from daemon.health import HealthServer
 from daemon.metrics import Metrics
+from daemon.retry import RetryPolicy
 from daemon.server import running_server
 from daemon.tasks_api import TasksApi
-from daemon.worker import Worker
+from daemon.worker import OUTBOX_INTERVAL, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 FINAL = frozenset({"completed", "failed", "cancelled"})
@@ -104,22 +105,30 @@ async def running_daemon(
     *,
     base_env: Mapping[str, str] | None = None,
     health: bool = False,
+    policy: RetryPolicy | None = None,
+    report_policy: RetryPolicy | None = None,
+    circuit_cooldown: float = 30.0,
+    outbox_interval: float = OUTBOX_INTERVAL,
     **env: str,
 ) -> AsyncIterator[RunningDaemon]:
     """Start a real worker against `server_url`; stop it gracefully on exit.
 
     With `health=True` the health port is served as well (from before registration to after
     the worker stopped, as `agent-daemon run` does), on a free port: see `health_url`.
+    `policy`, `report_policy`, `circuit_cooldown` and `outbox_interval` shorten the client's
+    retries, the circuit's pause and the outbox's re-send period for tests that break the server.
     """
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
-    circuit = CircuitBreaker(metrics=metrics)
+    circuit = CircuitBreaker(cooldown=circuit_cooldown, metrics=metrics)
     found = await available(settings)
     async with (
         make_http_client(server_url, settings.token, daemon.__version__) as http,
         httpx.AsyncClient(base_url=server_url) as user_http,
     ):
-        client = ServerClient(http, metrics=metrics, circuit=circuit)
+        client = ServerClient(
+            http, metrics=metrics, circuit=circuit, policy=policy, report_policy=report_policy
+        )
         worker = Worker(
             settings,
             client,
@@ -128,6 +137,7 @@ async def running_daemon(
             metrics=metrics,
             circuit=circuit,
             base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
+            outbox_interval=outbox_interval,
         )
         port: AbstractAsyncContextManager[str] = (
             serving_health(worker, metrics) if health else nullcontext("")
