@@ -1,4 +1,20 @@
-"""The incident log: one JSON line per watchdog or timeout event in `timeouts.jsonl`."""
+"""The incident log: one JSON line per watchdog or timeout event in `timeouts.jsonl`.
+
+A line (keys sorted) looks like
+
+    {"action": "retry", "backend": "claude", "idle_seconds": 1800.2,
+     "last_message_type": "text", "pid": 4242, "retry": 0, "scope": "idle",
+     "task_id": "...", "threshold": 1800.0, "time": "2025-01-01T12:00:00Z",
+     "tools_in_flight": [{"call_id": "c1", "name": "Bash", "running_for": 7200.4}]}
+
+`scope` is the budget that ran out: `idle`, `tool`, `first_output` (each a watchdog kill),
+`exit_grace` (the agent sent its final result but did not exit) or `wall_clock`
+(`MULTICA_AGENT_TIMEOUT`). `idle_seconds` is the silence when it fired — for `exit_grace`,
+the time since the final result. `retry` counts the retries made before this event.
+`action` is what followed: `retry` (the run is started again), `fail` (the task is
+reported failed), or `completed` (an agent killed after its final result: the result it
+sent stands and the task is reported completed).
+"""
 
 from __future__ import annotations
 
