@@ -200,12 +200,14 @@ class AgentRecords:
 def _kill_recorded(
     record: AgentRecord, current_boot: str, grace: float
 ) -> tuple[list[int], list[int]]:
-    """Blocking: kill the record's leftovers; returns (pids signalled, pids still alive)."""
+    """Blocking: kill the record's leftovers; returns (pids found alive, pids still alive)."""
     leader = record.identity(current_boot)
     tree = collect_tree(leader, TRACKING_ENV, record.task_id)
-    pids = kill_leftovers(tree, TRACKING_ENV, record.task_id, grace)
+    # A group signal takes the rest of the group with it, so the pids signalled one by one
+    # undercount: report every process found alive before the kill.
+    found = {p.pid for p in tree} | set(kill_leftovers(tree, TRACKING_ENV, record.task_id, grace))
     survivors = [p.pid for p in collect_tree(leader, TRACKING_ENV, record.task_id)]
-    return pids, survivors
+    return sorted(found), survivors
 
 
 def _parse(data: object) -> AgentRecord:

@@ -1,0 +1,255 @@
+"""Crash recovery of a real daemon process: leftovers killed, tasks settled, strangers spared."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+
+from backends.process import TRACKING_ENV
+from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of, tagged
+from daemon.agents import AgentRecord, AgentRecords, boot_id
+from tests.helpers import FINAL, daemon_env, daemon_process, embedded_server, eventually
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(sys.platform != "linux", reason="/proc and subreapers are Linux only"),
+]
+
+SLEEPER = "import time; time.sleep(120)"
+
+HANGING_TREE = {
+    "steps": [
+        {"text": "working"},
+        {"spawn_tree": {"setsid": True, "depth": 2}},
+        {"text": "tree started"},
+        {"hang": True},
+    ]
+}
+"""An agent that starts a sleeping chain in its own session (like a Bash tool) and hangs.
+
+Once the daemon is gone the agent dies at its next write to stdout (EPIPE), as a real CLI
+would; the test waits for its last line, so the agent itself outlives the daemon too."""
+
+
+class Leftovers:
+    """Everything a test may leave running; killed by group (identity checked) afterwards."""
+
+    def __init__(self) -> None:
+        self.task_ids: list[str] = []
+        self.identities: list[ProcIdentity] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, code: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def cleanup(self) -> None:
+        tagged_ones = [p for t in self.task_ids for p in tagged(TRACKING_ENV, t)]
+        for identity in [*self.identities, *tagged_ones]:
+            signal_group_of(identity, signal.SIGKILL)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextmanager
+def leftovers() -> Iterator[Leftovers]:
+    left = Leftovers()
+    try:
+        yield left
+    finally:
+        left.cleanup()
+
+
+@asynccontextmanager
+async def server_and_api(tmp_path: Path) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        yield url, http
+
+
+async def get_task(http: httpx.AsyncClient, task_id: str) -> dict[str, Any]:
+    task: dict[str, Any] = (await http.get(f"/api/tasks/{task_id}")).json()
+    return task
+
+
+async def runtime_ids(http: httpx.AsyncClient) -> list[str]:
+    return sorted(r["id"] for r in (await http.get("/api/runtimes")).json())
+
+
+def proc_stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, ppid, start time) of `pid`, zombies included; None once it is fully gone."""
+    try:
+        data = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = data[data.rindex(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1]), int(fields[19])
+
+
+async def test_restart_kills_the_tree_a_killed_daemon_left_and_settles_the_task(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """SIGKILL mid-run leaves the tree alive; the next daemon kills all of it, then settles."""
+    records = AgentRecords(tmp_path / "state" / "agents")
+    with leftovers() as left:
+        async with server_and_api(tmp_path) as (url, http):
+            env = daemon_env(tmp_path, url)
+            async with daemon_process(env) as first:
+                created = await http.post("/api/tasks", json={"prompt": json.dumps(HANGING_TREE)})
+                task_id = created.json()["id"]
+                left.task_ids.append(task_id)
+
+                async def quiet() -> bool:
+                    messages = (await http.get(f"/api/tasks/{task_id}/messages")).json()
+                    return "tree started" in json.dumps(messages)
+
+                await eventually(quiet, within=20)
+                # The agent, the session leader of its tree, and the process below that.
+                await eventually(lambda: len(tagged(TRACKING_ENV, task_id)) == 3, within=20)
+                tree = tagged(TRACKING_ENV, task_id)
+                left.identities += tree
+                await eventually(lambda: [r.pid for r in records.records()] != [0], within=10)
+                [record] = records.records()
+                assert record.task_id == task_id and record.backend == "scripted"
+                assert ProcIdentity(record.pid, record.start_time) in tree
+                assert (await get_task(http, task_id))["status"] == "running"
+                runtimes_before = await runtime_ids(http)
+
+                first.kill()
+                with anyio.fail_after(10):
+                    assert await first.wait() == -signal.SIGKILL
+            capfd.readouterr()
+
+            assert [p.pid for p in tree if not is_alive(p)] == []
+            assert (await get_task(http, task_id))["status"] == "running"
+
+            async with daemon_process(env):
+
+                async def settled() -> bool:
+                    return (await get_task(http, task_id))["status"] in FINAL
+
+                await eventually(settled, within=30)
+                # Leftovers are killed before recover-orphans: gone by the time it settles.
+                assert [p.pid for p in tree if is_alive(p)] == []
+                assert tagged(TRACKING_ENV, task_id) == []
+                task = await get_task(http, task_id)
+                assert await runtime_ids(http) == runtimes_before
+                assert records.records() == []
+        logs = capfd.readouterr().err
+    assert task["status"] == "failed"
+    assert task["failure_reason"] == "runtime_recovery"
+    assert task["runtime_id"] in runtimes_before
+    assert "child subreaper: orphaned agent processes come back to the daemon" in logs
+    assert "crash recovery: 1 agent record(s) from a previous run" in logs
+    pids = sorted(p.pid for p in tree)
+    assert (
+        f"task {task_id[:8]}: killed 3 leftover process(es) of backend scripted "
+        f"(recorded pid {record.pid}): pids {pids}" in logs
+    )
+    assert "server failed 1 orphaned tasks" in logs
+
+
+def record_of(task_id: str, pid: int, start_time: int) -> AgentRecord:
+    """A record as a daemon of this boot writes it for a started agent."""
+    return AgentRecord(task_id, "scripted", pid, pid, start_time, boot_id())
+
+
+async def test_a_recorded_pid_now_used_by_a_stranger_is_left_alone(tmp_path: Path) -> None:
+    """At start, a record whose pid was reused spares that process; a real leftover dies."""
+    records = AgentRecords(tmp_path / "state" / "agents")
+    ours_task = f"task-{secrets.token_hex(4)}"
+    with leftovers() as left:
+        stranger = left.start(SLEEPER)
+        ours = left.start(SLEEPER, env={**os.environ, TRACKING_ENV: ours_task})
+        left.task_ids.append(ours_task)
+        stranger_id, ours_id = identify(stranger.pid), identify(ours.pid)
+        assert stranger_id is not None and ours_id is not None
+        # The stranger has the recorded pid but not the recorded start time: pid reuse.
+        records.put(record_of("stale-task", stranger.pid, stranger_id.start_time - 1))
+        records.put(record_of(ours_task, ours.pid, ours_id.start_time))
+        async with server_and_api(tmp_path) as (url, _), daemon_process(daemon_env(tmp_path, url)):
+            await eventually(lambda: records.records() == [], within=30)
+            with anyio.fail_after(10):
+                ours_status = await anyio.to_thread.run_sync(ours.wait)
+            stranger_alive = is_alive(stranger_id) and stranger.poll() is None
+    assert ours_status == -signal.SIGTERM
+    assert stranger_alive
+
+
+ORPHAN_MAKER = """
+import json, os, subprocess, sys
+sys.stdin.read()
+flag, pidfile = sys.argv[1], sys.argv[2]
+wait_for_flag = (
+    "import os, sys, time\\n"
+    "for _ in range(1200):\\n"
+    "    if os.path.exists(sys.argv[1]): break\\n"
+    "    time.sleep(0.05)\\n"
+)
+# No tracking tag and its own session: nothing of the run's kill reaches it.
+env = {k: v for k, v in os.environ.items() if k != "AGENT_DAEMON_TASK_ID"}
+orphan = subprocess.Popen(
+    [sys.executable, "-c", wait_for_flag, flag], env=env, start_new_session=True,
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+)
+with open(pidfile, "w") as fh:
+    fh.write(str(orphan.pid))
+print(json.dumps({"type": "result", "output": "left an orphan"}), flush=True)
+"""
+
+
+async def test_an_orphan_the_agent_left_is_adopted_and_reaped(tmp_path: Path) -> None:
+    """A process the agent left behind is re-parented to the daemon and reaped when it exits."""
+    agent, flag, pidfile = tmp_path / "agent.py", tmp_path / "flag", tmp_path / "orphan.pid"
+    agent.write_text(ORPHAN_MAKER)
+    env_extra = {
+        "MULTICA_COMMAND_PATH": sys.executable,
+        "MULTICA_COMMAND_ARGS": f"{agent} {flag} {pidfile}",
+    }
+    orphan: ProcIdentity | None = None
+    try:
+        async with (
+            server_and_api(tmp_path) as (url, http),
+            daemon_process(daemon_env(tmp_path, url, **env_extra)) as daemon,
+        ):
+            body = {"prompt": "go", "backend": "command"}
+            task_id = (await http.post("/api/tasks", json=body)).json()["id"]
+
+            async def completed() -> bool:
+                return (await get_task(http, task_id))["status"] == "completed"
+
+            await eventually(completed, within=30)
+            orphan = identify(int(pidfile.read_text()))
+            assert orphan is not None
+            adopted = proc_stat(orphan.pid)
+            flag.touch()
+
+            def reaped() -> bool:
+                stat = proc_stat(orphan.pid)
+                return stat is None or stat[2] != orphan.start_time
+
+            await eventually(reaped, within=15)
+    finally:
+        flag.touch()
+        if orphan is not None:
+            signal_group_of(orphan, signal.SIGKILL)
+    assert adopted is not None
+    state, ppid, _ = adopted
+    assert ppid == daemon.pid and state != "Z"
