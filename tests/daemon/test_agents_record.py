@@ -21,6 +21,7 @@ from backends.process import TRACKING_ENV
 from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of
 from daemon.agents import AgentRecord, AgentRecords, boot_id
 from tests.backends.support import SLEEPER, TREE_CHILD, python, tree_pids
+from tests.helpers import embedded_server, eventually, running_daemon
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
 
@@ -295,3 +296,25 @@ async def test_recover_does_not_trust_a_pid_from_another_boot(
     store.put(AgentRecord(**{**fields, "boot_id": "a-previous-boot"}))
     assert await store.recover(grace=0.5) == {"task-1": []}
     assert is_alive(identity)
+
+
+@linux_only
+@pytest.mark.anyio
+async def test_a_run_is_recorded_while_it_lasts_and_forgotten_after_its_kill(
+    tmp_path: Path,
+) -> None:
+    """A daemon's running agent has a record with its pid; once it is stopped, none is left."""
+    script = {"steps": [{"text": "working"}, {"hang": True}]}
+    records = AgentRecords(tmp_path / "state" / "agents")
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
+    ):
+        task_id = await d.submit(script)
+        await eventually(lambda: [r.pid for r in records.records()] not in ([], [0]))
+        [record] = records.records()
+        assert record.task_id == task_id and identify(record.pid) is not None
+        task = await d.wait(task_id)
+        left = records.records()
+    assert task["failure_reason"] == "idle_watchdog"
+    assert left == []
