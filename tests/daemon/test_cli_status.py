@@ -15,7 +15,7 @@ from daemon.health import HealthServer
 from daemon.metrics import Metrics
 from daemon.status_view import base_url
 from tests.daemon_child import run_cli, until
-from tests.helpers import RunningDaemon, embedded_server, running_daemon
+from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -119,11 +119,21 @@ async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
 
 async def test_check_exits_1_with_the_reason_while_the_circuit_is_open(tmp_path: Path) -> None:
     """An open server circuit fails `check` with one line naming it."""
+    claims = {"endpoint": "claim", "outcome": "ok"}
     async with (
         embedded_server(tmp_path / "server.db") as url,
-        # No heartbeat during the test: a successful one would close the circuit again.
-        running_daemon(tmp_path, url, health=True, MULTICA_DAEMON_HEARTBEAT_INTERVAL="1000h") as d,
+        # One claim at start, then no server call during the test: an answer to any of them
+        # would close the circuit again.
+        running_daemon(
+            tmp_path,
+            url,
+            health=True,
+            MULTICA_DAEMON_HEARTBEAT_INTERVAL="1000h",
+            MULTICA_DAEMON_POLL_INTERVAL="1000h",
+        ) as d,
     ):
+        samples = d.metrics.registry.get_sample_value
+        await eventually(lambda: bool(samples("agent_daemon_server_requests_total", claims)))
         for _ in range(3):
             d.worker.circuit.record_failure()
 
