@@ -123,12 +123,15 @@ class Worker:
             runner.stop("shutdown")
 
     async def startup(self) -> None:
-        """Register every runtime in every workspace, recover orphans, flush the outbox."""
+        """Register every runtime in every workspace, flush the outbox, recover orphans."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
         if self.subreaper:
             self.subreaper = adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
         await self._register()
+        # Before recover-orphans: the server would fail every task still in flight, including
+        # those whose `complete` waits in the outbox, and a result must never become a failure.
+        left = await self.outbox.flush(self.client)
         for runtime in self.runtimes:
             try:
                 result = await self.client.recover_orphans(runtime.id)
@@ -139,7 +142,6 @@ class Worker:
                 log.warning(
                     "runtime %s: server failed %d orphaned tasks", runtime.id, result.orphaned
                 )
-        left = await self.outbox.flush(self.client)
         self.status = "running"
         log.info(
             "started: %d runtimes in %d workspaces, outbox %d",
