@@ -57,7 +57,7 @@ async def test_silent_start_is_stopped_by_the_first_output_budget(tmp_path: Path
 
 async def test_slow_token_after_first_output_is_not_a_first_output_timeout(tmp_path: Path) -> None:
     """Once output started, silence longer than the first-output budget is left alone."""
-    script = {"steps": [say("starting"), {"sleep": 2.0}, {"result": {"output": "done"}}]}
+    script = {"steps": [say("starting"), {"sleep": 1.6}, {"result": {"output": "done"}}]}
     async with (
         embedded_server(tmp_path / "server.db") as url,
         running_daemon(tmp_path, url, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="1s") as d,
@@ -123,10 +123,10 @@ async def test_wedged_tool_call_is_stopped_by_the_tool_window(tmp_path: Path) ->
 
 
 async def test_busy_tool_call_outlasts_the_idle_window(tmp_path: Path) -> None:
-    """A tool call silent for 5× the idle window but within the tool window completes."""
+    """A tool call silent for 4× the idle window but within the tool window completes."""
     script = {
         "steps": [
-            {"tool": {"name": "Bash", "call_id": "t1", "seconds": 1.5, "output": "ok"}},
+            {"tool": {"name": "Bash", "call_id": "t1", "seconds": 1.2, "output": "ok"}},
             {"result": {"output": "built"}},
         ]
     }
