@@ -1,0 +1,208 @@
+"""A task's transcript: numbered once, kept and re-sent with the same seq, capped oldest first."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import pytest
+
+from backends.base import Message, MessageType
+from daemon.errors import ServerError, TaskGoneError, TransientServerError
+from daemon.metrics import Metrics
+from daemon.transcript import TOOL_OUTPUT_CAP, Transcript
+
+pytestmark = pytest.mark.anyio
+
+
+class FakeServer:
+    """Takes transcript batches, or fails them on demand; `hold` keeps a send waiting."""
+
+    def __init__(self) -> None:
+        self.attempts: list[list[dict[str, Any]]] = []
+        self.stored: list[dict[str, Any]] = []
+        self.failure: ServerError | None = None
+        self.hold: anyio.Event | None = None
+        self.sending = anyio.Event()
+
+    async def send_messages(
+        self, task_id: str, batch: Sequence[dict[str, Any]], *, retry: bool = True
+    ) -> None:
+        self.attempts.append([dict(m) for m in batch])
+        self.sending.set()
+        if self.hold is not None:
+            await self.hold.wait()
+        if self.failure is not None:
+            raise self.failure
+        self.stored.extend(dict(m) for m in batch)
+
+    def seqs(self) -> list[int]:
+        return [m["seq"] for m in self.stored]
+
+
+def text(content: str) -> Message:
+    return Message(MessageType.TEXT, content=content)
+
+
+def transcript(server: FakeServer, metrics: Metrics | None = None, **options: Any) -> Transcript:
+    return Transcript(server, "task-1", metrics or Metrics(), **options)
+
+
+def down() -> TransientServerError:
+    return TransientServerError("messages", "connection refused")
+
+
+async def test_only_transcript_types_are_numbered_and_sent() -> None:
+    """text, thinking, tool_use, tool_result and error get seq 1..n; status and log do not."""
+    server = FakeServer()
+    t = transcript(server)
+    t.add(text("a"))
+    t.add(Message(MessageType.STATUS, session_id="s"))
+    t.add(Message(MessageType.LOG, content="debug"))
+    t.add(Message(MessageType.TOOL_USE, tool="Bash", call_id="c", input={"command": "ls"}))
+    t.add(Message(MessageType.TOOL_RESULT, call_id="c", output="x"))
+    assert await t.flush()
+    assert [(m["seq"], m["type"]) for m in server.stored] == [
+        (1, "text"),
+        (2, "tool_use"),
+        (3, "tool_result"),
+    ]
+    assert server.stored[1]["input"] == {"command": "ls"}
+
+
+async def test_failed_batch_is_kept_and_resent_with_the_same_seq() -> None:
+    """A transient failure keeps the batch; the re-send carries the same seq and content."""
+    server = FakeServer()
+    t = transcript(server)
+    for word in ("a", "b", "c"):
+        t.add(text(word))
+    server.failure = down()
+    assert not await t.flush()
+    assert t.unsent == 3
+    t.add(text("d"))
+    server.failure = None
+    assert await t.flush()
+    assert server.seqs() == [1, 2, 3, 4]
+    assert server.attempts[1][:3] == server.attempts[0]
+    assert t.unsent == 0
+
+
+async def test_cap_in_messages_drops_the_oldest_and_counts_them() -> None:
+    """Past the message cap the oldest unsent messages go, counted in the metric."""
+    metrics = Metrics()
+    server = FakeServer()
+    t = transcript(server, metrics, max_messages=5)
+    server.failure = down()
+    for i in range(1, 9):
+        t.add(text(f"m{i}"))
+    assert [m["seq"] for m in t.pending()] == [4, 5, 6, 7, 8]
+    assert t.dropped == 3
+    assert metrics.registry.get_sample_value("agent_daemon_transcript_messages_dropped_total") == 3
+
+
+async def test_cap_in_bytes_drops_the_oldest() -> None:
+    """Past the byte cap the oldest go too, however few messages are queued."""
+    server = FakeServer()
+    t = transcript(server, max_bytes=3 * (1000 + 64))
+    for i in range(1, 6):
+        t.add(text(str(i) * 1000))
+    assert [m["seq"] for m in t.pending()] == [3, 4, 5]
+    assert t.dropped == 2
+
+
+async def test_drop_during_a_send_keeps_the_newer_messages() -> None:
+    """Messages dropped while their batch is on its way do not take newer unsent ones along."""
+    server = FakeServer()
+    release = server.hold = anyio.Event()
+    t = transcript(server, max_messages=5)
+    for i in range(1, 6):
+        t.add(text(f"m{i}"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.flush)
+        await server.sending.wait()  # seq 1-5 are on their way
+        server.hold = None
+        for i in range(6, 9):
+            t.add(text(f"m{i}"))  # the cap drops 1, 2 and 3 from the queue
+        release.set()
+    assert server.seqs() == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert t.unsent == 0
+
+
+async def test_permanent_refusal_clears_the_queue_and_stops() -> None:
+    """A task the server no longer knows: the queue is emptied and later messages ignored."""
+    server = FakeServer()
+    t = transcript(server)
+    t.add(text("a"))
+    server.failure = TaskGoneError("messages", "task not found", 404)
+    assert not await t.flush()
+    t.add(text("b"))
+    assert (t.gone, t.unsent, t.pending()) == (True, 0, [])
+
+
+async def test_close_gives_up_at_its_bound_and_keeps_what_is_unsent() -> None:
+    """The final flush retries only for `within`; the unsent messages stay for the outbox."""
+    server = FakeServer()
+    server.failure = down()
+    t = transcript(server)
+    t.add(text("a"))
+    t.add(text("b"))
+    begun = time.monotonic()
+    await t.close(within=0.3)
+    took = time.monotonic() - begun
+    assert 0.25 <= took < 3.0
+    assert [m["content"] for m in t.pending()] == ["a", "b"]
+
+
+async def test_hurry_cuts_a_final_flush_that_is_under_way() -> None:
+    """A stopping daemon shortens a 30 s final flush that already began."""
+    server = FakeServer()
+    server.failure = down()
+    t = transcript(server)
+    t.add(text("a"))
+    begun = time.monotonic()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.close, 30.0)
+        await server.sending.wait()
+        t.hurry(0.2)
+    took = time.monotonic() - begun
+    assert took < 5.0
+    assert t.unsent == 1
+
+
+async def test_keep_up_flushes_a_full_queue_on_a_healthy_server() -> None:
+    """At the high-water mark the drain waits for a flush, so nothing is dropped."""
+    server = FakeServer()
+    t = transcript(server, batch_size=2, max_messages=25)
+    for i in range(t.high_water):
+        t.add(text(str(i)))
+    await t.keep_up()
+    assert t.unsent == 0 and len(server.stored) == t.high_water
+
+
+async def test_keep_up_does_not_wait_while_the_server_fails() -> None:
+    """While the server is failing the drain is never held up; the cap applies instead."""
+    server = FakeServer()
+    t = transcript(server, batch_size=2)
+    server.failure = down()
+    t.add(text("x"))
+    assert not await t.flush()
+    for i in range(t.high_water):
+        t.add(text(str(i)))
+    tries = len(server.attempts)
+    await t.keep_up()
+    assert len(server.attempts) == tries
+
+
+async def test_tool_output_is_capped_and_nul_bytes_removed() -> None:
+    """Tool output over 8 KiB is cut with a note; NUL bytes never reach the server."""
+    server = FakeServer()
+    t = transcript(server)
+    t.add(Message(MessageType.TOOL_RESULT, call_id="c", output="x" * 20_000))
+    t.add(text("a\x00b"))
+    await t.flush()
+    output, content = server.stored[0]["output"], server.stored[1]["content"]
+    assert output.startswith("x" * TOOL_OUTPUT_CAP)
+    assert output.endswith(f"[{20_000 - TOOL_OUTPUT_CAP} more bytes not sent]")
+    assert content == "ab"
