@@ -107,6 +107,7 @@ class HealthServer:
         self._sent_stopping = False
         self._sent_status = ""
         self._pinged_at = -float("inf")
+        self._last_error = ""
 
     def attach(self, worker: Worker) -> None:
         """Show `worker` from the next tick on; call on the event loop."""
@@ -152,11 +153,20 @@ class HealthServer:
 
     def tick(self) -> None:
         """One loop tick: publish the document, stamp liveness, refresh gauges, tell systemd."""
-        doc = health_document(self._worker, pid=self._pid, started_wall=self._started_wall)
         now = self._clock()
-        self._doc = doc
-        self._published_at = now
         self._alive_at = now
+        try:
+            doc = health_document(self._worker, pid=self._pid, started_wall=self._started_wall)
+        except Exception as exc:
+            # The health port reports on the daemon; a bug in the report must not stop it.
+            # The last good document stays up, its growing snapshot_age_seconds shows it.
+            if repr(exc) != self._last_error:
+                self._last_error = repr(exc)
+                log.exception("health document failed; serving the last one")
+            doc = self._doc
+        else:
+            self._doc = doc
+            self._published_at = now
         self._metrics.heartbeat_age.set(doc["last_message_age_seconds"])
         self._notify(doc, now)
 

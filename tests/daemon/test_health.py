@@ -233,6 +233,29 @@ async def test_post_shutdown_stops_the_worker_gracefully(tmp_path: Path) -> None
     assert wrong_method.status_code == 405
 
 
+class BrokenWorker:
+    """A worker whose state cannot be read: stands in for a bug in the health document."""
+
+    @property
+    def runners(self) -> dict[str, Any]:
+        raise RuntimeError("state unreadable")
+
+
+async def test_a_failing_health_document_never_stops_the_port(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The port keeps ticking and serves the last good document, logging the error once."""
+    async with health_port(tick=0.05) as (server, url):
+        server.attach(BrokenWorker())  # type: ignore[arg-type]
+        await anyio.sleep(0.3)
+        live, health = [await get(f"{url}{p}") for p in ("/healthz", "/health")]
+    assert live.status_code == 200
+    assert health.json()["status"] == "starting"
+    assert health.json()["snapshot_age_seconds"] >= 0.25
+    failures = [r for r in caplog.records if "health document failed" in r.getMessage()]
+    assert len(failures) == 1
+
+
 def test_shutdown_is_refused_from_a_non_loopback_peer() -> None:
     """On a pod-wide listen address, only local clients may stop the daemon."""
     server = HealthServer("127.0.0.1:0", Metrics())
