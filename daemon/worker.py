@@ -33,7 +33,7 @@ OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 STOPPING_REPORT = 3.0
 """Once the daemon is stopping, the most one terminal report may take; the outbox keeps the rest."""
-DEREGISTER_WITHIN = 5.0
+DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
 
 
