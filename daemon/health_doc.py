@@ -31,6 +31,7 @@ def health_document(worker: Worker | None, *, pid: int, started_wall: float) -> 
         "os": OS_NAME,
         "started_at": iso_time(started_wall),
         "cli_version": daemon.__version__,
+        "version": daemon.__version__,
         "daemon_id": "",
         "device_name": "",
         "server_url": "",

@@ -11,8 +11,8 @@ import httpx
 
 from daemon.durations import format_duration
 
-TIMEOUT = 3.0
-"""Seconds a probe waits: below the 5 s a container health check allows for `check`."""
+TIMEOUT = 2.0
+"""Seconds each request may take: `check` makes two, within the 5 s a container check allows."""
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 

@@ -95,7 +95,7 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
     assert doc["daemon_id"] == d.worker.daemon_id
     assert doc["device_name"] == d.settings.device_name
     assert doc["server_url"] == url
-    assert doc["cli_version"]
+    assert doc["cli_version"] and doc["version"] == doc["cli_version"]
     assert isinstance(doc["uptime"], str) and doc["uptime_seconds"] >= 0
     assert doc["registered"] is True
     assert (doc["active_task_count"], doc["running_task_count"]) == (1, 1)
