@@ -123,7 +123,7 @@ class Worker:
             runner.stop("shutdown")
 
     async def startup(self) -> None:
-        """Register every runtime in every workspace, flush the outbox, recover orphans."""
+        """Kill what a crashed run left, register, flush the outbox, recover orphans."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
         if self.subreaper:
             self.subreaper = adopt_orphans()
