@@ -174,14 +174,14 @@ class HealthServer:
         n = self._notifier
         if not n.enabled:
             return
-        status = doc["status"]
+        status, line = doc["status"], _status_line(doc)
         if status == "running" and not self._sent_ready:
             self._sent_ready = True
-            n.ready(_status_line(doc))
+            self._sent_status = line
+            n.ready(line)
         elif status == "stopping":
             self._notify_stopping()
-        line = _status_line(doc)
-        if line != self._sent_status and self._sent_ready:
+        if self._sent_ready and line != self._sent_status:
             self._sent_status = line
             n.status(line)
         interval = n.watchdog_interval
