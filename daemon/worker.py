@@ -33,6 +33,9 @@ OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 STOPPING_REPORT = 3.0
 """Once the daemon is stopping, the most one terminal report may take; the outbox keeps the rest."""
+STOPPING_CLAIM = 1.0
+"""Once the daemon is stopping, how much longer a claim under way may take (its answer is
+awaited, not its retries: the grace for running tasks starts only after it)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
 
@@ -92,6 +95,7 @@ class Worker:
         self._stopping = anyio.Event()
         self._wake = anyio.Event()
         self._idle = anyio.Event()
+        self._claiming = anyio.CancelScope()
 
     @property
     def registered(self) -> bool:
@@ -115,6 +119,8 @@ class Worker:
             self._stopping.set()
             self._wake.set()
             self.client.cut_reports(STOPPING_REPORT)
+            cutoff = anyio.current_time() + STOPPING_CLAIM
+            self._claiming.deadline = min(self._claiming.deadline, cutoff)
 
     def stop_now(self) -> None:
         """Second stage: cancel every running task now (each is still reported)."""
@@ -251,16 +257,19 @@ class Worker:
             self._wake = anyio.Event()
 
     async def _claim(self, free: int) -> list[Task]:
-        try:
-            return await self.client.claim(self.daemon_id, [r.id for r in self.runtimes], free)
-        except RuntimeGoneError:
-            log.warning("claim: runtime unknown to the server: registering again")
+        # `request_stop` bounds this scope: a claim still retrying against a failing server
+        # must not hold the shutdown for its whole retry budget.
+        with anyio.CancelScope() as self._claiming:
             try:
-                await self._register()
+                return await self.client.claim(self.daemon_id, [r.id for r in self.runtimes], free)
+            except RuntimeGoneError:
+                log.warning("claim: runtime unknown to the server: registering again")
+                try:
+                    await self._register()
+                except ServerError as exc:
+                    log.warning("re-register failed: %s", exc)
             except ServerError as exc:
-                log.warning("re-register failed: %s", exc)
-        except ServerError as exc:
-            log.warning("claim failed: %s", exc)
+                log.warning("claim failed: %s", exc)
         return []
 
     def _launch(self, runners: TaskGroup, task: Task) -> None:

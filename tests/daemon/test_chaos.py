@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -15,7 +16,15 @@ import pytest
 from daemon.retry import RetryPolicy
 from daemon.tasks_api import TasksApi
 from tests.fakes.chaos_proxy import ChaosProxy, Mode, chaos_proxy
-from tests.helpers import FINAL, RunningDaemon, embedded_server, eventually, running_daemon
+from tests.helpers import (
+    FINAL,
+    RunningDaemon,
+    daemon_env,
+    daemon_process,
+    embedded_server,
+    eventually,
+    running_daemon,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +182,81 @@ async def test_no_result_or_transcript_message_is_lost(tmp_path: Path) -> None:
     assert (
         d.metrics.registry.get_sample_value("agent_daemon_transcript_messages_dropped_total") == 0
     )
+
+
+GRACE = 2.0
+
+
+async def test_stopping_while_the_server_is_down_is_bounded_and_keeps_the_reports(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM with the server down: the daemon exits within the grace plus a few seconds (not
+    the report policy's minutes), the outbox holds both reports and the unsent transcript, and
+    the next start delivers them."""
+    hanging = {"steps": [{"text": "working"}, {"hang": True}]}
+    finishing = {
+        "steps": [
+            *({"text": f"early {i}"} for i in range(1, 31)),
+            {"sleep": 1.5},
+            *({"text": f"late {i}"} for i in range(1, 11)),
+            {"result": {"output": "finished"}},
+        ]
+    }
+    outbox = tmp_path / "state" / "outbox"
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        chaos_proxy(url) as proxy,
+        httpx.AsyncClient(base_url=url) as direct,
+    ):
+        api = TasksApi(direct)
+        env = daemon_env(tmp_path, proxy.url, MULTICA_DAEMON_SHUTDOWN_GRACE=f"{GRACE:.0f}s")
+        async with daemon_process(env) as proc:
+            hung = str((await api.create_task(json.dumps(hanging), backend="scripted"))["id"])
+            done = str((await api.create_task(json.dumps(finishing), backend="scripted"))["id"])
+
+            async def both_running() -> bool:
+                return len(await api.list_tasks(status="running")) == 2
+
+            await eventually(both_running, within=20)
+            await proxy.set_mode("down")
+            await anyio.sleep(2.5)  # `finishing` ends while nothing answers
+            proc.send_signal(signal.SIGTERM)
+            begun = time.monotonic()
+            with anyio.fail_after(60):
+                code = await proc.wait()
+            took = time.monotonic() - begun
+        kept = {p.stem: json.loads(p.read_text()) for p in outbox.glob("*.json")}
+        await proxy.set_mode("pass")
+        async with daemon_process(env) as again:
+
+            async def delivered() -> bool:
+                tasks = [await api.get_task(i) for i in (hung, done)]
+                return all(t["status"] in FINAL for t in tasks) and not any(outbox.iterdir())
+
+            await eventually(delivered, within=30)
+            again.send_signal(signal.SIGTERM)
+            with anyio.fail_after(30):
+                await again.wait()
+        finished, cancelled = await api.get_task(done), await api.get_task(hung)
+        transcript = await api.messages(done)
+    print(f"stopped {took:.1f}s after SIGTERM with the server down (grace {GRACE:.0f}s)")
+    assert code == 0
+    # The grace, the agent's kill grace (1 s), the bounded final flush and report, and the
+    # bounded deregister, with margin for a loaded machine.
+    assert took < GRACE + 10
+    assert {k: v["kind"] for k, v in kept.items()} == {done: "complete", hung: "fail"}
+    assert kept[hung]["body"]["failure_reason"] == "cancelled"
+    assert [m["content"] for m in kept[done]["messages"]][-10:] == [
+        f"late {i}" for i in range(1, 11)
+    ]
+    assert (finished["status"], finished["output"], finished["complete_calls"]) == (
+        "completed",
+        "finished",
+        1,
+    )
+    assert (cancelled["status"], cancelled["failure_reason"], cancelled["fail_calls"]) == (
+        "failed",
+        "cancelled",
+        1,
+    )
+    assert [m["seq"] for m in transcript] == list(range(1, 41))
