@@ -134,11 +134,6 @@ class Transcript:
         """Messages numbered but not yet accepted by the server."""
         return len(self._queue)
 
-    @property
-    def emitted(self) -> int:
-        """Messages numbered so far (the last `seq` given out)."""
-        return self._next_seq - 1
-
     def pending(self) -> list[dict[str, Any]]:
         """The messages not yet accepted, in `seq` order, in their wire shape."""
         return [entry for entry, _ in self._queue]
