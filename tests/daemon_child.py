@@ -1,4 +1,4 @@
-"""A real `python -m daemon run` child that tells its health port, and async polling for tests."""
+"""A real `python -m daemon run` child that tells its health port, and the CLI run to its end."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,14 +17,6 @@ from anyio.streams.text import TextReceiveStream
 
 ROOT = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(r"health port listening on http://(\S+):(\d+)")
-
-
-async def until(check: Callable[[], Awaitable[bool]], within: float = 10.0) -> None:
-    """Wait until `await check()` is true, every 50 ms; fail the test after `within`."""
-    with anyio.fail_after(within):
-        # Polling on purpose: the state lives in another thread or process (an HTTP answer).
-        while not await check():  # noqa: ASYNC110
-            await anyio.sleep(0.05)
 
 
 @dataclass

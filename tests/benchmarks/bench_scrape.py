@@ -33,8 +33,8 @@ import httpx
 from anyio.streams.text import TextReceiveStream
 
 from daemon.tasks_api import TasksApi
-from tests.daemon_child import ROOT, daemon_child, until
-from tests.helpers import daemon_env
+from tests.daemon_child import ROOT, daemon_child
+from tests.helpers import daemon_env, eventually
 
 TASKS = 20
 STEP_GAP = 0.1
@@ -131,7 +131,7 @@ async def bench(home: Path, seconds: float) -> None:
                     doc = (await http.get(f"{health_url}/health")).json()
                 return bool(doc["running_task_count"] == TASKS)
 
-            await until(all_running, within=60)
+            await eventually(all_running, within=60)
             pid = child.process.pid
             quiet = await cpu_share(pid, seconds, None)
             scraped = await cpu_share(pid, seconds, health_url)

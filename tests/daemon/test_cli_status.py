@@ -14,7 +14,7 @@ import pytest
 from daemon.health import HealthServer
 from daemon.metrics import Metrics
 from daemon.status_view import base_url
-from tests.daemon_child import run_cli, until
+from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +53,7 @@ async def with_tool_in_flight(d: RunningDaemon) -> str:
             tasks = (await http.get(f"{d.health_url}/health")).json()["tasks"]
         return any(t["tools_in_flight"] for t in tasks)
 
-    await until(shown)
+    await eventually(shown)
     return task_id
 
 
@@ -141,7 +141,7 @@ async def test_check_exits_1_with_the_reason_while_the_circuit_is_open(tmp_path:
             async with httpx.AsyncClient(timeout=5) as http:
                 return (await http.get(f"{d.health_url}/readyz")).status_code == 503
 
-        await until(not_ready)
+        await eventually(not_ready)
         code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
     assert (code, out) == (1, "")
     assert err == "agent-daemon: not ready: server circuit open: the server keeps failing\n"

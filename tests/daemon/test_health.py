@@ -22,7 +22,7 @@ from daemon.health import HealthServer
 from daemon.metrics import Metrics
 from daemon.sdnotify import Notifier
 from daemon.tasks_api import TasksApi
-from tests.daemon_child import daemon_child, run_cli, until
+from tests.daemon_child import daemon_child, run_cli
 from tests.helpers import daemon_env, embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -84,7 +84,7 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
         ) as d,
     ):
         task_id = await d.submit(tool_script(30))
-        await until(lambda: tool_shown(d.health_url))
+        await eventually(lambda: tool_shown(d.health_url))
         response = await get(f"{d.health_url}/health")
     doc = response.json()
     assert response.status_code == 200
@@ -133,7 +133,7 @@ async def test_health_shows_the_first_output_window_before_the_first_message(
             tasks = (await get(f"{d.health_url}/health")).json()["tasks"]
             return bool(tasks) and tasks[0]["pid"] is not None and tasks[0]["threshold_seconds"] > 0
 
-        await until(agent_started)
+        await eventually(agent_started)
         (task,) = (await get(f"{d.health_url}/health")).json()["tasks"]
     assert (task["watchdog_scope"], task["threshold_seconds"]) == ("first_output", 600)
     assert 600 - 30 < task["watchdog_fires_in_seconds"] <= 600
@@ -152,7 +152,7 @@ async def test_health_document_never_shows_the_token_or_the_prompt(tmp_path: Pat
         ) as d,
     ):
         await d.submit(tool_script(30))
-        await until(lambda: tool_shown(d.health_url))
+        await eventually(lambda: tool_shown(d.health_url))
         bodies = [
             (await get(f"{d.health_url}{path}")).text for path in ("/health", "/metrics", "/readyz")
         ]
@@ -296,7 +296,7 @@ async def test_second_daemon_process_exits_1_and_the_first_keeps_working(tmp_pat
             async with httpx.AsyncClient(base_url=url) as user:
                 api = TasksApi(user)
                 task_id = (await api.create_task("hello", backend="scripted"))["id"]
-                await until(lambda: _status_is(api, task_id, "completed"), within=30)
+                await eventually(lambda: _status_is(api, task_id, "completed"), within=30)
             code = await first.stop()
     errors = second_err.strip().splitlines()
     assert second_code == 1

@@ -9,8 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.daemon_child import until
-from tests.helpers import embedded_server, running_daemon
+from tests.helpers import embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -71,7 +70,7 @@ async def test_counters_move_when_a_scripted_task_completes(tmp_path: Path) -> N
             after = await scrape(d.health_url)
             return value(after, finished[0], **finished[1], failure_reason="none") > 0
 
-        await until(counted)
+        await eventually(counted)
         after = await scrape(d.health_url)
     assert task["status"] == "completed"
     assert value(before, finished[0], **finished[1], failure_reason="none") == 0
@@ -109,7 +108,7 @@ async def test_watchdog_firing_counts_the_idle_scope_and_the_kill(tmp_path: Path
                 == 1
             )
 
-        await until(counted)
+        await eventually(counted)
         after = await scrape(d.health_url)
     assert task["failure_reason"] == "idle_watchdog"
     assert value(before, "agent_daemon_watchdog_fires_total", scope="idle") == 0
@@ -137,7 +136,7 @@ async def test_last_message_age_grows_while_the_agent_is_silent(tmp_path: Path) 
         async def silent() -> bool:
             return value(await scrape(d.health_url), gauge) > 0
 
-        await until(silent)
+        await eventually(silent)
         first = value(await scrape(d.health_url), gauge)
         await anyio.sleep(1.5)
         second = value(await scrape(d.health_url), gauge)

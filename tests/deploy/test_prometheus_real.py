@@ -22,8 +22,7 @@ import httpx
 import pytest
 import yaml
 
-from tests.daemon_child import until
-from tests.helpers import embedded_server, running_daemon
+from tests.helpers import embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -114,8 +113,8 @@ async def test_prometheus_scrapes_the_daemon_and_sees_the_watchdog_fire(tmp_path
             fires[:] = await query(api, 'agent_daemon_watchdog_fires_total{scope="idle"}')
             return bool(fires)
 
-        await until(target_up, within=20)
-        await until(watchdog_seen, within=10)
+        await eventually(target_up, within=20)
+        await eventually(watchdog_seen, within=10)
         targets = (await api.get("/api/v1/targets")).json()["data"]["activeTargets"]
     assert task["failure_reason"] == "idle_watchdog"
     (target,) = targets
