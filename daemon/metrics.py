@@ -99,3 +99,18 @@ class Metrics:
     def exposition(self) -> bytes:
         """The Prometheus text exposition of every metric."""
         return generate_latest(self.registry)
+
+
+class RunObserverMetrics:
+    """A run observer (backends.base.RunObserver) that counts into the daemon's metrics."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def signal_sent(self, signal_name: str) -> None:
+        """Count a signal sent to part of an agent's process tree."""
+        self._metrics.process_kills.labels(signal_name).inc()
+
+    def invalid_line(self) -> None:
+        """Count an agent output line that could not be parsed."""
+        self._metrics.invalid_agent_lines.inc()

@@ -10,7 +10,7 @@ from typing import Any
 
 import anyio
 
-from backends.base import Backend, Message, MessageType, RunResult, RunSpec, RunStatus, Usage
+from backends.base import Backend, Message, MessageType, RunResult, RunSpec, RunStatus
 from daemon.activity import Activity
 from daemon.agents import AgentRecords
 from daemon.config import Settings
@@ -18,9 +18,10 @@ from daemon.durations import format_duration
 from daemon.errors import ServerError, TaskGoneError
 from daemon.incidents import Incident, IncidentLog
 from daemon.logs import short_id
-from daemon.metrics import Metrics
+from daemon.metrics import Metrics, RunObserverMetrics
 from daemon.models import Task, UsageEntry
 from daemon.outbox import Delivery, Outbox, TerminalReport
+from daemon.outcome import Outcome, failed, from_result, stopped, terminal_call
 from daemon.transcript import Transcript
 from daemon.watchdog import Verdict, Watchdog, WatchdogPolicy
 from daemon.workspace import agent_env, build_prompt, work_dir, write_instructions
@@ -42,20 +43,6 @@ RESUME_PROMPT = (
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """How a task ended, as reported to the server."""
-
-    status: RunStatus
-    output: str = ""
-    error: str = ""
-    failure_reason: str = ""
-    session_id: str = ""
-    usage: tuple[Usage, ...] = ()
-    report: bool = True
-    cancel_ack: bool = False
-
-
 @dataclass
 class RunContext:
     """What every runner shares: the server, the settings, the counters and the stores."""
@@ -73,19 +60,6 @@ class RunContext:
     retry_backoff: tuple[float, ...] = RETRY_BACKOFF
     backoff_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     """How the runner waits out a retry backoff (tests hand in one that records the delays)."""
-
-
-class _MetricsObserver:
-    """Counts signals and unparsable lines of one run into the daemon's metrics."""
-
-    def __init__(self, metrics: Metrics) -> None:
-        self._metrics = metrics
-
-    def signal_sent(self, signal_name: str) -> None:
-        self._metrics.process_kills.labels(signal_name).inc()
-
-    def invalid_line(self) -> None:
-        self._metrics.invalid_agent_lines.inc()
 
 
 class TaskRunner:
@@ -135,7 +109,7 @@ class TaskRunner:
         m = self.ctx.metrics
         m.tasks_running.inc()
         begun = self.ctx.clock()
-        outcome = Outcome(RunStatus.FAILED, error="internal error", failure_reason="agent_error")
+        outcome = failed("internal error")
         try:
             outcome = await self._execute()
         finally:
@@ -170,7 +144,7 @@ class TaskRunner:
             instructions=self.task.agent.instructions,
             extra_args=tuple(self.task.agent.custom_args),
             kill_grace=s.kill_grace,
-            observer=_MetricsObserver(self.ctx.metrics),
+            observer=RunObserverMetrics(self.ctx.metrics),
         )
         log.info("task %s: running backend=%s workdir=%s", self.id, self.backend.name, workdir)
         async with anyio.create_task_group() as tg:
@@ -181,7 +155,7 @@ class TaskRunner:
                 outcome = await self._bounded(spec)
             tg.cancel_scope.cancel()
         if outcome is None:
-            outcome = self._stopped_outcome()
+            outcome = stopped(self._stop_reason, self.session_id)
         await self.transcript.close(within=TRANSCRIPT_CLOSE)
         return outcome
 
@@ -196,7 +170,7 @@ class TaskRunner:
         if final is not None and not final.is_error:
             # The cap struck during the exit grace: the agent's answer is in, so it stands.
             self._incident("wall_clock", limit, "completed", tools=self._tools_at_stop)
-            return self._from_result(None, final)
+            return from_result(None, final, self.session_id)
         self._incident("wall_clock", limit, "fail", tools=self._tools_at_stop)
         return Outcome(
             RunStatus.TIMEOUT,
@@ -262,7 +236,7 @@ class TaskRunner:
                     if final is not None and (result is None or result.exit_code is None):
                         result = self._lingered(final, result)
         except OSError as exc:
-            return self._failed(f"could not start {self.backend.name}: {exc}"), None
+            return failed(f"could not start {self.backend.name}: {exc}", self.session_id), None
         finally:
             # Kept for a wall-clock incident, which is recorded after this attempt is gone.
             self._tools_at_stop = self.activity.tools_view()
@@ -282,7 +256,7 @@ class TaskRunner:
                 failure_reason="idle_watchdog",
                 session_id=self.session_id,
             ), verdict
-        return self._from_result(result, final), None
+        return from_result(result, final, self.session_id), None
 
     async def _drain(self, agent: Any, grace: anyio.CancelScope) -> Message | None:
         """Take every message: stamp activity, count it, queue it for the transcript."""
@@ -328,51 +302,6 @@ class TaskRunner:
             return result
         return None
 
-    def _from_result(self, result: RunResult | None, final: Message | None) -> Outcome:
-        if result is None:
-            # The agent sent its final result but had to be killed during the exit grace:
-            # the run still counts with the result it sent.
-            assert final is not None
-            if final.is_error:
-                return self._failed(final.content or final.output or "agent reported an error")
-            return Outcome(
-                RunStatus.COMPLETED,
-                output=final.output or final.content,
-                session_id=final.session_id or self.session_id,
-                usage=final.usage,
-            )
-        self.session_id = result.session_id or self.session_id
-        if result.status is RunStatus.COMPLETED:
-            return Outcome(
-                RunStatus.COMPLETED,
-                output=result.output,
-                session_id=self.session_id,
-                usage=result.usage,
-            )
-        reason = "timeout" if result.status is RunStatus.TIMEOUT else "agent_error"
-        return replace(self._failed(result.error or "agent failed", reason), usage=result.usage)
-
-    def _failed(self, error: str, reason: str = "agent_error") -> Outcome:
-        return Outcome(
-            RunStatus.FAILED, error=error, failure_reason=reason, session_id=self.session_id
-        )
-
-    def _stopped_outcome(self) -> Outcome:
-        reason = self._stop_reason
-        if reason == "shutdown":
-            return Outcome(
-                RunStatus.CANCELLED,
-                error="the daemon shut down before the task finished",
-                failure_reason="cancelled",
-                session_id=self.session_id,
-            )
-        return Outcome(
-            RunStatus.CANCELLED,
-            report=False,
-            cancel_ack=reason == "server_cancelled",
-            session_id=self.session_id,
-        )
-
     async def _poll_status(self) -> None:
         """Interrupt the run when the server says the task is over or gone; ignore blips."""
         while True:
@@ -396,22 +325,9 @@ class TaskRunner:
         not take goes to the outbox (a transient `complete` failure stays a `complete`)."""
         task_id = self.task.id
         workdir = str(getattr(self, "workdir", ""))
-        kind, body = "", {}
-        if outcome.cancel_ack:
-            kind = "cancel_ack"
-        elif not outcome.report:
+        kind, body = terminal_call(outcome, workdir)
+        if not kind:
             log.info("task %s: settled by the server (%s)", self.id, self._stop_reason)
-        elif outcome.status is RunStatus.COMPLETED:
-            kind = "complete"
-            body = {"output": outcome.output, "session_id": outcome.session_id, "work_dir": workdir}
-        else:
-            kind = "fail"
-            body = {
-                "error": outcome.error,
-                "failure_reason": outcome.failure_reason,
-                "session_id": outcome.session_id,
-                "work_dir": workdir,
-            }
         usage = tuple(UsageEntry.from_usage(u).model_dump(mode="json") for u in outcome.usage)
         report = TerminalReport(task_id, kind, body, tuple(self.transcript.pending()), usage)
         delivery = Delivery(report)
@@ -473,14 +389,8 @@ class TaskRunner:
 
     def snapshot(self) -> dict[str, object]:
         """What the health port shows for this task (no token, no prompt)."""
-        threshold = self.watchdog.threshold_now() if self.watchdog else 0.0
+        scope, threshold = self.watchdog.applicable() if self.watchdog else ("", 0.0)
         idle = self.activity.idle_seconds()
-        if not threshold:
-            scope = ""
-        elif self.activity.first_message_at is None and self.policy.first_output > 0:
-            scope = "first_output"
-        else:
-            scope = "tool" if self.activity.tools else "idle"
         return {
             "id": self.task.id,
             "backend": self.backend.name,

@@ -78,22 +78,26 @@ class Verdict:
         )
 
 
+def applicable_window(policy: WatchdogPolicy, activity: Activity) -> tuple[str, float]:
+    """The scope and window that apply now: `("", 0)` when nothing can fire."""
+    if activity.result_at is not None:
+        return "", 0.0
+    if activity.first_message_at is None and policy.first_output > 0:
+        return "first_output", policy.first_output
+    if policy.idle_window <= 0:
+        return "", 0.0
+    if activity.tools:
+        return ("tool", policy.tool_window) if policy.tool_window > 0 else ("", 0.0)
+    return "idle", policy.idle_window
+
+
 def decide(policy: WatchdogPolicy, activity: Activity, pending: int) -> Verdict | None:
     """The whole decision, as a pure function of the policy, the activity and the queue."""
-    if pending > 0 or activity.result_at is not None:
+    if pending > 0:
         return None
+    scope, threshold = applicable_window(policy, activity)
     idle = activity.idle_seconds()
-    if activity.first_message_at is None and policy.first_output > 0:
-        scope, threshold = "first_output", policy.first_output
-    elif policy.idle_window <= 0:
-        return None
-    elif activity.tools:
-        if policy.tool_window <= 0:
-            return None
-        scope, threshold = "tool", policy.tool_window
-    else:
-        scope, threshold = "idle", policy.idle_window
-    if idle < threshold:
+    if not scope or idle < threshold:
         return None
     return Verdict(scope, threshold, idle, tuple(activity.tools_view()), activity.last_type)
 
@@ -114,18 +118,9 @@ class Watchdog:
         self._sleep = sleep
         self.verdict: Verdict | None = None
 
-    def threshold_now(self) -> float:
-        """The window that applies at this moment (0 = none), for the health port."""
-        p, a = self.policy, self.activity
-        if a.result_at is not None:
-            return 0.0
-        if a.first_message_at is None and p.first_output > 0:
-            return p.first_output
-        if p.idle_window <= 0:
-            return 0.0
-        if a.tools:
-            return p.tool_window
-        return p.idle_window
+    def applicable(self) -> tuple[str, float]:
+        """The scope and window that apply at this moment, for the health port."""
+        return applicable_window(self.policy, self.activity)
 
     async def watch(self, scope: anyio.CancelScope) -> None:
         """Check every tick until the verdict; then record it and cancel `scope`."""

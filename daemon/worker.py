@@ -19,17 +19,19 @@ from daemon.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.circuit import CircuitBreaker
 from daemon.client import ServerClient
 from daemon.config import Settings
-from daemon.errors import RuntimeGoneError, ServerError
+from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
 from daemon.incidents import IncidentLog
 from daemon.logs import short_id
 from daemon.metrics import Metrics
 from daemon.models import RuntimeInfo, Task
 from daemon.outbox import Outbox
-from daemon.runner import Outcome, RunContext, TaskRunner
+from daemon.outcome import Outcome
+from daemon.runner import RunContext, TaskRunner
 
 log = logging.getLogger(__name__)
 
 OUTBOX_INTERVAL = 30.0
+REGISTER_BACKOFF_CAP = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 STOPPING_REPORT = 3.0
 """Once the daemon is stopping, the most one terminal report may take; the outbox keeps the rest."""
@@ -93,6 +95,7 @@ class Worker:
             agents=self.agents,
         )
         self._stopping = anyio.Event()
+        self._starting = anyio.CancelScope()
         self._wake = anyio.Event()
         self._idle = anyio.Event()
         self._claiming = anyio.CancelScope()
@@ -104,12 +107,19 @@ class Worker:
 
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
-        await self.startup()
-        try:
-            await self.serve()
-        finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-                await self.shutdown()
+        async with anyio.create_task_group() as signals:
+            # Signals are ours from the first moment: a SIGTERM while the server is still
+            # unreachable at start-up must end the wait, not kill the process mid-recovery.
+            signals.start_soon(self._signals)
+            try:
+                with self._starting:
+                    await self.startup()
+                if self.registered and not self._stopping.is_set():
+                    await self.serve()
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                    await self.shutdown()
+                signals.cancel_scope.cancel()
 
     def request_stop(self) -> None:
         """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
@@ -118,6 +128,7 @@ class Worker:
             self.status = "stopping"
             self._stopping.set()
             self._wake.set()
+            self._starting.cancel()
             self.client.cut_reports(STOPPING_REPORT)
             cutoff = anyio.current_time() + STOPPING_CLAIM
             self._claiming.deadline = min(self._claiming.deadline, cutoff)
@@ -134,7 +145,7 @@ class Worker:
         if self.subreaper:
             self.subreaper = adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
-        await self._register()
+        await self._register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
         # those whose `complete` waits in the outbox, and a result must never become a failure.
         left = await self.outbox.flush(self.client)
@@ -156,6 +167,20 @@ class Worker:
             left,
         )
 
+    async def _register_when_reachable(self) -> None:
+        """Register, waiting out a server that is down or failing; a refusal is fatal."""
+        delay = 1.0
+        while True:
+            try:
+                await self._register()
+                return
+            except PermanentServerError as exc:
+                raise DaemonError(f"the server refused the daemon's registration: {exc}") from None
+            except ServerError as exc:
+                log.warning("server not reachable for registration (%s); again in %ss", exc, delay)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, REGISTER_BACKOFF_CAP)
+
     async def _register(self) -> None:
         workspaces = await self.client.workspaces()
         self.workspaces = [{"id": w.id, "name": w.name} for w in workspaces]
@@ -176,7 +201,6 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self._signals)
             for runtime in self.runtimes:
                 tg.start_soon(self._heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
