@@ -1,0 +1,73 @@
+"""Start-up against a server that is not there yet, or that refuses the daemon."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.helpers import ROOT, daemon_env, daemon_process, embedded_server, eventually
+
+pytestmark = pytest.mark.anyio
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_daemon_waits_for_an_unreachable_server_then_serves(tmp_path: Path) -> None:
+    """Started before its server, the daemon keeps trying, registers once it is up, runs tasks."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    async with daemon_process(daemon_env(tmp_path, url)) as proc:
+        await anyio.sleep(2.5)  # two refused registrations (1 s, then 2 s backoff)
+        assert proc.returncode is None
+        async with (
+            embedded_server(tmp_path / "server.db", port=port),
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            prompt = json.dumps({"steps": [{"result": {"output": "up"}}]})
+            task_id = (await http.post("/api/tasks", json={"prompt": prompt})).json()["id"]
+
+            async def done() -> bool:
+                return (await http.get(f"/api/tasks/{task_id}")).json()["status"] == "completed"
+
+            await eventually(done, within=30, every=0.1)
+
+
+async def test_sigterm_while_waiting_for_the_server_exits_0(tmp_path: Path) -> None:
+    """A stop request during the wait for an unreachable server ends it cleanly."""
+    env = daemon_env(tmp_path, f"http://127.0.0.1:{free_port()}")
+    async with daemon_process(env) as proc:
+        await anyio.sleep(1.5)
+        proc.terminate()
+        with anyio.fail_after(15):
+            assert await proc.wait() == 0
+
+
+async def test_refused_registration_exits_1_with_one_line(tmp_path: Path) -> None:
+    """A server that refuses the daemon's token stops start-up with one clear line, exit 1."""
+    async with embedded_server(tmp_path / "server.db", token="right-token") as url:
+        env = daemon_env(tmp_path, url, MULTICA_DAEMON_TOKEN="wrong-token", LOG_LEVEL="ERROR")
+        env["PYTHONPATH"] = str(ROOT)
+        done = await anyio.to_thread.run_sync(
+            lambda: subprocess.run(
+                [sys.executable, "-m", "daemon", "run"],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        )
+    assert done.returncode == 1
+    assert "refused the daemon's registration" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "wrong-token" not in done.stderr
