@@ -209,7 +209,14 @@ def test_kill_leftovers_kills_a_recorded_tagged_leftover(spawn: Children, tag_va
 
 def test_kill_leftovers_finds_unrecorded_tagged_processes(spawn: Children, tag_var: str) -> None:
     """A tagged process missing from the records is found by its tag and stopped."""
-    proc = spawn.start(env={tag_var: "task-8"}, start_new_session=True)
+    code = """
+        import time
+        print("ready", flush=True)
+        time.sleep(120)
+    """
+    proc = spawn.start(code, env={tag_var: "task-8"}, start_new_session=True)
+    # Only once it runs: a child still starting up may not show its environment yet.
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     assert kill_leftovers([], tag_var, "task-8", grace=5) == [proc.pid]
     assert proc.wait(timeout=10) == -signal.SIGTERM
 
