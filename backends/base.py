@@ -139,6 +139,8 @@ class RunSpec:
     instructions: str = ""
     extra_args: Sequence[str] = field(default_factory=tuple)
     kill_grace: float = 5.0
+    exit_wait: float = 5.0
+    """Seconds to wait for the process to exit once its stdout closed (then it is killed)."""
     observer: RunObserver = field(default_factory=NullObserver)
 
 

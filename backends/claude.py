@@ -155,6 +155,7 @@ class ClaudeBackend:
             stdin_data=prompt_line(spec.prompt),
             keep_stdin_open=True,
             kill_grace=spec.kill_grace,
+            result_timeout=spec.exit_wait,
             task_id=spec.task_id,
             observer=spec.observer,
         )

@@ -140,6 +140,7 @@ class CodexBackend:
             env=self.env(spec),
             stdin_data=spec.prompt.encode(),
             kill_grace=spec.kill_grace,
+            result_timeout=spec.exit_wait,
             task_id=spec.task_id,
             observer=spec.observer,
         )

@@ -47,6 +47,7 @@ class CommandBackend:
             env=spec.env,
             stdin_data=spec.prompt.encode(),
             kill_grace=spec.kill_grace,
+            result_timeout=spec.exit_wait,
             task_id=spec.task_id,
             observer=spec.observer,
         )

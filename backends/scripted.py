@@ -82,6 +82,7 @@ class ScriptedBackend:
             env=spec.env,
             stdin_data=spec.prompt.encode(),
             kill_grace=spec.kill_grace,
+            result_timeout=spec.exit_wait,
             task_id=spec.task_id,
             observer=spec.observer,
         )

@@ -34,6 +34,8 @@ STOPPING_FLUSH = 2.0
 STOPPING_REPORT = 3.0
 """Once the daemon is stopping: seconds for the final transcript flush, then for the rest of
 the report (transcript leftovers, usage, terminal call); the outbox keeps what is not taken."""
+EXIT_WAIT = 5.0
+"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 RETRY_BACKOFF = (0.0, 5.0, 15.0)
 """Seconds before retry 1, 2 and 3 after a watchdog kill; later retries wait the last value."""
 RESUME_PROMPT = (
@@ -144,6 +146,8 @@ class TaskRunner:
             instructions=self.task.agent.instructions,
             extra_args=tuple(self.task.agent.custom_args),
             kill_grace=s.kill_grace,
+            # An agent that closed stdout after its final result gets the whole exit grace.
+            exit_wait=max(EXIT_WAIT, s.exit_grace),
             observer=RunObserverMetrics(self.ctx.metrics),
         )
         log.info("task %s: running backend=%s workdir=%s", self.id, self.backend.name, workdir)
@@ -287,8 +291,8 @@ class TaskRunner:
         """The agent sent its final result but did not exit; it is killed, its result stands.
 
         Either the exit grace ran out while stdout stayed open (`result` is None), or stdout
-        closed and the backend's own bounded wait for the exit ran out first (exit code None):
-        such a process is held at most that long, even when the grace is longer.
+        closed and the backend's bounded wait for the exit (`RunSpec.exit_wait`, at least the
+        grace) ran out (exit code None).
         """
         grace = self.ctx.settings.exit_grace
         result_at = self.activity.result_at

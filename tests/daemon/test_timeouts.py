@@ -194,10 +194,10 @@ async def test_agent_that_closes_stdout_but_lingers_after_its_result_completes(
     assert survivors(task_id) == []
 
 
-async def test_lingering_past_the_helpers_exit_wait_is_completed_not_did_not_exit(
+async def test_grace_longer_than_the_default_exit_wait_is_honoured_after_stdout_closed(
     tmp_path: Path,
 ) -> None:
-    """With the default 10 s grace, the helper's 5 s exit wait ends first: still completed."""
+    """A 6 s grace outlasts the 5 s default exit wait: the agent gets all of it, then completes."""
     agent = command_agent(
         tmp_path / "agent.py",
         "import json, os, sys, time\n"
@@ -208,16 +208,15 @@ async def test_lingering_past_the_helpers_exit_wait_is_completed_not_did_not_exi
     )
     async with (
         embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, **agent) as d,
+        running_daemon(tmp_path, url, MULTICA_AGENT_EXIT_GRACE="6s", **agent) as d,
     ):
-        assert d.settings.exit_grace == 10.0
         task_id, task, _ = await timed(d, "go", backend="command")
         (incident,) = incidents(d, task_id)
     assert task["status"] == "completed", task
     assert task["output"] == "the answer"
-    assert incident["scope"] == "exit_grace" and incident["threshold"] == 10.0
-    # Held for the helper's bounded exit wait, never longer than the grace.
-    assert 4.5 <= incident["idle_seconds"] <= 10.0
+    assert incident["scope"] == "exit_grace" and incident["threshold"] == 6.0
+    # Held for the whole grace (not cut at the 5 s default wait), and not much longer.
+    assert 5.8 <= incident["idle_seconds"] <= 8.0
     assert survivors(task_id) == []
 
 
