@@ -1,6 +1,6 @@
 """Kill latency: from the decision (the run's scope cancelled) to the last process gone.
 
-Run from the repo root: `/work/venv/bin/python tests/benchmarks/bench_kill.py [runs] [grace]`
+Run from the repo root: `python -m tests.benchmarks.bench_kill [runs] [grace]`
 (defaults: 100 runs, 0.5 s grace). Each run starts an agent that puts a grandchild in its own
 session — the shape of a real CLI running a Bash tool — then cancels the scope around it and
 waits for `run_process` to return. Two cases: every process exits on SIGTERM (target < 0.2 s),

@@ -1,6 +1,6 @@
 """Reference-server throughput: task creation, claims under contention, transcript writes.
 
-Run: `/work/venv/bin/python -m tests.benchmarks.bench_server [tasks] [claimers]` from the repo
+Run: `python -m tests.benchmarks.bench_server [tasks] [claimers]` from the repo
 root. Prints one line per phase; nothing is asserted.
 """
 
