@@ -15,6 +15,8 @@ import anyio
 import httpx
 
 import daemon
+from backends.process import TRACKING_ENV
+from backends.proctree import tagged
 from daemon.circuit import CircuitBreaker
 from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
@@ -203,7 +205,25 @@ async def cli_daemon(
         yield d
 
 
-def incidents(d: RunningDaemon) -> list[dict[str, Any]]:
-    """The daemon's incident records (`timeouts.jsonl`), parsed."""
+def incidents(d: RunningDaemon, task_id: str | None = None) -> list[dict[str, Any]]:
+    """The parsed lines of the daemon's timeouts.jsonl (only this task's, if given)."""
     path = d.settings.state_dir / "timeouts.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    if not path.exists():
+        return []
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return [r for r in rows if task_id is None or r["task_id"] == task_id]
+
+
+def survivors(task_id: str) -> list[int]:
+    """Pids of live processes still carrying the task's tracking tag."""
+    return [p.pid for p in tagged(TRACKING_ENV, task_id)]
+
+
+@asynccontextmanager
+async def serving_daemon(home: Path, **options: Any) -> AsyncIterator[RunningDaemon]:
+    """The embedded server (database in `home`) and a daemon against it, for one test."""
+    async with (
+        embedded_server(home / "server.db") as url,
+        running_daemon(home, url, **options) as d,
+    ):
+        yield d

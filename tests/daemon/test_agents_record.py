@@ -21,7 +21,7 @@ from backends.process import TRACKING_ENV
 from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of
 from daemon.agents import AgentRecord, AgentRecords, boot_id
 from tests.backends.support import SLEEPER, TREE_CHILD, python, tree_pids
-from tests.helpers import embedded_server, eventually, running_daemon
+from tests.helpers import eventually, serving_daemon
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
 
@@ -306,10 +306,7 @@ async def test_a_run_is_recorded_while_it_lasts_and_forgotten_after_its_kill(
     """A daemon's running agent has a record with its pid; once it is stopped, none is left."""
     script = {"steps": [{"text": "working"}, {"hang": True}]}
     records = AgentRecords(tmp_path / "state" / "agents")
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d:
         task_id = await d.submit(script)
         await eventually(lambda: [r.pid for r in records.records()] not in ([], [0]))
         [record] = records.records()

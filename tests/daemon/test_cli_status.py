@@ -15,7 +15,7 @@ from daemon.health import HealthServer
 from daemon.metrics import Metrics
 from daemon.status_view import base_url
 from tests.daemon_child import run_cli
-from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon
+from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -59,16 +59,12 @@ async def with_tool_in_flight(d: RunningDaemon) -> str:
 
 async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: Path) -> None:
     """The table names the daemon, and per task its backend, tool in flight and watchdog."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            health=True,
-            MULTICA_AGENT_TOOL_WATCHDOG="1h",
-            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        health=True,
+        MULTICA_AGENT_TOOL_WATCHDOG="1h",
+        MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
+    ) as d:
         task_id = await with_tool_in_flight(d)
         code, out, err = await run_cli(
             "status", "--addr", addr(d.health_url), env=cli_env(tmp_path)
@@ -77,7 +73,7 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     assert (code, err) == (0, "")
     assert lines[0].startswith("agent-daemon ") and " running " in lines[0]
     assert d.worker.daemon_id in out
-    assert f"server     {url}  circuit closed  outbox 0" in lines
+    assert f"server     {d.settings.server_url}  circuit closed  outbox 0" in lines
     assert "tasks      1 active, 1 running, 20 slots" in lines
     header = next(line for line in lines if line.startswith("TASK"))
     assert header.split() == [
@@ -91,10 +87,7 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
 
 async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
     """`status --json` prints the /health document itself."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d,
-    ):
+    async with serving_daemon(tmp_path, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d:
         task_id = await with_tool_in_flight(d)
         code, out, _ = await run_cli(
             "status", "--json", "--addr", addr(d.health_url), env=cli_env(tmp_path)
@@ -108,10 +101,7 @@ async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
 
 async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
     """A registered daemon with a closed circuit passes `check`."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, health=True) as d,
-    ):
+    async with serving_daemon(tmp_path, health=True) as d:
         code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
     assert (code, err) == (0, "")
     assert out == f"ok: live and ready (daemon {d.worker.daemon_id[:8]} on {d.health_url})\n"

@@ -8,16 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.process import TRACKING_ENV
-from backends.proctree import tagged
-from tests.helpers import embedded_server, eventually, running_daemon
+from tests.helpers import embedded_server, eventually, running_daemon, serving_daemon, survivors
 
 pytestmark = pytest.mark.anyio
-
-
-def survivors(task_id: str) -> list[int]:
-    """Pids of live processes still carrying the task's tracking tag."""
-    return [p.pid for p in tagged(TRACKING_ENV, task_id)]
 
 
 def _say(text: str) -> dict[str, object]:
@@ -37,15 +30,9 @@ async def test_command_task_completes_with_transcript_in_seq_order(tmp_path: Pat
         "print(json.dumps({'type': 'tool_result', 'call_id': 'c1', 'output': 'a b'}), flush=True)\n"
         "print(json.dumps({'type': 'result', 'output': 'echo: ' + prompt, 'session_id': 's-1'}))\n"
     )
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_COMMAND_PATH=sys.executable,
-            MULTICA_COMMAND_ARGS=str(agent),
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_COMMAND_PATH=sys.executable, MULTICA_COMMAND_ARGS=str(agent)
+    ) as d:
         task_id = await d.submit("hello", backend="command")
         task = await d.wait(task_id)
         messages = await d.api.messages(task_id)
@@ -62,10 +49,7 @@ async def test_silent_agent_is_stopped_by_the_idle_watchdog(tmp_path: Path) -> N
     script = {
         "steps": [_say("working"), {"spawn_tree": {"setsid": True, "depth": 2}}, {"hang": True}]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d:
         task_id = await d.submit(script)
         await eventually(lambda: bool(survivors(task_id)))
         begun = time.monotonic()
@@ -96,10 +80,7 @@ async def test_long_tool_call_is_not_stopped(tmp_path: Path) -> None:
             {"result": {"output": "all green"}},
         ]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="500ms") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="500ms") as d:
         task = await d.wait(await d.submit(script))
     assert task["status"] == "completed", task
     assert task["output"] == "all green"
@@ -113,10 +94,7 @@ async def test_silence_after_a_finished_tool_is_stopped(tmp_path: Path) -> None:
             {"hang": True},
         ]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d:
         task_id = await d.submit(script)
         task = await d.wait(task_id)
     assert task["failure_reason"] == "idle_watchdog"
@@ -127,15 +105,9 @@ async def test_silence_after_a_finished_tool_is_stopped(tmp_path: Path) -> None:
 async def test_zero_window_disables_the_watchdog(tmp_path: Path) -> None:
     """With MULTICA_AGENT_IDLE_WATCHDOG=0 a long silence is not stopped."""
     script = {"steps": [_say("thinking"), {"sleep": 2.5}, {"result": {"output": "done"}}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="0",
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="0",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="0", MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="0"
+    ) as d:
         task = await d.wait(await d.submit(script))
     assert task["status"] == "completed"
 
@@ -146,10 +118,7 @@ async def test_burst_of_queued_messages_never_trips_the_watchdog(tmp_path: Path)
     script = {
         "steps": [{"burst": {"count": 10_000, "message": message}}, {"result": {"output": "ok"}}]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="200ms") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="200ms") as d:
         task_id = await d.submit(script)
         task = await d.wait(task_id, within=60)
         messages = await d.api.messages(task_id)

@@ -23,7 +23,7 @@ from daemon.metrics import Metrics
 from daemon.sdnotify import Notifier
 from daemon.tasks_api import TasksApi
 from tests.daemon_child import daemon_child, run_cli
-from tests.helpers import daemon_env, embedded_server, eventually, running_daemon
+from tests.helpers import daemon_env, embedded_server, eventually, running_daemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -72,17 +72,13 @@ def tool_script(seconds: float) -> dict[str, Any]:
 
 async def test_health_document_describes_the_daemon_and_its_running_task(tmp_path: Path) -> None:
     """/health has the Multica fields plus each running task's pid, idle time, tools and windows."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            health=True,
-            MULTICA_DAEMON_TOKEN=TOKEN,
-            MULTICA_AGENT_TOOL_WATCHDOG="1h",
-            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        health=True,
+        MULTICA_DAEMON_TOKEN=TOKEN,
+        MULTICA_AGENT_TOOL_WATCHDOG="1h",
+        MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
+    ) as d:
         task_id = await d.submit(tool_script(30))
         await eventually(lambda: tool_shown(d.health_url))
         response = await get(f"{d.health_url}/health")
@@ -94,7 +90,7 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
     assert doc["os"] == "linux"
     assert doc["daemon_id"] == d.worker.daemon_id
     assert doc["device_name"] == d.settings.device_name
-    assert doc["server_url"] == url
+    assert doc["server_url"] == d.settings.server_url
     assert doc["cli_version"] and doc["version"] == doc["cli_version"]
     assert isinstance(doc["uptime"], str) and doc["uptime_seconds"] >= 0
     assert doc["registered"] is True
@@ -117,16 +113,12 @@ async def test_health_shows_the_first_output_window_before_the_first_message(
 ) -> None:
     """An agent that has said nothing yet is under the first-output budget, not the idle one."""
     script = {"steps": [{"sleep": 30}, {"result": {"output": "late"}}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            health=True,
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="10m",
-            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        health=True,
+        MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="10m",
+        MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
+    ) as d:
         await d.submit(script)
 
         async def agent_started() -> bool:
@@ -141,16 +133,9 @@ async def test_health_shows_the_first_output_window_before_the_first_message(
 
 async def test_health_document_never_shows_the_token_or_the_prompt(tmp_path: Path) -> None:
     """Neither the daemon's token nor any words of the prompt appear on the health port."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            health=True,
-            MULTICA_DAEMON_TOKEN=TOKEN,
-            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, health=True, MULTICA_DAEMON_TOKEN=TOKEN, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms"
+    ) as d:
         await d.submit(tool_script(30))
         await eventually(lambda: tool_shown(d.health_url))
         bodies = [

@@ -16,7 +16,7 @@ import pytest
 
 from daemon.runner import RESUME_PROMPT, RETRY_BACKOFF
 from tests.daemon.timeout_support import command_agent, fires, incidents, say, survivors
-from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon
+from tests.helpers import RunningDaemon, eventually, serving_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -40,12 +40,9 @@ async def test_stalled_run_with_a_session_is_resumed(tmp_path: Path) -> None:
     script = {
         "steps": [{"emit": {"type": "status", "session_id": "sess-1"}}, say("hm"), {"hang": True}]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="500ms", MULTICA_AGENT_IDLE_RETRIES="1"
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="500ms", MULTICA_AGENT_IDLE_RETRIES="1"
+    ) as d:
         delays = record_backoff(d)
         task_id = await d.submit(script)
         task = await d.wait(task_id)
@@ -73,16 +70,12 @@ async def test_stalled_run_without_session_or_tools_starts_fresh(tmp_path: Path)
         "    time.sleep(60)\n"
         "print(json.dumps({'type': 'result', 'output': 'fresh: ' + prompt}), flush=True)\n",
     )
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="800ms",
-            MULTICA_AGENT_IDLE_RETRIES="2",
-            **agent,
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="800ms",
+        MULTICA_AGENT_IDLE_RETRIES="2",
+        **agent,
+    ) as d:
         delays = record_backoff(d)
         task_id = await d.submit("build the thing", backend="command")
         task = await d.wait(task_id)
@@ -102,12 +95,9 @@ async def test_stalled_run_after_tool_calls_without_session_fails_at_once(tmp_pa
             {"hang": True},
         ]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path, url, MULTICA_AGENT_IDLE_WATCHDOG="500ms", MULTICA_AGENT_IDLE_RETRIES="3"
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="500ms", MULTICA_AGENT_IDLE_RETRIES="3"
+    ) as d:
         delays = record_backoff(d)
         task_id = await d.submit(script)
         task = await d.wait(task_id)
@@ -124,15 +114,9 @@ async def test_stalled_run_after_tool_calls_without_session_fails_at_once(tmp_pa
 
 async def test_retries_are_bounded_and_back_off_0_5_15_seconds(tmp_path: Path) -> None:
     """Four retries: five real attempts, then failed; the waits are 0 s, 5 s, 15 s, 15 s."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms",
-            MULTICA_AGENT_IDLE_RETRIES="4",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="4"
+    ) as d:
         assert d.worker.ctx.retry_backoff == RETRY_BACKOFF == (0.0, 5.0, 15.0)
         delays = record_backoff(d)
         task_id = await d.submit(HANG)
@@ -156,16 +140,12 @@ async def test_retries_are_bounded_and_back_off_0_5_15_seconds(tmp_path: Path) -
 
 async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
     """A task that stalls on every attempt ends as `timeout` at the wall clock, retries or not."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms",
-            MULTICA_AGENT_IDLE_RETRIES="50",
-            MULTICA_AGENT_TIMEOUT="2s",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms",
+        MULTICA_AGENT_IDLE_RETRIES="50",
+        MULTICA_AGENT_TIMEOUT="2s",
+    ) as d:
         d.worker.ctx.retry_backoff = (0.0, 0.2)
         begun = time.monotonic()
         task_id = await d.submit(HANG)
@@ -187,15 +167,9 @@ async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
 
 async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) -> None:
     """A cancel from the server while waiting to retry ends the task; the cancel is acked."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms",
-            MULTICA_AGENT_IDLE_RETRIES="1",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="1"
+    ) as d:
         d.worker.ctx.retry_backoff = (30.0,)
         task_id = await d.submit(HANG)
         await eventually(lambda: bool(incidents(d, task_id)))

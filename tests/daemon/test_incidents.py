@@ -12,7 +12,7 @@ import pytest
 
 from daemon.incidents import Incident, IncidentLog
 from tests.daemon.timeout_support import SCOPES, fires, incidents, say
-from tests.helpers import embedded_server, running_daemon
+from tests.helpers import serving_daemon
 
 FIELDS = {
     "time",
@@ -63,18 +63,14 @@ ACTION = {
 @pytest.mark.anyio
 async def test_every_scope_writes_one_complete_line(tmp_path: Path) -> None:
     """Idle, tool, first output, exit grace and wall clock: one full line and one count each."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="500ms",
-            MULTICA_AGENT_TOOL_WATCHDOG="1s",
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="2s",
-            MULTICA_AGENT_EXIT_GRACE="500ms",
-            MULTICA_AGENT_TIMEOUT="3s",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        MULTICA_AGENT_IDLE_WATCHDOG="500ms",
+        MULTICA_AGENT_TOOL_WATCHDOG="1s",
+        MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="2s",
+        MULTICA_AGENT_EXIT_GRACE="500ms",
+        MULTICA_AGENT_TIMEOUT="3s",
+    ) as d:
         ids = {scope: await d.submit(script) for scope, script in SCRIPTS.items()}
         for task_id in ids.values():
             await d.wait(task_id)
@@ -114,10 +110,7 @@ async def test_wall_clock_line_names_the_tool_it_interrupted(tmp_path: Path) -> 
     script = {
         "steps": [{"emit": {"type": "tool_use", "tool": "Bash", "call_id": "m1"}}, {"hang": True}]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_TIMEOUT="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_TIMEOUT="1s") as d:
         task_id = await d.submit(script)
         task = await d.wait(task_id)
         (row,) = incidents(d, task_id)

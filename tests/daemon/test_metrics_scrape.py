@@ -9,7 +9,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import embedded_server, eventually, running_daemon
+from tests.helpers import embedded_server, eventually, running_daemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -59,10 +59,7 @@ async def test_counters_move_when_a_scripted_task_completes(tmp_path: Path) -> N
         ]
     }
     finished = ("agent_daemon_tasks_finished_total", {"backend": "scripted", "status": "completed"})
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, health=True) as d,
-    ):
+    async with serving_daemon(tmp_path, health=True) as d:
         before = await scrape(d.health_url)
         task = await d.wait(await d.submit(script))
 
@@ -88,10 +85,7 @@ async def test_counters_move_when_a_scripted_task_completes(tmp_path: Path) -> N
 async def test_watchdog_firing_counts_the_idle_scope_and_the_kill(tmp_path: Path) -> None:
     """A silent agent stopped by the idle watchdog moves watchdog_fires{idle} and process_kills."""
     script = {"steps": [{"text": "working"}, {"hang": True}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, health=True, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, health=True, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d:
         before = await scrape(d.health_url)
         task = await d.wait(await d.submit(script))
 
@@ -121,16 +115,12 @@ async def test_last_message_age_grows_while_the_agent_is_silent(tmp_path: Path) 
     """The loop tick keeps last_message_age_seconds fresh while no message arrives."""
     script = {"steps": [{"text": "thinking"}, {"sleep": 30}, {"result": {"output": "done"}}]}
     gauge = "agent_daemon_last_message_age_seconds"
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            health=True,
-            MULTICA_AGENT_IDLE_WATCHDOG="0",
-            MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path,
+        health=True,
+        MULTICA_AGENT_IDLE_WATCHDOG="0",
+        MULTICA_DAEMON_SHUTDOWN_GRACE="100ms",
+    ) as d:
         await d.submit(script)
 
         async def silent() -> bool:

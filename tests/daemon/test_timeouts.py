@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.daemon.timeout_support import command_agent, fires, incidents, say, survivors
-from tests.helpers import RunningDaemon, embedded_server, running_daemon
+from tests.helpers import RunningDaemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -33,15 +33,9 @@ async def timed(
 
 async def test_silent_start_is_stopped_by_the_first_output_budget(tmp_path: Path) -> None:
     """No message at all: stopped after the first-output budget, not the shorter idle window."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="300ms",
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="1200ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="300ms", MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="1200ms"
+    ) as d:
         task_id, task, took = await timed(d, {"steps": [{"hang": True}]})
         assert fires(d) == {"first_output": 1}
         (incident,) = incidents(d, task_id)
@@ -58,10 +52,7 @@ async def test_silent_start_is_stopped_by_the_first_output_budget(tmp_path: Path
 async def test_slow_token_after_first_output_is_not_a_first_output_timeout(tmp_path: Path) -> None:
     """Once output started, silence longer than the first-output budget is left alone."""
     script = {"steps": [say("starting"), {"sleep": 1.6}, {"result": {"output": "done"}}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="1s") as d:
         _, task, _ = await timed(d, script)
         assert fires(d) == {}
         assert incidents(d) == []
@@ -71,15 +62,9 @@ async def test_slow_token_after_first_output_is_not_a_first_output_timeout(tmp_p
 
 async def test_first_output_off_leaves_a_silent_start_to_the_idle_window(tmp_path: Path) -> None:
     """`MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT=0`: a silent start is judged by the idle window."""
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="500ms",
-            MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="0",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="500ms", MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="0"
+    ) as d:
         task_id, task, _ = await timed(d, {"steps": [{"hang": True}]})
         assert fires(d) == {"idle": 1}
         assert [i["scope"] for i in incidents(d, task_id)] == ["idle"]
@@ -99,15 +84,9 @@ async def test_wedged_tool_call_is_stopped_by_the_tool_window(tmp_path: Path) ->
             {"hang": True},
         ]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="300ms",
-            MULTICA_AGENT_TOOL_WATCHDOG="1200ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="300ms", MULTICA_AGENT_TOOL_WATCHDOG="1200ms"
+    ) as d:
         task_id, task, took = await timed(d, script)
         assert fires(d) == {"tool": 1}
         (incident,) = incidents(d, task_id)
@@ -130,15 +109,9 @@ async def test_busy_tool_call_outlasts_the_idle_window(tmp_path: Path) -> None:
             {"result": {"output": "built"}},
         ]
     }
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="300ms",
-            MULTICA_AGENT_TOOL_WATCHDOG="3s",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="300ms", MULTICA_AGENT_TOOL_WATCHDOG="3s"
+    ) as d:
         _, task, _ = await timed(d, script)
         assert fires(d) == {}
     assert task["status"] == "completed", task
@@ -151,10 +124,7 @@ async def test_busy_tool_call_outlasts_the_idle_window(tmp_path: Path) -> None:
 async def test_agent_that_keeps_stdout_open_after_its_result_completes(tmp_path: Path) -> None:
     """Result sent, stdout left open: killed after the exit grace; the run counts as completed."""
     script = {"steps": [say("done soon"), {"result": {"output": "the answer"}}, {"hang": True}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_EXIT_GRACE="1s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="1s") as d:
         task_id, task, _ = await timed(d, script)
         assert fires(d) == {"exit_grace": 1}
         (incident,) = incidents(d, task_id)
@@ -180,10 +150,7 @@ async def test_agent_that_closes_stdout_but_lingers_after_its_result_completes(
         "os.close(1)\n"
         "time.sleep(60)\n",
     )
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_EXIT_GRACE="1s", **agent) as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="1s", **agent) as d:
         task_id, task, _ = await timed(d, "go", backend="command")
         assert fires(d) == {"exit_grace": 1}
         (incident,) = incidents(d, task_id)
@@ -206,10 +173,7 @@ async def test_grace_longer_than_the_default_exit_wait_is_honoured_after_stdout_
         "os.close(1)\n"
         "time.sleep(60)\n",
     )
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_EXIT_GRACE="6s", **agent) as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="6s", **agent) as d:
         task_id, task, _ = await timed(d, "go", backend="command")
         (incident,) = incidents(d, task_id)
     assert task["status"] == "completed", task
@@ -223,10 +187,7 @@ async def test_grace_longer_than_the_default_exit_wait_is_honoured_after_stdout_
 async def test_failed_result_then_linger_is_still_failed(tmp_path: Path) -> None:
     """A final result that reports an error stays failed when the agent must be killed."""
     script = {"steps": [{"result": {"error": "quota exhausted"}}, {"hang": True}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_EXIT_GRACE="500ms") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="500ms") as d:
         task_id, task, _ = await timed(d, script)
         (incident,) = incidents(d, task_id)
     assert task["status"] == "failed"
@@ -238,10 +199,7 @@ async def test_failed_result_then_linger_is_still_failed(tmp_path: Path) -> None
 async def test_agent_that_exits_within_the_grace_is_not_killed(tmp_path: Path) -> None:
     """Exiting 300 ms after the result, inside a 2 s grace: completed, no exit-grace event."""
     script = {"steps": [{"result": {"output": "bye"}}, {"sleep": 0.3}, {"exit": 0}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_EXIT_GRACE="2s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="2s") as d:
         _, task, took = await timed(d, script)
         assert fires(d) == {}
         assert incidents(d) == []
@@ -259,15 +217,9 @@ async def test_agent_that_exits_within_the_grace_is_not_killed(tmp_path: Path) -
 async def test_busy_agent_is_stopped_by_the_wall_clock(tmp_path: Path) -> None:
     """An agent talking every 100 ms never trips the idle window but hits the wall clock."""
     chatter = [step for i in range(60) for step in (say(f"step {i}"), {"sleep": 0.1})]
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            MULTICA_AGENT_IDLE_WATCHDOG="500ms",
-            MULTICA_AGENT_TIMEOUT="1500ms",
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="500ms", MULTICA_AGENT_TIMEOUT="1500ms"
+    ) as d:
         task_id, task, took = await timed(d, {"steps": chatter})
         assert fires(d) == {"wall_clock": 1}
         (incident,) = incidents(d, task_id)
@@ -283,10 +235,7 @@ async def test_busy_agent_is_stopped_by_the_wall_clock(tmp_path: Path) -> None:
 async def test_task_within_the_wall_clock_completes(tmp_path: Path) -> None:
     """A task that ends before the wall clock is untouched by it."""
     script = {"steps": [say("quick"), {"sleep": 0.3}, {"result": {"output": "in time"}}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(tmp_path, url, MULTICA_AGENT_TIMEOUT="3s") as d,
-    ):
+    async with serving_daemon(tmp_path, MULTICA_AGENT_TIMEOUT="3s") as d:
         _, task, _ = await timed(d, script)
         assert fires(d) == {}
     assert task["status"] == "completed" and task["output"] == "in time"
@@ -295,12 +244,9 @@ async def test_task_within_the_wall_clock_completes(tmp_path: Path) -> None:
 async def test_wall_clock_during_a_lingering_exit_keeps_the_result(tmp_path: Path) -> None:
     """With the exit grace off, the wall clock ends a lingering agent and its result stands."""
     script = {"steps": [{"result": {"output": "kept"}}, {"hang": True}]}
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path, url, MULTICA_AGENT_EXIT_GRACE="0", MULTICA_AGENT_TIMEOUT="1s"
-        ) as d,
-    ):
+    async with serving_daemon(
+        tmp_path, MULTICA_AGENT_EXIT_GRACE="0", MULTICA_AGENT_TIMEOUT="1s"
+    ) as d:
         task_id, task, _ = await timed(d, script)
         assert fires(d) == {"wall_clock": 1}
         (incident,) = incidents(d, task_id)
