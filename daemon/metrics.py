@@ -86,7 +86,9 @@ class Metrics:
             registry=r,
         )
         self.outbox_depth = Gauge(
-            f"{p}outbox_depth", "Terminal reports waiting in the durable outbox", registry=r
+            f"{p}outbox_depth",
+            "Tasks whose report, transcript rest or usage waits in the durable outbox",
+            registry=r,
         )
         self.heartbeat_age = Gauge(
             f"{p}last_message_age_seconds",

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -277,11 +277,16 @@ async def _read_body(request: Request, limit: int) -> bytes:
         raise too_large
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise too_large
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large
+            chunks.append(chunk)
+    except ClientDisconnect:
+        # The client went away mid-body (a daemon stopping mid-post): nothing to answer, and
+        # nothing stored; it re-sends with the same seq. Not worth a traceback.
+        raise BadRequestError("the client disconnected before the body was complete") from None
     return b"".join(chunks)
 
 

@@ -149,7 +149,7 @@ async def _run(
         finally:
             server.request_exit()
             shield.deadline = anyio.current_time() + SHUTDOWN_GRACE
-    log.info("embedded server stopped")
+            log.info("embedded server stopping")
 
 
 def _bind(host: str, port: int) -> socket.socket:
