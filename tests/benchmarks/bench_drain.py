@@ -5,16 +5,22 @@ The agent's lines go through the whole daemon — process helper, parser, drain 
 bookkeeping, transcript batching — into the embedded server over loopback HTTP. The baseline
 only reads the same lines from a pipe and parses them with `json.loads`. Prints messages/s for
 both, their ratio, and how many messages the server stored (must equal what was sent).
-Targets: ≥ 20,000 messages/s and ≥ 0.3 of the baseline, zero lost.
+Two runs: with the embedded server in the daemon's process (what `agent-daemon run` does by
+default) and with the server in its own process (as against a real server). Targets: ≥ 20,000
+messages/s and ≥ 0.3 of the baseline, zero lost.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -69,10 +75,38 @@ def baseline(agent: Path, n: int) -> float:
     return n / elapsed
 
 
-async def through_daemon(agent: Path, n: int, home: Path) -> tuple[float, int]:
+@asynccontextmanager
+async def server_process(home: Path) -> AsyncIterator[str]:
+    """`agent-daemon server` in its own process (as a separate server would be); its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "HOME": str(home), "MULTICA_DAEMON_STATE_DIR": str(home / "srv")}
+    argv = [sys.executable, "-m", "daemon", "server", "--listen", f"127.0.0.1:{port}"]
+    proc = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient(base_url=url) as http:
+            with anyio.fail_after(30):
+                while True:
+                    try:
+                        await http.get("/api/tasks")
+                        break
+                    except httpx.TransportError:
+                        await anyio.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        await proc.wait()
+
+
+async def through_daemon(
+    agent: Path, n: int, home: Path, separate: bool = False
+) -> tuple[float, int]:
     """Messages/s from claim to the completed report, and how many the server stored."""
+    server = server_process(home) if separate else embedded_server(home / "server.db")
     async with (
-        embedded_server(home / "server.db") as url,
+        server as url,
         running_daemon(
             home,
             url,
@@ -100,12 +134,18 @@ def main() -> None:
         agent = home / "agent.py"
         agent.write_text(AGENT)
         base = baseline(agent, n)
-        rate, stored = anyio.run(through_daemon, agent, n, home)
-    print(f"messages:           {n}")
+        rate, stored = anyio.run(through_daemon, agent, n, home / "in-process")
+        rate2, stored2 = anyio.run(through_daemon, agent, n, home / "separate", True)
+    print(f"messages:                   {n}")
     print(f"baseline (pipe+json.loads): {base:,.0f} messages/s")
-    print(f"through the daemon: {rate:,.0f} messages/s")
-    print(f"ratio to baseline:  {rate / base:.2f}")
-    print(f"stored by server:   {stored} (lost: {n - stored})")
+    print(
+        f"daemon, embedded server in-process (`agent-daemon run`): {rate:,.0f} messages/s, "
+        f"ratio {rate / base:.2f}, stored {stored} (lost {n - stored})"
+    )
+    print(
+        f"daemon, server in its own process:                      {rate2:,.0f} messages/s, "
+        f"ratio {rate2 / base:.2f}, stored {stored2} (lost {n - stored2})"
+    )
 
 
 if __name__ == "__main__":
