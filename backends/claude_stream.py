@@ -36,6 +36,7 @@ from backends.base import (
     Usage,
     ended_early,
 )
+from backends.lineproto import json_object
 
 # What the CLI says when the session to resume does not exist (or is not a session id).
 SESSION_MISSING = ("No conversation found", "requires a valid session ID")
@@ -56,11 +57,8 @@ class ClaudeStreamParser:
         """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
         if not line.strip():
             return ParseStep()
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return ParseStep(invalid=True)
-        if not isinstance(event, dict):
+        event = json_object(line)
+        if event is None:
             return ParseStep(invalid=True)
         kind = event.get("type")
         sid = _str(event.get("session_id"))

@@ -33,6 +33,7 @@ from backends.base import (
     Usage,
     ended_early,
 )
+from backends.lineproto import json_object
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
@@ -64,11 +65,8 @@ class CodexEventParser:
         """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
         if not line.strip():
             return ParseStep()
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return ParseStep(invalid=True)
-        if not isinstance(event, dict):
+        event = json_object(line)
+        if event is None:
             return ParseStep(invalid=True)
         kind = _str(event.get("type"))
         if kind == "thread.started":

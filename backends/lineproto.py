@@ -54,7 +54,7 @@ class LineProtocolParser:
         if not line.strip():
             self._remember_text(line)
             return ParseStep()
-        event = _json_object(line)
+        event = json_object(line)
         if event is None or event.get("type") not in _KNOWN:
             return self._text(line)
         try:
@@ -173,7 +173,8 @@ def describe_exit(exit_code: int | None) -> str:
     return f"exit code {exit_code}"
 
 
-def _json_object(line: str) -> dict[str, Any] | None:
+def json_object(line: str) -> dict[str, Any] | None:
+    """The line as a JSON object, or None when it is not one (agents' lines are untrusted)."""
     text = line.strip()
     if not text.startswith("{"):
         return None
