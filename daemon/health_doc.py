@@ -18,9 +18,29 @@ import daemon
 from daemon.durations import format_duration
 
 if TYPE_CHECKING:
+    from daemon.runner import TaskRunner
     from daemon.worker import Worker
 
 OS_NAME = platform.system().lower()
+
+
+def task_view(runner: TaskRunner) -> dict[str, Any]:
+    """One running task as the health port shows it (no token, no prompt)."""
+    scope, threshold = runner.watchdog.applicable() if runner.watchdog else ("", 0.0)
+    idle = runner.activity.idle_seconds()
+    return {
+        "id": runner.task.id,
+        "backend": runner.backend.name,
+        "pid": runner.pid,
+        "started_at": iso_time(runner.started_wall),
+        "idle_seconds": round(idle, 1),
+        "tools_in_flight": runner.activity.tools_view(),
+        "threshold_seconds": threshold,
+        "watchdog_scope": scope,
+        "watchdog_fires_in_seconds": round(max(0.0, threshold - idle), 1) if threshold else None,
+        "retry": runner.retry,
+        "messages": runner.activity.messages,
+    }
 
 
 def health_document(worker: Worker | None, *, pid: int, started_wall: float) -> dict[str, Any]:
@@ -49,7 +69,7 @@ def health_document(worker: Worker | None, *, pid: int, started_wall: float) -> 
     if worker is None:
         return doc
     # A copy of the values: a runner that finishes mid-build must not change the dict.
-    tasks = [runner.snapshot() for runner in list(worker.runners.values())]
+    tasks = [task_view(runner) for runner in list(worker.runners.values())]
     idles = [float(t["idle_seconds"]) for t in tasks if isinstance(t["idle_seconds"], int | float)]
     doc.update(
         status=worker.status,

@@ -405,23 +405,3 @@ class TaskRunner:
                 backend=self.backend.name,
             )
         )
-
-    def snapshot(self) -> dict[str, object]:
-        """What the health port shows for this task (no token, no prompt)."""
-        scope, threshold = self.watchdog.applicable() if self.watchdog else ("", 0.0)
-        idle = self.activity.idle_seconds()
-        return {
-            "id": self.task.id,
-            "backend": self.backend.name,
-            "pid": self.pid,
-            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.started_wall)),
-            "idle_seconds": round(idle, 1),
-            "tools_in_flight": self.activity.tools_view(),
-            "threshold_seconds": threshold,
-            "watchdog_scope": scope,
-            "watchdog_fires_in_seconds": round(max(0.0, threshold - idle), 1)
-            if threshold
-            else None,
-            "retry": self.retry,
-            "messages": self.activity.messages,
-        }
