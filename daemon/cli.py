@@ -118,7 +118,11 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
         if not found:
-            log.error("no agent backend found on this machine (claude, codex, command, scripted)")
+            log.error(
+                "no agent backend found: put claude or codex on the PATH (or set "
+                "MULTICA_CLAUDE_PATH / MULTICA_CODEX_PATH), set MULTICA_COMMAND_PATH, or set "
+                "MULTICA_SCRIPTED_BACKEND=1 for the demo backend"
+            )
             tg.cancel_scope.cancel()
             return 1
         circuit = CircuitBreaker(metrics=metrics)
