@@ -26,11 +26,11 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from pathlib import Path
 
+from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.claude_stream import ClaudeStreamParser
 from backends.fallback import resume_or_fresh
 from backends.process import ProcessSpec, run_process
-from backends.version import cli_version
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +72,11 @@ _RESERVED_FLAGS = ("--output-format", "--input-format")
 _MAX_INLINE_INSTRUCTIONS = 100 * 1024
 
 
-class ClaudeBackend:
+class ClaudeBackend(AgentCli):
     """Runs the Claude Code CLI for a task; resumes sessions and falls back when one is gone."""
 
     name = "claude"
+    session_markers = SESSION_MARKERS
 
     def __init__(
         self,
@@ -86,19 +87,9 @@ class ClaudeBackend:
         detect_env: Mapping[str, str] | None = None,
         is_root: bool | None = None,
     ) -> None:
-        # The CLI runs in the task's work directory: a relative path must not resolve there.
-        self.path = os.path.abspath(path) if os.sep in path else path
-        self.args = tuple(args)
-        self.model = model
-        # `detect` runs the CLI with the daemon's own environment unless told otherwise.
-        self._detect_env = detect_env
+        super().__init__(path, args, model, detect_env=detect_env)
         # As root the CLI refuses bypassPermissions unless IS_SANDBOX=1 says it is contained.
         self._is_root = os.geteuid() == 0 if is_root is None else is_root
-
-    async def detect(self) -> str | None:
-        """`claude --version` within 10 s: the version, or None."""
-        env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
-        return await cli_version([self.path, "--version"], strip_markers(env))
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
@@ -142,7 +133,7 @@ class ClaudeBackend:
 
     def env(self, spec: RunSpec) -> dict[str, str]:
         """The agent environment without Claude Code's session markers (plus IS_SANDBOX as root)."""
-        env = strip_markers(spec.env)
+        env = self.strip_markers(spec.env)
         if self._is_root:
             env.setdefault("IS_SANDBOX", "1")
         return env
@@ -165,11 +156,6 @@ def prompt_line(prompt: str) -> bytes:
     """The prompt as one stream-json user message."""
     message = {"type": "user", "message": {"role": "user", "content": prompt}}
     return (json.dumps(message) + "\n").encode()
-
-
-def strip_markers(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` without the variables a running Claude Code sets for its children."""
-    return {k: v for k, v in env.items() if k not in SESSION_MARKERS}
 
 
 def filter_args(args: Sequence[str]) -> list[str]:

@@ -30,11 +30,11 @@ from typing import Any
 
 import anyio
 
+from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.codex_events import CodexEventParser, thread_totals
 from backends.fallback import resume_or_fresh
 from backends.process import ProcessSpec, run_process
-from backends.version import cli_version
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,11 @@ _RESERVED_FLAGS = ("--json",)
 _ROLLOUT_TAIL_BYTES = 1024 * 1024
 
 
-class CodexBackend:
+class CodexBackend(AgentCli):
     """Runs the Codex CLI for a task; resumes threads and falls back when one is gone."""
 
     name = "codex"
+    session_markers = SESSION_MARKERS
 
     def __init__(
         self,
@@ -76,17 +77,7 @@ class CodexBackend:
         *,
         detect_env: Mapping[str, str] | None = None,
     ) -> None:
-        # The CLI runs in the task's work directory: a relative path must not resolve there.
-        self.path = os.path.abspath(path) if os.sep in path else path
-        self.args = tuple(args)
-        self.model = model
-        # `detect` runs the CLI with the daemon's own environment unless told otherwise.
-        self._detect_env = detect_env
-
-    async def detect(self) -> str | None:
-        """`codex --version` within 10 s: the version, or None."""
-        env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
-        return await cli_version([self.path, "--version"], strip_markers(env))
+        super().__init__(path, args, model, detect_env=detect_env)
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
@@ -131,7 +122,7 @@ class CodexBackend:
 
     def env(self, spec: RunSpec) -> dict[str, str]:
         """The agent environment without Codex's session markers."""
-        return strip_markers(spec.env)
+        return self.strip_markers(spec.env)
 
     def _spec(self, spec: RunSpec, resume: str) -> ProcessSpec:
         return ProcessSpec(
@@ -144,11 +135,6 @@ class CodexBackend:
             task_id=spec.task_id,
             observer=spec.observer,
         )
-
-
-def strip_markers(env: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `env` without the variables a running Codex sets for its children."""
-    return {k: v for k, v in env.items() if k not in SESSION_MARKERS}
 
 
 def filter_args(args: Sequence[str]) -> list[str]:

@@ -1,0 +1,40 @@
+"""What the Claude Code and Codex backends share: the executable, its settings, its version."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from backends.version import cli_version
+
+
+class AgentCli:
+    """An agent CLI run by path with configured arguments and a default model."""
+
+    name = ""
+    session_markers: frozenset[str] = frozenset()
+    """Variables a running copy of the CLI sets for its children; never passed on."""
+
+    def __init__(
+        self,
+        path: str,
+        args: Sequence[str] = (),
+        model: str = "",
+        *,
+        detect_env: Mapping[str, str] | None = None,
+    ) -> None:
+        # The CLI runs in the task's work directory: a relative path must not resolve there.
+        self.path = os.path.abspath(path) if os.sep in path else path
+        self.args = tuple(args)
+        self.model = model
+        # `detect` runs the CLI with the daemon's own environment unless told otherwise.
+        self._detect_env = detect_env
+
+    async def detect(self) -> str | None:
+        """`<cli> --version` within 10 s: the version, or None."""
+        env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
+        return await cli_version([self.path, "--version"], self.strip_markers(env))
+
+    def strip_markers(self, env: Mapping[str, str]) -> dict[str, str]:
+        """A copy of `env` without this CLI's own session markers."""
+        return {k: v for k, v in env.items() if k not in self.session_markers}
