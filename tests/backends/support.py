@@ -1,14 +1,17 @@
-"""Small fakes shared by the process and backend tests: an observer and a plain line parser."""
+"""Shared by the process and backend tests: an observer, a line parser, transcript replay."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.base import LineParser, Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.proctree import ProcIdentity, identify, is_alive
 
 
@@ -98,3 +101,24 @@ def survivors(procs: Iterable[ProcIdentity], within: float = 0.0) -> list[ProcId
         if not alive or time.monotonic() >= deadline:
             return alive
         time.sleep(0.01)
+
+
+def feed_file(parser: LineParser, path: Path) -> list[ParseStep]:
+    """Feed a recorded transcript (`*.jsonl`) to `parser` line by line."""
+    return [parser.feed(line) for line in path.read_text().splitlines()]
+
+
+def messages(steps: list[ParseStep]) -> list[Message]:
+    """Every message the steps produced, in order."""
+    return [m for step in steps for m in step.messages]
+
+
+def of_type(steps: list[ParseStep], kind: MessageType) -> list[Message]:
+    """The messages of one type."""
+    return [m for m in messages(steps) if m.type is kind]
+
+
+def read_meta(path: Path) -> dict[str, Any]:
+    """A recorded transcript's `.meta.json`."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

@@ -8,31 +8,22 @@ from typing import Any
 
 import pytest
 
-from backends.base import Message, MessageType, ParseStep, RunStatus, Usage
+from backends.base import MessageType, ParseStep, RunStatus, Usage
 from backends.claude_stream import ClaudeStreamParser
+from tests.backends.support import feed_file, messages, of_type, read_meta
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude-stream-json"
 STALLS = ["stall", "stall-mid", "stall-headers", "stall-mid-partial", "tool-then-stall"]
 
 
+def meta(name: str) -> dict[str, Any]:
+    return read_meta(FIXTURES / f"{name}.meta.json")
+
+
 def replay(name: str, resuming: str = "") -> tuple[ClaudeStreamParser, list[ParseStep]]:
     """Feed a recorded transcript line by line."""
     parser = ClaudeStreamParser(resuming=resuming)
-    lines = (FIXTURES / f"{name}.jsonl").read_text().splitlines()
-    return parser, [parser.feed(line) for line in lines]
-
-
-def messages(steps: list[ParseStep]) -> list[Message]:
-    return [m for step in steps for m in step.messages]
-
-
-def of_type(steps: list[ParseStep], kind: MessageType) -> list[Message]:
-    return [m for m in messages(steps) if m.type is kind]
-
-
-def meta(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.meta.json").read_text())
-    return data
+    return parser, feed_file(parser, FIXTURES / f"{name}.jsonl")
 
 
 def test_text_run_completes_with_output_and_session() -> None:

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from backends.base import Message, MessageType, ParseStep, RunStatus, Usage
+from backends.base import MessageType, ParseStep, RunStatus, Usage
 from backends.codex_events import CodexEventParser
+from tests.backends.support import feed_file, messages, of_type, read_meta
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "codex"
 MODEL = "gpt-fake"
@@ -15,25 +16,15 @@ MODEL = "gpt-fake"
 ONE_REQUEST = Usage("openai", MODEL, 150, 30, 50, 0)
 
 
+def meta(name: str) -> dict[str, Any]:
+    return read_meta(FIXTURES / f"{name}.meta.json")
+
+
 def replay(
     name: str, resuming: str = "", baseline: dict[str, int] | None = None
 ) -> tuple[CodexEventParser, list[ParseStep]]:
     parser = CodexEventParser(MODEL, resuming=resuming, baseline=baseline)
-    lines = (FIXTURES / f"{name}.jsonl").read_text().splitlines()
-    return parser, [parser.feed(line) for line in lines]
-
-
-def messages(steps: list[ParseStep]) -> list[Message]:
-    return [m for step in steps for m in step.messages]
-
-
-def of_type(steps: list[ParseStep], kind: MessageType) -> list[Message]:
-    return [m for m in messages(steps) if m.type is kind]
-
-
-def meta(name: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FIXTURES / f"{name}.meta.json").read_text())
-    return data
+    return parser, feed_file(parser, FIXTURES / f"{name}.jsonl")
 
 
 def test_text_run_completes_with_output_thread_and_usage() -> None:
