@@ -22,6 +22,7 @@ from daemon.metrics import Metrics, RunObserverMetrics
 from daemon.models import Task, UsageEntry
 from daemon.outbox import Delivery, Outbox, TerminalReport
 from daemon.outcome import Outcome, failed, from_result, stopped, terminal_call
+from daemon.retries import RETRY_BACKOFF, backoff_delay, next_attempt
 from daemon.transcript import Transcript
 from daemon.watchdog import Verdict, Watchdog, WatchdogPolicy
 from daemon.workspace import agent_env, build_prompt, work_dir, write_instructions
@@ -36,12 +37,6 @@ STOPPING_REPORT = 3.0
 the report (transcript leftovers, usage, terminal call); the outbox keeps what is not taken."""
 EXIT_WAIT = 5.0
 """Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
-RETRY_BACKOFF = (0.0, 5.0, 15.0)
-"""Seconds before retry 1, 2 and 3 after a watchdog kill; later retries wait the last value."""
-RESUME_PROMPT = (
-    "Your previous turn stopped responding and was interrupted. "
-    "Continue the task from where you left off."
-)
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _RESULT = MessageType.RESULT
 
@@ -190,30 +185,25 @@ class TaskRunner:
             self._tools_at_stop = []  # a wall clock striking during the backoff finds none
             if verdict is None:
                 return outcome
-            next_spec, why_not = self._retry_spec(spec)
+            next_spec, why_not = next_attempt(
+                spec,
+                self.retry,
+                self.ctx.settings.idle_retries,
+                self.session_id,
+                self.activity.tool_calls,
+            )
             action = "retry" if next_spec is not None else "fail"
             self._incident(verdict.scope, verdict.threshold, action, verdict)
             if next_spec is None:
                 error = verdict.describe() + (f"; not retried: {why_not}" if why_not else "")
                 return replace(outcome, error=error)
-            backoff = self.ctx.retry_backoff
-            delay = backoff[min(self.retry, len(backoff) - 1)] if backoff else 0.0
+            delay = backoff_delay(self.ctx.retry_backoff, self.retry)
             self.retry += 1
             log.warning(
                 "task %s: retry %d in %ss after %s", self.id, self.retry, delay, verdict.scope
             )
             await self.ctx.backoff_sleep(delay)
             spec = next_spec
-
-    def _retry_spec(self, spec: RunSpec) -> tuple[RunSpec | None, str]:
-        """Resume when a session is known, start fresh only if no tool ran, else give up."""
-        if self.retry >= self.ctx.settings.idle_retries:
-            return None, ""
-        if self.session_id:
-            return replace(spec, prompt=RESUME_PROMPT, resume_session_id=self.session_id), ""
-        if self.activity.tool_calls == 0:
-            return spec, ""
-        return None, "tool calls ran and there is no session to resume"
 
     async def _attempt(self, spec: RunSpec) -> tuple[Outcome, Verdict | None]:
         self.activity.restart()
