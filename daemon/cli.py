@@ -14,18 +14,18 @@ import anyio
 import httpx
 
 import daemon
-from daemon.circuit import CircuitBreaker
-from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
-from daemon.health import HealthServer
 from daemon.logs import configure_logging
-from daemon.metrics import Metrics
-from daemon.sdnotify import Notifier
+from daemon.ops.health import HealthServer
+from daemon.ops.metrics import Metrics
+from daemon.ops.sdnotify import Notifier
+from daemon.ops.status_view import check, status
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.tasks_api import TasksApi
 from daemon.server.serve import serve
-from daemon.status_view import check, status
-from daemon.tasks_api import TasksApi
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")

@@ -15,18 +15,18 @@ from anyio.abc import TaskGroup
 
 import daemon
 from backends.base import Backend
-from daemon.agents import AgentRecords, adopt_orphans, reap_adopted
-from daemon.circuit import CircuitBreaker
-from daemon.client import ServerClient
 from daemon.config import Settings
 from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
-from daemon.incidents import IncidentLog
 from daemon.logs import short_id
-from daemon.metrics import Metrics
-from daemon.models import RuntimeInfo, Task
-from daemon.outbox import Outbox
-from daemon.outcome import Outcome
-from daemon.runner import RunContext, TaskRunner
+from daemon.ops.metrics import Metrics
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.client import ServerClient
+from daemon.protocol.models import RuntimeInfo, Task
+from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
+from daemon.state.outbox import Outbox
+from daemon.task.incidents import IncidentLog
+from daemon.task.outcome import Outcome
+from daemon.task.runner import RunContext, TaskRunner
 
 log = logging.getLogger(__name__)
 

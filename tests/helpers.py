@@ -17,15 +17,15 @@ import httpx
 import daemon
 from backends.process import TRACKING_ENV
 from backends.proctree import tagged
-from daemon.circuit import CircuitBreaker
-from daemon.client import ServerClient, make_http_client
 from daemon.config import Settings
 from daemon.discovery import available
-from daemon.health import HealthServer
-from daemon.metrics import Metrics
-from daemon.retry import RetryPolicy
+from daemon.ops.health import HealthServer
+from daemon.ops.metrics import Metrics
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
-from daemon.tasks_api import TasksApi
 from daemon.worker import OUTBOX_INTERVAL, Worker
 
 ROOT = Path(__file__).resolve().parent.parent

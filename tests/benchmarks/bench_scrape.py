@@ -32,7 +32,7 @@ import anyio.to_thread
 import httpx
 from anyio.streams.text import TextReceiveStream
 
-from daemon.tasks_api import TasksApi
+from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import ROOT, daemon_child
 from tests.helpers import daemon_env, eventually
 

@@ -13,8 +13,8 @@ import anyio
 import httpx
 import pytest
 
-from daemon.retry import RetryPolicy
-from daemon.tasks_api import TasksApi
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.tasks_api import TasksApi
 from tests.fakes.chaos_proxy import ChaosProxy, Mode, chaos_proxy
 from tests.helpers import (
     FINAL,

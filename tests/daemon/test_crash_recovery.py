@@ -19,7 +19,7 @@ import pytest
 
 from backends.process import TRACKING_ENV
 from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of, tagged
-from daemon.agents import AgentRecord, AgentRecords, boot_id
+from daemon.state.agents import AgentRecord, AgentRecords, boot_id
 from tests.helpers import FINAL, daemon_env, daemon_process, embedded_server, eventually
 
 pytestmark = [

@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from daemon.retries import RESUME_PROMPT, RETRY_BACKOFF
+from daemon.task.retries import RESUME_PROMPT, RETRY_BACKOFF
 from tests.daemon.timeout_support import command_agent, fires, incidents, say, survivors
 from tests.helpers import RunningDaemon, eventually, serving_daemon
 

@@ -43,12 +43,12 @@ def test_json_line_parses_and_carries_extra_fields() -> None:
     """A JSON line has time, level, logger, message and every `extra` field."""
     out = io.StringIO()
     configure_logging("INFO", "json", stream=out)
-    logging.getLogger("daemon.runner").warning(
+    logging.getLogger("daemon.task.runner").warning(
         "task %s failed", "1a2b3c4d", extra={"task_id": "1a2b3c4d-full", "backend": "codex"}
     )
     doc = json.loads(out.getvalue())
     assert doc["level"] == "WARNING"
-    assert doc["logger"] == "daemon.runner"
+    assert doc["logger"] == "daemon.task.runner"
     assert doc["message"] == "task 1a2b3c4d failed"
     assert doc["task_id"] == "1a2b3c4d-full"
     assert doc["backend"] == "codex"

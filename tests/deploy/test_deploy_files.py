@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from daemon.config import Settings, env_vars
-from daemon.metrics import Metrics
+from daemon.ops.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -392,7 +392,7 @@ def test_dashboard_uses_only_exported_metrics(dashboard: dict[str, Any]) -> None
 
 
 def test_dashboard_shows_every_exported_metric(dashboard: dict[str, Any]) -> None:
-    """Each metric family in daemon/metrics.py has a panel (add one when adding a metric)."""
+    """Each metric family in daemon/ops/metrics.py has a panel (add one when adding a metric)."""
     exprs = " ".join(_exprs(dashboard))
     families = {
         name.removesuffix("_total").removesuffix("_bucket")

@@ -11,21 +11,21 @@ from typing import Any
 import anyio
 
 from backends.base import Backend, Message, MessageType, RunResult, RunSpec, RunStatus
-from daemon.activity import Activity
-from daemon.agents import AgentRecords
 from daemon.config import Settings
 from daemon.durations import format_duration
 from daemon.errors import ServerError, TaskGoneError
-from daemon.incidents import Incident, IncidentLog
 from daemon.logs import short_id
-from daemon.metrics import Metrics, RunObserverMetrics
-from daemon.models import Task, UsageEntry
-from daemon.outbox import Delivery, Outbox, TerminalReport
-from daemon.outcome import Outcome, failed, from_result, stopped, terminal_call
-from daemon.retries import RETRY_BACKOFF, backoff_delay, next_attempt
-from daemon.transcript import Transcript
-from daemon.watchdog import Verdict, Watchdog, WatchdogPolicy
-from daemon.workspace import agent_env, build_prompt, work_dir, write_instructions
+from daemon.ops.metrics import Metrics, RunObserverMetrics
+from daemon.protocol.models import Task, UsageEntry
+from daemon.state.agents import AgentRecords
+from daemon.state.outbox import Delivery, Outbox, TerminalReport
+from daemon.task.activity import Activity
+from daemon.task.incidents import Incident, IncidentLog
+from daemon.task.outcome import Outcome, failed, from_result, stopped, terminal_call
+from daemon.task.retries import RETRY_BACKOFF, backoff_delay, next_attempt
+from daemon.task.transcript import Transcript
+from daemon.task.watchdog import Verdict, Watchdog, WatchdogPolicy
+from daemon.task.workspace import agent_env, build_prompt, work_dir, write_instructions
 
 log = logging.getLogger(__name__)
 

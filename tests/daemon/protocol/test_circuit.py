@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemon.circuit import CircuitBreaker
-from daemon.metrics import CIRCUIT_STATES, Metrics
+from daemon.ops.metrics import CIRCUIT_STATES, Metrics
+from daemon.protocol.circuit import CircuitBreaker
 
 
 class FakeClock:

@@ -11,8 +11,8 @@ import pytest
 
 from backends.base import Message, MessageType
 from daemon.errors import ServerError, TaskGoneError, TransientServerError
-from daemon.metrics import Metrics
-from daemon.transcript import TOOL_OUTPUT_CAP, Transcript
+from daemon.ops.metrics import Metrics
+from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript
 
 pytestmark = pytest.mark.anyio
 

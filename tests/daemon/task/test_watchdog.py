@@ -6,8 +6,8 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType
-from daemon.activity import Activity
-from daemon.watchdog import Watchdog, WatchdogPolicy, decide
+from daemon.task.activity import Activity
+from daemon.task.watchdog import Watchdog, WatchdogPolicy, decide
 from tests.clock import FakeClock
 
 MIN = 60.0

@@ -9,8 +9,8 @@ import pytest
 import respx
 
 from daemon.errors import MalformedResponseError, TaskGoneError, TransientServerError
-from daemon.models import Agent
-from daemon.tasks_api import TasksApi
+from daemon.protocol.models import Agent
+from daemon.protocol.tasks_api import TasksApi
 from tests.clock import RecordingSleep
 
 BASE = "http://server.test"

@@ -19,7 +19,7 @@ import anyio
 
 from backends.base import Message, MessageType
 from daemon.errors import PermanentServerError, ServerError
-from daemon.metrics import Metrics
+from daemon.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

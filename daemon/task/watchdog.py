@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from daemon.activity import Activity
 from daemon.durations import format_duration
+from daemon.task.activity import Activity
 
 Sleep = Callable[[float], Awaitable[None]]
 

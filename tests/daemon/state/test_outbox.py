@@ -11,12 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.client import ServerClient, make_http_client
-from daemon.metrics import Metrics
-from daemon.models import RuntimeInfo
-from daemon.outbox import Outbox, TerminalReport
-from daemon.retry import RetryPolicy
-from daemon.tasks_api import TasksApi
+from daemon.ops.metrics import Metrics
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.tasks_api import TasksApi
+from daemon.state.outbox import Outbox, TerminalReport
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
 from tests.helpers import embedded_server, eventually, running_daemon
 

@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from daemon.errors import AlreadyRunningError
-from daemon.health import HealthServer
-from daemon.metrics import Metrics
-from daemon.sdnotify import Notifier
-from daemon.tasks_api import TasksApi
+from daemon.ops.health import HealthServer
+from daemon.ops.metrics import Metrics
+from daemon.ops.sdnotify import Notifier
+from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import daemon_child, run_cli
 from tests.helpers import daemon_env, embedded_server, eventually, running_daemon, serving_daemon
 

@@ -18,7 +18,7 @@ import daemon
 from daemon.durations import format_duration
 
 if TYPE_CHECKING:
-    from daemon.runner import TaskRunner
+    from daemon.task.runner import TaskRunner
     from daemon.worker import Worker
 
 OS_NAME = platform.system().lower()

@@ -7,7 +7,7 @@ from email.utils import formatdate
 
 import pytest
 
-from daemon.retry import RetryPolicy, retry_after_seconds
+from daemon.protocol.retry import RetryPolicy, retry_after_seconds
 
 NOW = 1_700_000_000.0
 LOW, HIGH = 0.0, 0.999_999  # the extremes the rng can return

@@ -11,9 +11,9 @@ import anyio
 import httpx
 import pytest
 
-from daemon.health import HealthServer
-from daemon.metrics import Metrics
-from daemon.status_view import base_url
+from daemon.ops.health import HealthServer
+from daemon.ops.metrics import Metrics
+from daemon.ops.status_view import base_url
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
 

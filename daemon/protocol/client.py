@@ -21,15 +21,15 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 
-from daemon.circuit import CircuitBreaker
 from daemon.errors import (
     MalformedResponseError,
     PermanentServerError,
     ServerError,
     TransientServerError,
 )
-from daemon.metrics import Metrics
-from daemon.models import (
+from daemon.ops.metrics import Metrics
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.models import (
     ClaimRequest,
     CompleteBody,
     DeregisterRequest,
@@ -48,14 +48,14 @@ from daemon.models import (
     WireModel,
     Workspace,
 )
-from daemon.retry import RetryPolicy
-from daemon.wire import (
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.wire import (
     READ_TIMEOUT,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
 )
-from daemon.wire import make_http_client as make_http_client
+from daemon.protocol.wire import make_http_client as make_http_client
 
 log = logging.getLogger(__name__)
 

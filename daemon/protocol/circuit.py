@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Literal
 
-from daemon.metrics import CIRCUIT_STATES, Metrics
+from daemon.ops.metrics import CIRCUIT_STATES, Metrics
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from backends.base import Usage
-from daemon.models import (
+from daemon.protocol.models import (
     Agent,
     ClaimResponse,
     HeartbeatResponse,

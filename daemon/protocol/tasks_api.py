@@ -16,8 +16,8 @@ import anyio
 import httpx
 
 from daemon.errors import MalformedResponseError, TransientServerError
-from daemon.models import Agent
-from daemon.wire import describe_transport_error, error_for_response
+from daemon.protocol.models import Agent
+from daemon.protocol.wire import describe_transport_error, error_for_response
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from daemon.logs import short_id
-from daemon.models import Task
-from daemon.sdnotify import NOTIFY_ENV_VARS
+from daemon.ops.sdnotify import NOTIFY_ENV_VARS
+from daemon.protocol.models import Task
 
 # The daemon's own settings and credentials never reach an agent: it gets only its task-scoped
 # token. MULTICA_* variables the agent should see are set explicitly below.

@@ -22,8 +22,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from daemon.circuit import CircuitBreaker
-from daemon.client import ServerClient, make_http_client
 from daemon.errors import (
     MalformedResponseError,
     PermanentServerError,
@@ -31,9 +29,11 @@ from daemon.errors import (
     TaskGoneError,
     TransientServerError,
 )
-from daemon.metrics import Metrics
-from daemon.models import RuntimeInfo, TranscriptMessage, UsageEntry
-from daemon.retry import RetryPolicy
+from daemon.ops.metrics import Metrics
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.models import RuntimeInfo, TranscriptMessage, UsageEntry
+from daemon.protocol.retry import RetryPolicy
 from tests.clock import RecordingSleep
 
 BASE = "http://server.test"

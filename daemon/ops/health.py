@@ -34,9 +34,9 @@ from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal
 
 from daemon.errors import AlreadyRunningError, ConfigError
-from daemon.health_doc import health_document, with_uptime
-from daemon.metrics import Metrics
-from daemon.sdnotify import Notifier
+from daemon.ops.health_doc import health_document, with_uptime
+from daemon.ops.metrics import Metrics
+from daemon.ops.sdnotify import Notifier
 
 if TYPE_CHECKING:
     from daemon.worker import Worker

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import PermanentServerError, ServerError
-from daemon.metrics import Metrics
-from daemon.models import UsageEntry
+from daemon.ops.metrics import Metrics
+from daemon.protocol.models import UsageEntry
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.sdnotify import NOTIFY_ENV_VARS, Notifier, without_notify_env
+from daemon.ops.sdnotify import NOTIFY_ENV_VARS, Notifier, without_notify_env
 
 
 @pytest.fixture
@@ -95,7 +95,7 @@ def test_send_failure_is_logged_at_debug_and_not_raised(
 ) -> None:
     """A socket that is gone (systemd restarted) makes notify return False, not raise."""
     notifier = Notifier.from_env({"NOTIFY_SOCKET": str(socket_dir / "missing")})
-    with caplog.at_level(logging.DEBUG, logger="daemon.sdnotify"):
+    with caplog.at_level(logging.DEBUG, logger="daemon.ops.sdnotify"):
         assert notifier.ready() is False
     assert any("sd_notify" in r.getMessage() for r in caplog.records)
 
