@@ -71,6 +71,10 @@ def _blocked(name: str) -> bool:
     return upper.startswith("MULTICA_") or upper in _BLOCKED_NAMES
 
 
+def _daemons_own(name: str) -> bool:
+    return name.upper().startswith("MULTICA_") or name in _OWN_NAMES
+
+
 def public_url(url: str) -> str:
     """`url` without a user or password in it: the agent gets the address, not the login."""
     parts = urlsplit(url)
@@ -85,8 +89,7 @@ def public_url(url: str) -> str:
 
 def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str, str]:
     """The agent's environment: `base` minus the daemon's own variables, plus the task's."""
-    own = lambda name: name.upper().startswith("MULTICA_") or name in _OWN_NAMES  # noqa: E731
-    env = {k: v for k, v in base.items() if not own(k)}
+    env = {k: v for k, v in base.items() if not _daemons_own(k)}
     temp = str(place.temp_dir)
     env.update(
         {
