@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.helpers import eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
 DAEMON = "0190f5e2-7c1a-7d3e-9b2a-1f2e3d4c5b6a"
@@ -250,3 +252,13 @@ async def test_a_wrong_token_is_refused_and_renewal_answers() -> None:
             renewed = await http.post("/api/tokens/current/renew", json={})
             assert renewed.json() == {"expires_at": "", "renewed": False}
         assert [r.route for r in fake.requests] == ["workspaces", "renew"]
+
+
+async def test_the_daemon_runs_a_multica_task_against_the_fake(tmp_path: Path) -> None:
+    """Today's daemon registers, claims, starts and completes an issue task on this server."""
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url):
+        task_id = fake.queue_issue("issue-42")
+        await eventually(lambda: fake.tasks[task_id].status == "completed")
+        assert "issue-42" in fake.tasks[task_id].output
+        assert [r.route for r in fake.seen("start")] == ["start"]
+        assert fake.live_runtimes()[0].daemon_id
