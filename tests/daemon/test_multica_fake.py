@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,6 +10,8 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidStatus
 
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import eventually, running_daemon
@@ -262,3 +265,28 @@ async def test_the_daemon_runs_a_multica_task_against_the_fake(tmp_path: Path) -
         assert "issue-42" in fake.tasks[task_id].output
         assert [r.route for r in fake.seen("start")] == ["start"]
         assert fake.live_runtimes()[0].daemon_id
+
+
+async def test_the_control_socket_announces_a_queued_task() -> None:
+    """A daemon watching its runtime hears `daemon:task_available` when a task is queued."""
+    async with registered() as (fake, _http, runtime_id):
+        url = fake.url.replace("http://", "ws://") + f"/api/daemon/ws?runtime_ids={runtime_id}"
+        async with connect(url) as socket:
+            await eventually(lambda: len(fake.watchers) == 1)
+            task_id = fake.queue_issue()
+            frame = json.loads(await socket.recv())
+        assert frame == {
+            "type": "daemon:task_available",
+            "payload": {"runtime_id": runtime_id, "task_id": task_id},
+        }
+        await eventually(lambda: fake.watchers == [])
+
+
+async def test_the_control_socket_refuses_an_unknown_runtime() -> None:
+    """Watching a runtime the server does not know is refused before the upgrade."""
+    async with registered() as (fake, _http, runtime_id):
+        fake.delete_runtime(runtime_id)
+        url = fake.url.replace("http://", "ws://") + f"/api/daemon/ws?runtime_ids={runtime_id}"
+        with pytest.raises(InvalidStatus):
+            async with connect(url):
+                pass

@@ -35,9 +35,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
@@ -56,6 +59,9 @@ class MulticaFake:
     requests: list[SeenRequest] = field(default_factory=list)
     pending: dict[str, Any] = field(default_factory=dict)
     url: str = ""
+    watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any]]]] = field(
+        default_factory=list
+    )
     _drops: Counter[str] = field(default_factory=Counter)
     refused_registers: set[str] = field(default_factory=set)
 
@@ -91,10 +97,23 @@ class MulticaFake:
             "model": "",
             **(agent or {}),
         }
-        self.tasks[task_id] = FakeTask(
-            task_id, workspace_id or self.workspace_id, provider, fields, agent_body
-        )
+        task = FakeTask(task_id, workspace_id or self.workspace_id, provider, fields, agent_body)
+        self.tasks[task_id] = task
+        self._announce(task)
         return task_id
+
+    def _announce(self, task: FakeTask) -> None:
+        # Multica's hub wakes every daemon connection watching a runtime the task can run on.
+        for runtime in self.live_runtimes(task.workspace_id):
+            if runtime.provider != task.provider:
+                continue
+            frame = {
+                "type": "daemon:task_available",
+                "payload": {"runtime_id": runtime.id, "task_id": task.id},
+            }
+            for runtime_ids, stream in self.watchers:
+                if runtime.id in runtime_ids:
+                    stream.send_nowait(frame)
 
     def queue_issue(self, issue_id: str = "", **options: Any) -> str:
         """An issue assigned to the agent (Multica's most common task)."""
@@ -178,8 +197,43 @@ class MulticaFake:
             Route("/api/daemon/tasks/{tid}/usage", h.add_usage, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/cancel-ack", h.cancel_ack, methods=["POST"]),
             Route("/api/tokens/current/renew", h.renew, methods=["POST"]),
+            WebSocketRoute("/api/daemon/ws", self._control),
         ]
         return _DroppingApp(self, Starlette(routes=routes))
+
+    async def _control(self, websocket: WebSocket) -> None:
+        """`GET /api/daemon/ws?runtime_ids=a,b`: wake-ups for tasks queued on those runtimes."""
+        query = websocket.query_params
+        wanted = {
+            part.strip()
+            for raw in query.getlist("runtime_ids") + query.getlist("runtime_id")
+            for part in raw.split(",")
+            if part.strip()
+        }
+        header = websocket.headers.get("authorization")
+        known = {r.id for r in self.live_runtimes()}
+        if (self.token and header != f"Bearer {self.token}") or not wanted or wanted - known:
+            # Multica answers 401/400/404 before upgrading; uvicorn turns this into a 403.
+            await websocket.close()
+            return
+        await websocket.accept()
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        entry = (frozenset(wanted), send)
+        self.watchers.append(entry)
+        try:
+            async with anyio.create_task_group() as tg, receive:
+
+                async def forward() -> None:
+                    async for frame in receive:
+                        await websocket.send_json(frame)
+
+                tg.start_soon(forward)
+                while (await websocket.receive())["type"] != "websocket.disconnect":
+                    pass  # the daemon's frames (heartbeats) are read and ignored
+                tg.cancel_scope.cancel()
+        finally:
+            self.watchers.remove(entry)
+            send.close()
 
     def take_drop(self, route: str) -> bool:
         """Whether this call's answer is to be dropped (and count it off)."""
