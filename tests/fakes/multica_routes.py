@@ -1,4 +1,4 @@
-"""The route handlers of the Multica-faithful test server, one per Go handler it copies."""
+"""The rows and route handlers of the Multica-faithful test server, one handler per Go handler."""
 
 from __future__ import annotations
 
