@@ -290,3 +290,21 @@ async def test_the_control_socket_refuses_an_unknown_runtime() -> None:
         with pytest.raises(InvalidStatus):
             async with connect(url):
                 pass
+
+
+async def test_pending_actions_ride_on_heartbeats_and_their_results_are_kept() -> None:
+    """A pending update is in each heartbeat answer; the daemon's result for it is stored."""
+    async with registered() as (fake, http, runtime_id):
+        fake.pending = {"pending_update": {"id": "u-1", "target_version": "9.9.9"}}
+        beat = (await http.post("/api/daemon/heartbeat", json={"runtime_id": runtime_id})).json()
+        assert beat["pending_update"] == {"id": "u-1", "target_version": "9.9.9"}
+        result = {"status": "failed", "error": "self-update is not supported"}
+        path = f"/api/daemon/runtimes/{runtime_id}/update/u-1/result"
+        assert (await http.post(path, json=result)).is_success
+        skills = f"/api/daemon/runtimes/{runtime_id}/local-skills/import/r-2/result"
+        assert (await http.post(skills, json={"status": "failed", "error": "x"})).is_success
+        assert [(r["kind"], r["request_id"]) for r in fake.action_results] == [
+            ("update", "u-1"),
+            ("local-skills/import", "r-2"),
+        ]
+        assert fake.action_results[0]["error"] == "self-update is not supported"

@@ -318,6 +318,23 @@ class Handlers:
         task.cancel_acks += 1
         return JSONResponse({"status": "ok"})
 
+    async def action_result(self, request: Request) -> JSONResponse:
+        """The result of a pending `update`, `models`, `local-skills` or `local-skills/import`."""
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        kind = request.path_params["kind"]
+        if kind not in ("update", "models", "local-skills", "local-skills/import"):
+            return error(404, "not found")
+        runtime = self.fake.runtimes.get(request.path_params["rid"])
+        if runtime is None or runtime.deleted:
+            return error(404, "runtime not found")
+        params = request.path_params
+        self.fake.action_results.append(
+            {"kind": kind, "runtime_id": runtime.id, "request_id": params["request_id"], **body}
+        )
+        return JSONResponse({"status": "ok"})
+
     async def renew(self, request: Request) -> JSONResponse:
         _, refused = await self._read(request)
         return refused or JSONResponse({"expires_at": "", "renewed": False})

@@ -58,6 +58,9 @@ class MulticaFake:
     usage: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     requests: list[SeenRequest] = field(default_factory=list)
     pending: dict[str, Any] = field(default_factory=dict)
+    """`pending_*` actions every heartbeat answer carries (e.g. `{"pending_update": {...}}`)."""
+    action_results: list[dict[str, Any]] = field(default_factory=list)
+    """Results the daemon reported for pending actions: kind, runtime, request id and body."""
     url: str = ""
     watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any]]]] = field(
         default_factory=list
@@ -197,6 +200,11 @@ class MulticaFake:
             Route("/api/daemon/tasks/{tid}/usage", h.add_usage, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/cancel-ack", h.cancel_ack, methods=["POST"]),
             Route("/api/tokens/current/renew", h.renew, methods=["POST"]),
+            Route(
+                "/api/daemon/runtimes/{rid}/{kind:path}/{request_id}/result",
+                h.action_result,
+                methods=["POST"],
+            ),
             WebSocketRoute("/api/daemon/ws", self._control),
         ]
         return _DroppingApp(self, Starlette(routes=routes))
