@@ -10,6 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# SQLite's integer range: a larger number is a 400 here, not an overflow inside a query.
+_SQL_MIN = -(2**63)
+_SQL_MAX = 2**63 - 1
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -49,7 +53,7 @@ class ClaimIn(_Body):
 
     daemon_id: str = Field(min_length=1)
     runtime_ids: list[str]
-    max_tasks: int = Field(ge=0)
+    max_tasks: int = Field(ge=0, le=_SQL_MAX)
 
 
 class DeregisterIn(_Body):
@@ -61,7 +65,7 @@ class DeregisterIn(_Body):
 class MessageIn(_Body):
     """One transcript message; `seq` increases per task and makes re-sends harmless."""
 
-    seq: int
+    seq: int = Field(ge=_SQL_MIN, le=_SQL_MAX)
     type: str = Field(min_length=1)
     tool: str | None = None
     content: str | None = None
@@ -80,10 +84,10 @@ class UsageEntryIn(_Body):
 
     provider: str = ""
     model: str = ""
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    cache_read_tokens: int = Field(default=0, ge=0)
-    cache_write_tokens: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
+    output_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
+    cache_read_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
+    cache_write_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
 
 
 class UsageIn(_Body):

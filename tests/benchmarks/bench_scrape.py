@@ -34,7 +34,7 @@ from anyio.streams.text import TextReceiveStream
 
 from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import ROOT, daemon_child
-from tests.helpers import daemon_env, eventually
+from tests.helpers import daemon_env, eventually, server_client
 
 TASKS = 20
 STEP_GAP = 0.1
@@ -119,7 +119,7 @@ async def bench(home: Path, seconds: float) -> None:
             MULTICA_DAEMON_MAX_CONCURRENT_TASKS=str(TASKS),
             MULTICA_DAEMON_SHUTDOWN_GRACE="1s",
         )
-        async with daemon_child(env) as child, httpx.AsyncClient(base_url=url) as user:
+        async with daemon_child(env) as child, server_client(url) as user:
             health_url = child.health_url
             api = TasksApi(user)
             script = streaming_script(3 * seconds + 60)
