@@ -234,9 +234,12 @@ def survivors(task_id: str) -> list[int]:
 
 @asynccontextmanager
 async def serving_daemon(home: Path, **options: Any) -> AsyncIterator[RunningDaemon]:
-    """The embedded server (database in `home`) and a daemon against it, for one test."""
+    """The embedded server (database in `home`) and a daemon against it, for one test; both
+    share the token the daemon is given (`MULTICA_DAEMON_TOKEN=...`, else `TOKEN`)."""
     async with (
-        embedded_server(home / "server.db") as url,
+        embedded_server(
+            home / "server.db", token=options.get("MULTICA_DAEMON_TOKEN", TOKEN)
+        ) as url,
         running_daemon(home, url, **options) as d,
     ):
         yield d

@@ -17,7 +17,7 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.state.outbox import Outbox, TerminalReport
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
-from tests.helpers import embedded_server, eventually, running_daemon, server_client
+from tests.helpers import TOKEN, embedded_server, eventually, running_daemon, server_client
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +57,7 @@ async def server_and_proxy(tmp_path: Path) -> AsyncIterator[tuple[TasksApi, Chao
 @asynccontextmanager
 async def client_for(url: str) -> AsyncIterator[ServerClient]:
     """A daemon-side client with short retries."""
-    async with make_http_client(url, "", "test") as http:
+    async with make_http_client(url, TOKEN, "test") as http:
         yield ServerClient(http, policy=FAST, report_policy=FAST)
 
 
