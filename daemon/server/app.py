@@ -147,6 +147,9 @@ class _Routes:
             {"runtimes": runtimes, "daemon_id": body.daemon_id, "workspace_id": body.workspace_id}
         )
 
+    # register, recover-orphans, heartbeat: Multica's DaemonRegister, RecoverOrphanedTasks and
+    # DaemonHeartbeat answer 404 for a workspace or runtime they do not know (`NotFoundError`).
+
     async def recover(self, request: Request) -> Response:
         await parse(request, bodies.EmptyIn, self._max_body)
         runtime_id = request.path_params["runtime_id"]
@@ -196,6 +199,7 @@ class _Routes:
         return JSONResponse({"status": "ok", "stored": stored}, headers={DEDUPE_HEADER: "seq"})
 
     async def status(self, request: Request) -> Response:
+        # Multica's GetTaskStatus: any task the caller may see, 404 for an unknown one.
         status = await self._call(self._store.status, task_id(request))
         return JSONResponse({"id": task_id(request), "status": status})
 

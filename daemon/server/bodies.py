@@ -33,13 +33,13 @@ class RuntimeIn(_Body):
 
 
 class RegisterIn(_Body):
-    """`POST /api/daemon/register`."""
+    """`POST /api/daemon/register`; as Multica's DaemonRegister, at least one runtime."""
 
     workspace_id: str = Field(min_length=1)
     daemon_id: str = Field(min_length=1)
     device_name: str = ""
     cli_version: str = ""
-    runtimes: list[RuntimeIn]
+    runtimes: list[RuntimeIn] = Field(min_length=1)
 
 
 class HeartbeatIn(_Body):
@@ -57,9 +57,9 @@ class ClaimIn(_Body):
 
 
 class DeregisterIn(_Body):
-    """`POST /api/daemon/deregister`."""
+    """`POST /api/daemon/deregister`; as Multica's DaemonDeregister, at least one runtime id."""
 
-    runtime_ids: list[str]
+    runtime_ids: list[str] = Field(min_length=1)
 
 
 class MessageIn(_Body):

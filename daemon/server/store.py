@@ -1,7 +1,8 @@
 """The reference server's storage: tasks, their claims, transcripts and usage, over SQLite.
 
-`Store` is the whole storage (workspaces and runtimes come from `Runtimes`); see
-`daemon.server.database` for how it stays consistent under concurrent claims.
+`Store` is the whole storage (workspaces and runtimes come from `Runtimes`, messages and usage
+from `Transcripts`); see `daemon.server.database` for how it stays consistent under concurrent
+claims.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from daemon.server import records
-from daemon.server.bodies import AgentIn, MessageIn, UsageEntryIn
+from daemon.server.bodies import AgentIn
 from daemon.server.database import (
     IN_FLIGHT,
     TERMINAL,
@@ -24,6 +25,7 @@ from daemon.server.database import (
 )
 from daemon.server.failures import classify
 from daemon.server.runtimes import Runtimes
+from daemon.server.transcripts import Transcripts
 
 __all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 
@@ -41,7 +43,7 @@ def task_token() -> str:
     return "mat_" + secrets.token_hex(20)
 
 
-class Store(Runtimes):
+class Store(Runtimes, Transcripts):
     """All reads and writes of the reference server, each one a short SQLite transaction."""
 
     # -- claiming ----------------------------------------------------------------------------
@@ -243,70 +245,3 @@ class Store(Runtimes):
                 "UPDATE tasks SET cancel_acked_at = COALESCE(cancel_acked_at, ?) WHERE id = ?",
                 (self._clock(), task_id),
             )
-
-    # -- transcript and usage ------------------------------------------------------------------
-
-    def add_messages(self, task_id: str, messages: Sequence[MessageIn]) -> int:
-        """Store the messages once per (task, seq); returns how many were new."""
-        now = self._clock()
-        with self._tx() as conn:
-            self._task_row(conn, task_id)
-            before = conn.total_changes
-            conn.executemany(
-                """INSERT OR IGNORE INTO messages
-                       (task_id, seq, type, tool, content, input, output, received_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                [
-                    (
-                        task_id,
-                        m.seq,
-                        m.type,
-                        m.tool,
-                        m.content,
-                        None if m.input is None else json.dumps(m.input),
-                        m.output,
-                        now,
-                    )
-                    for m in messages
-                ],
-            )
-            return conn.total_changes - before
-
-    def messages(self, task_id: str, after_seq: int | None = None) -> list[dict[str, Any]]:
-        """The task's transcript in seq order, optionally only past `after_seq`."""
-        with self._tx("DEFERRED") as conn:
-            self._task_row(conn, task_id)
-            rows = conn.execute(
-                "SELECT * FROM messages WHERE task_id = ? AND (? IS NULL OR seq > ?) ORDER BY seq",
-                (task_id, after_seq, after_seq),
-            )
-            return [records.message_view(r) for r in rows]
-
-    def record_usage(self, task_id: str, entries: Sequence[UsageEntryIn]) -> None:
-        """Store usage per (provider, model); a later report replaces an earlier one, as totals."""
-        now = self._clock()
-        with self._tx() as conn:
-            self._task_row(conn, task_id)
-            for e in entries:
-                conn.execute(
-                    "INSERT OR REPLACE INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        task_id,
-                        e.provider,
-                        e.model,
-                        e.input_tokens,
-                        e.output_tokens,
-                        e.cache_read_tokens,
-                        e.cache_write_tokens,
-                        now,
-                    ),
-                )
-
-    def usage(self, task_id: str) -> list[dict[str, Any]]:
-        """The task's usage entries."""
-        with self._tx("DEFERRED") as conn:
-            self._task_row(conn, task_id)
-            rows = conn.execute(
-                "SELECT * FROM usage WHERE task_id = ? ORDER BY provider, model", (task_id,)
-            )
-            return [records.usage_view(r) for r in rows]
