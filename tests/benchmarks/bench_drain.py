@@ -26,7 +26,7 @@ from pathlib import Path
 import anyio
 import httpx
 
-from tests.helpers import embedded_server, running_daemon, server_client
+from tests.helpers import TOKEN, embedded_server, running_daemon, server_client
 
 AGENT = r"""
 import json, sys
@@ -81,7 +81,12 @@ async def server_process(home: Path) -> AsyncIterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "HOME": str(home), "MULTICA_DAEMON_STATE_DIR": str(home / "srv")}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "MULTICA_DAEMON_STATE_DIR": str(home / "srv"),
+        "MULTICA_DAEMON_TOKEN": TOKEN,
+    }
     argv = [sys.executable, "-m", "daemon", "server", "--listen", f"127.0.0.1:{port}"]
     proc = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
