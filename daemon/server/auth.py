@@ -37,9 +37,21 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def _hostname(authority: str) -> str:
-    """The host part of a `Host` header value (`[::1]:8080` → `::1`), lower-cased."""
-    return (urlsplit(f"//{authority}").hostname or "").lower()
+def _hostname(authority: str) -> str | None:
+    """The host part of a `Host` header value (`[::1]:8080` → `::1`), lower-cased; None when
+    it cannot be parsed."""
+    try:
+        return (urlsplit(f"//{authority}").hostname or "").lower()
+    except ValueError:
+        return None
+
+
+def _netloc(origin: str) -> str | None:
+    """The `host:port` of an `Origin` header value; None when it cannot be parsed."""
+    try:
+        return urlsplit(origin).netloc.lower()
+    except ValueError:
+        return None
 
 
 class RequestGuard:
@@ -70,7 +82,7 @@ class RequestGuard:
         if not self._host_allowed(_hostname(host), scope):
             return _refuse(403, "this server answers only to its own address (Host)")
         origin = headers.get("origin")
-        if origin is not None and urlsplit(origin).netloc.lower() != host.lower():
+        if origin is not None and _netloc(origin) != host.lower():
             return _refuse(403, "cross-origin requests are not accepted")
         given = headers.get("authorization", "").encode()
         # Constant-time comparison: response timing must not reveal the token prefix.
@@ -80,7 +92,9 @@ class RequestGuard:
             return _refuse(415, "a request body must be application/json")
         return None
 
-    def _host_allowed(self, hostname: str, scope: Scope) -> bool:
+    def _host_allowed(self, hostname: str | None, scope: Scope) -> bool:
+        if hostname is None:
+            return False
         if not hostname or is_loopback(hostname) or hostname == self._listen:
             return True
         # Listening on every interface: the address this connection arrived at is ours too.

@@ -95,7 +95,7 @@ async def test_a_post_body_without_a_content_type_is_415(client: httpx.AsyncClie
 
 
 @pytest.mark.parametrize(
-    "host", ["attacker.example", "attacker.example:8080", "127.0.0.1.nip.io", "192.0.2.7"]
+    "host", ["attacker.example", "attacker.example:8080", "127.0.0.1.nip.io", "192.0.2.7", "[::1"]
 )
 async def test_a_host_that_is_not_this_server_is_403(client: httpx.AsyncClient, host: str) -> None:
     """DNS rebinding: a page under its own name that resolves to 127.0.0.1 is refused."""
@@ -123,7 +123,8 @@ async def test_on_every_interface_only_its_own_address_is_a_host(db_path: Path) 
 
 
 @pytest.mark.parametrize(
-    "origin", ["http://evil.example", "null", "http://localhost:1", "https://127.0.0.1"]
+    "origin",
+    ["http://evil.example", "null", "http://localhost:1", "https://127.0.0.1", "http://[::1"],
 )
 async def test_an_origin_of_another_site_is_403(client: httpx.AsyncClient, origin: str) -> None:
     """Any Origin but this server's own (scheme, host and port) is refused, GET included."""
