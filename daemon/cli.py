@@ -153,7 +153,13 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
     token = await _embedded_token(settings)
     async with anyio.create_task_group() as tg:
         bound = await tg.start(serve, db, host, port, token)
-        print(f"agent-daemon server listening on http://{host}:{bound} (database {db})", flush=True)
+        # Where a client finds the token, never the token itself.
+        source = "MULTICA_DAEMON_TOKEN" if settings.token else settings.state_dir / TOKEN_FILE
+        print(
+            f"agent-daemon server listening on http://{host}:{bound} (database {db}, "
+            f"token from {source})",
+            flush=True,
+        )
         await _wait_for_signal()
         tg.cancel_scope.cancel()
     return 0
