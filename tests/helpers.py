@@ -45,8 +45,20 @@ async def eventually(
             await anyio.sleep(every)
 
 
-# The reference server on 127.0.0.1 with a free port; yields its base URL.
-embedded_server = running_server
+TOKEN = "test-server-token"
+"""The bearer token of the tests' embedded servers; `daemon_env` gives it to every daemon."""
+
+
+def embedded_server(
+    db_path: Path, host: str = "127.0.0.1", port: int = 0, token: str = TOKEN
+) -> AbstractAsyncContextManager[str]:
+    """The reference server on 127.0.0.1 with a free port (and `TOKEN`); yields its base URL."""
+    return running_server(db_path, host, port, token)
+
+
+def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncClient:
+    """An HTTP client of the embedded server at `url` that sends its bearer token."""
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, **options)
 
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
@@ -55,6 +67,7 @@ def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
         "HOME": str(home),
         "PATH": os.environ.get("PATH", ""),
         "MULTICA_SERVER_URL": server_url,
+        "MULTICA_DAEMON_TOKEN": TOKEN,
         "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
         "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
         "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
@@ -126,7 +139,7 @@ async def running_daemon(
     found = await available(settings)
     async with (
         make_http_client(server_url, settings.token, daemon.__version__) as http,
-        httpx.AsyncClient(base_url=server_url) as user_http,
+        server_client(server_url, settings.token) as user_http,
     ):
         client = ServerClient(
             http, metrics=metrics, circuit=circuit, policy=policy, report_policy=report_policy
@@ -228,9 +241,12 @@ def survivors(task_id: str) -> list[int]:
 
 @asynccontextmanager
 async def serving_daemon(home: Path, **options: Any) -> AsyncIterator[RunningDaemon]:
-    """The embedded server (database in `home`) and a daemon against it, for one test."""
+    """The embedded server (database in `home`) and a daemon against it, for one test; both
+    share the token the daemon is given (`MULTICA_DAEMON_TOKEN=...`, else `TOKEN`)."""
     async with (
-        embedded_server(home / "server.db") as url,
+        embedded_server(
+            home / "server.db", token=options.get("MULTICA_DAEMON_TOKEN", TOKEN)
+        ) as url,
         running_daemon(home, url, **options) as d,
     ):
         yield d

@@ -9,10 +9,16 @@ import sys
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 
-from tests.helpers import ROOT, daemon_env, daemon_process, embedded_server, eventually
+from tests.helpers import (
+    ROOT,
+    daemon_env,
+    daemon_process,
+    embedded_server,
+    eventually,
+    server_client,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +38,7 @@ async def test_daemon_waits_for_an_unreachable_server_then_serves(tmp_path: Path
         assert proc.returncode is None
         async with (
             embedded_server(tmp_path / "server.db", port=port),
-            httpx.AsyncClient(base_url=url) as http,
+            server_client(url) as http,
         ):
             prompt = json.dumps({"steps": [{"result": {"output": "up"}}]})
             task_id = (await http.post("/api/tasks", json={"prompt": prompt})).json()["id"]
