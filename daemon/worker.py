@@ -7,7 +7,7 @@ import random
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -22,22 +22,19 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RuntimeInfo, Task
+from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
-from daemon.task.runner import RunContext, TaskRunner
+from daemon.task.recovery import RETRY_BACKOFF
+from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
 
 OUTBOX_INTERVAL = 30.0
 REGISTER_BACKOFF_CAP = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
-STOPPING_REPORT = 3.0
-"""Once the daemon is stopping, the most one terminal report may take; the outbox keeps the rest."""
-STOPPING_CLAIM = 1.0
-"""Once the daemon is stopping, how much longer a claim under way may take (its answer is
-awaited, not its retries: the grace for running tasks starts only after it)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
 
@@ -64,6 +61,7 @@ class Worker:
         metrics: Metrics,
         circuit: CircuitBreaker,
         base_env: Mapping[str, str],
+        budget: ShutdownBudget,
         subreaper: bool = False,
         outbox_interval: float = OUTBOX_INTERVAL,
     ) -> None:
@@ -77,28 +75,23 @@ class Worker:
         self.daemon_id = settings.daemon_id or _stored_daemon_id(settings)
         self.runtimes: list[Runtime] = []
         self.workspaces: list[dict[str, str]] = []
-        self.runners: dict[str, TaskRunner] = {}
+        self.runners: dict[str, TaskRun] = {}
         self.summary: Counter[str] = Counter()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
         self.outbox_interval = outbox_interval
         self.agents = AgentRecords(settings.state_dir / "agents")
         # Off by default: a worker embedded in another process must not adopt its orphans.
         self.subreaper = subreaper
-        self.ctx = RunContext(
-            client=client,
-            settings=settings,
-            metrics=metrics,
-            outbox=self.outbox,
-            incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
-            server_url=server_url,
-            base_env=base_env,
-            agents=self.agents,
-        )
+        self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
+        self.base_env = base_env
+        self.budget = budget
+        self.idle_backoff = RETRY_BACKOFF
+        """Seconds before each retry after a watchdog kill (the last value repeats)."""
+        self.backoff_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         self._wake = anyio.Event()
         self._idle = anyio.Event()
-        self._claiming = anyio.CancelScope()
 
     @property
     def registered(self) -> bool:
@@ -129,13 +122,12 @@ class Worker:
             self._stopping.set()
             self._wake.set()
             self._starting.cancel()
-            self.client.cut_reports(STOPPING_REPORT)
-            cutoff = anyio.current_time() + STOPPING_CLAIM
-            self._claiming.deadline = min(self._claiming.deadline, cutoff)
+            self.budget.drain()
 
     def stop_now(self) -> None:
         """Second stage: cancel every running task now (each is still reported)."""
         self.request_stop()
+        self.budget.stop()
         for runner in list(self.runners.values()):
             runner.stop("shutdown")
 
@@ -281,9 +273,9 @@ class Worker:
             self._wake = anyio.Event()
 
     async def _claim(self, free: int) -> list[Task]:
-        # `request_stop` bounds this scope: a claim still retrying against a failing server
-        # must not hold the shutdown for its whole retry budget.
-        with anyio.CancelScope() as self._claiming:
+        # A claim still retrying against a failing server must not hold the shutdown for its
+        # whole retry budget: once draining, its answer is awaited only briefly.
+        with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
                 return await self.client.claim(self.daemon_id, [r.id for r in self.runtimes], free)
             except RuntimeGoneError:
@@ -298,7 +290,21 @@ class Worker:
 
     def _launch(self, runners: TaskGroup, task: Task) -> None:
         backend = self._backend_for(task)
-        runner = TaskRunner(task, backend, self.ctx)
+        runner = TaskRun(
+            task,
+            backend,
+            client=self.client,
+            settings=self.settings,
+            metrics=self.metrics,
+            outbox=self.outbox,
+            incidents=self.incidents,
+            budget=self.budget,
+            agents=self.agents,
+            server_url=self.server_url,
+            base_env=self.base_env,
+            backoff=self.idle_backoff,
+            backoff_sleep=self.backoff_sleep,
+        )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()
         log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
@@ -313,7 +319,7 @@ class Worker:
             return self.backends[task.backend][0]
         return next(iter(self.backends.values()))[0]
 
-    async def _run_one(self, runner: TaskRunner) -> None:
+    async def _run_one(self, runner: TaskRun) -> None:
         outcome: Outcome | None = None
         try:
             outcome = await runner.run()

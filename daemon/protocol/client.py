@@ -4,8 +4,8 @@ Every call retries transient failures per its `RetryPolicy`, maps the rest onto
 daemon/errors.py, records its outcome on the circuit breaker and in the metrics, and turns a 2xx
 body that does not parse into `MalformedResponseError` for that one call. Terminal reports use
 the longer report policy inside a shielded cancel scope with its own deadline, so cancelling the
-caller cannot cut a task's result short; only `cut_reports` (a stopping daemon) shortens them,
-and what then does not get through is kept in the outbox.
+caller cannot cut a task's result short; only the shutdown budget (a stopping daemon) shortens
+them, and what then does not get through is kept in the outbox.
 """
 
 from __future__ import annotations
@@ -31,9 +31,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.models import (
     ClaimRequest,
-    CompleteBody,
     DeregisterRequest,
-    FailBody,
     HeartbeatRequest,
     HeartbeatResponse,
     RecoverOrphansResponse,
@@ -42,6 +40,7 @@ from daemon.protocol.models import (
     RuntimeInfo,
     Task,
     TaskStatusResponse,
+    TerminalReport,
     TranscriptMessage,
     UsageBody,
     UsageEntry,
@@ -56,6 +55,7 @@ from daemon.protocol.wire import (
     error_for_response,
 )
 from daemon.protocol.wire import make_http_client as make_http_client
+from daemon.shutdown import REPORT_CALL, ShutdownBudget
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +91,14 @@ class ServerClient:
         circuit: CircuitBreaker | None = None,
         policy: RetryPolicy | None = None,
         report_policy: RetryPolicy | None = None,
+        budget: ShutdownBudget | None = None,
     ) -> None:
         self._http = http
         self._metrics = metrics
         self.circuit = circuit
         self._policy = policy or RetryPolicy()
         self._report_policy = report_policy or RetryPolicy.for_reports()
-        self._report_cap: float | None = None
-        self._reports: set[anyio.CancelScope] = set()
+        self.budget = budget or ShutdownBudget()
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
@@ -198,35 +198,24 @@ class ServerClient:
         policy = None if retry else _SINGLE_TRY
         await self._call("usage", "POST", _task_path(task_id, "usage"), _ignore, body, policy)
 
-    async def complete(
-        self, task_id: str, output: str, session_id: str, work_dir: str, *, retry: bool = True
+    async def send_report(
+        self, task_id: str, report: TerminalReport, *, retry: bool = True
     ) -> None:
-        """Report the task completed (terminal: long retries, shielded from cancellation).
+        """Send the task's terminal call (long retries, shielded from cancellation).
 
         `retry=False` tries once (the outbox re-sends on its own schedule).
         """
-        body = CompleteBody(output=output, session_id=session_id, work_dir=work_dir)
-        await self._report("complete", _task_path(task_id, "complete"), body, retry)
-
-    async def fail(
-        self,
-        task_id: str,
-        error: str,
-        failure_reason: str,
-        session_id: str,
-        work_dir: str,
-        *,
-        retry: bool = True,
-    ) -> None:
-        """Report the task failed (terminal: long retries, shielded from cancellation)."""
-        body = FailBody(
-            error=error, failure_reason=failure_reason, session_id=session_id, work_dir=work_dir
-        )
-        await self._report("fail", _task_path(task_id, "fail"), body, retry)
-
-    async def cancel_ack(self, task_id: str, *, retry: bool = True) -> None:
-        """Acknowledge a server-side cancel (terminal: long retries, shielded)."""
-        await self._report("cancel_ack", _task_path(task_id, "cancel-ack"), None, retry)
+        policy = self._report_policy if retry else _SINGLE_TRY
+        deadline = self.report_deadline(retry=retry)
+        endpoint = report.kind
+        path = _task_path(task_id, report.endpoint)
+        scope = anyio.CancelScope(deadline=anyio.current_time() + deadline, shield=True)
+        with scope, self.budget.bounding(scope, REPORT_CALL):
+            await self._call(endpoint, "POST", path, _ignore, report.body(), policy)
+            return
+        if self.circuit is not None:
+            self.circuit.record_failure()
+        raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")
 
     async def deregister(self, runtime_ids: Sequence[str]) -> None:
         """Tell the server these runtimes are going away (at shutdown)."""
@@ -236,32 +225,7 @@ class ServerClient:
     def report_deadline(self, *, retry: bool = True) -> float:
         """How long one terminal report may take in all: its policy's waits plus one request."""
         waits = self._report_policy.budget() if retry else 0.0
-        deadline = waits + self._request_budget()
-        return deadline if self._report_cap is None else min(deadline, self._report_cap)
-
-    def cut_reports(self, within: float) -> None:
-        """The daemon is stopping: terminal reports end within `within` seconds from now, and
-        later ones take at most that long each; what does not get through goes to the outbox.
-        """
-        self._report_cap = within if self._report_cap is None else min(self._report_cap, within)
-        cutoff = anyio.current_time() + within
-        for scope in self._reports:
-            scope.deadline = min(scope.deadline, cutoff)
-
-    async def _report(self, endpoint: str, path: str, body: WireModel | None, retry: bool) -> None:
-        policy = self._report_policy if retry else _SINGLE_TRY
-        deadline = self.report_deadline(retry=retry)
-        payload: WireModel | dict[str, Any] = {} if body is None else body
-        with anyio.move_on_after(deadline, shield=True) as scope:
-            self._reports.add(scope)
-            try:
-                await self._call(endpoint, "POST", path, _ignore, payload, policy)
-                return
-            finally:
-                self._reports.discard(scope)
-        if self.circuit is not None:
-            self.circuit.record_failure()
-        raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")
+        return waits + self._request_budget()
 
     def _request_budget(self) -> float:
         timeout = self._http.timeout
@@ -269,11 +233,13 @@ class ServerClient:
         return sum(READ_TIMEOUT if part is None else part for part in parts)
 
     async def _reject(self, task_id: str, reason: str) -> None:
-        body = FailBody(
-            error=f"the daemon could not read this task: {reason}", failure_reason="invalid_task"
+        report = TerminalReport(
+            kind="fail",
+            error=f"the daemon could not read this task: {reason}",
+            failure_reason="invalid_task",
         )
         try:
-            await self._call("fail", "POST", _task_path(task_id, "fail"), _ignore, body)
+            await self._call("fail", "POST", _task_path(task_id, "fail"), _ignore, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
 
