@@ -7,7 +7,7 @@ import random
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -22,19 +22,21 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RuntimeInfo, Task
+from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
-from daemon.task.recovery import RETRY_BACKOFF
+from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
 
 OUTBOX_INTERVAL = 30.0
-REGISTER_BACKOFF_CAP = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
+REGISTER_RETRY = RetryPolicy((1.0,), max_tries=0, max_wait=30.0, jitter=0.0)
+"""Registration is tried until the server answers: after 1 s, 2 s, 4 s, ... at most 30 s."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
 
@@ -85,9 +87,7 @@ class Worker:
         self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
         self.base_env = base_env
         self.budget = budget
-        self.idle_backoff = RETRY_BACKOFF
-        """Seconds before each retry after a watchdog kill (the last value repeats)."""
-        self.backoff_sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+        self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         self._wake = anyio.Event()
@@ -161,7 +161,7 @@ class Worker:
 
     async def _register_when_reachable(self) -> None:
         """Register, waiting out a server that is down or failing; a refusal is fatal."""
-        delay = 1.0
+        failures = 0
         while True:
             try:
                 await self._register()
@@ -169,9 +169,10 @@ class Worker:
             except PermanentServerError as exc:
                 raise DaemonError(f"the server refused the daemon's registration: {exc}") from None
             except ServerError as exc:
+                failures += 1
+                delay = REGISTER_RETRY.delay(failures) or 0.0  # never None: no try limit
                 log.warning("server not reachable for registration (%s); again in %ss", exc, delay)
-            await anyio.sleep(delay)
-            delay = min(delay * 2, REGISTER_BACKOFF_CAP)
+            await REGISTER_RETRY.sleep(delay)
 
     async def _register(self) -> None:
         workspaces = await self.client.workspaces()
@@ -302,8 +303,7 @@ class Worker:
             agents=self.agents,
             server_url=self.server_url,
             base_env=self.base_env,
-            backoff=self.idle_backoff,
-            backoff_sleep=self.backoff_sleep,
+            retry=self.idle_retry,
         )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()

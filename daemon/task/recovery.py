@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 
 from backends.base import RunSpec
+from daemon.protocol.retry import RetryPolicy
 
 RETRY_BACKOFF = (0.0, 5.0, 15.0)
 """Seconds before retry 1, 2 and 3 after a watchdog kill; later retries wait the last value."""
@@ -15,23 +15,25 @@ RESUME_PROMPT = (
 )
 
 
+def idle_retry_policy(retries: int) -> RetryPolicy:
+    """`retries` retries after watchdog kills, waiting 0 s, 5 s, then 15 s each, no jitter."""
+    return RetryPolicy(RETRY_BACKOFF, max_tries=retries + 1, growth=1.0, jitter=0.0)
+
+
 def next_attempt(
-    spec: RunSpec, retries_done: int, retries_allowed: int, session_id: str, tool_calls: int
-) -> tuple[RunSpec | None, str]:
-    """The spec of the next attempt, or None and why not.
+    spec: RunSpec, policy: RetryPolicy, retries_done: int, session_id: str, tool_calls: int
+) -> tuple[RunSpec | None, float, str]:
+    """The spec of the next attempt and the wait before it, or None and why not.
 
-    Resume with a short "continue" prompt when the backend gave a session; start fresh only
-    when no tool call ran (no side effects to repeat); otherwise give up at once.
+    Give up when `policy` allows no more retries. Resume with a short "continue" prompt when
+    the backend gave a session; start fresh only when no tool call ran (no side effects to
+    repeat); otherwise give up at once.
     """
-    if retries_done >= retries_allowed:
-        return None, ""
+    delay = policy.delay(retries_done + 1)
+    if delay is None:
+        return None, 0.0, ""
     if session_id:
-        return replace(spec, prompt=RESUME_PROMPT, resume_session_id=session_id), ""
+        return replace(spec, prompt=RESUME_PROMPT, resume_session_id=session_id), delay, ""
     if tool_calls == 0:
-        return spec, ""
-    return None, "tool calls ran and there is no session to resume"
-
-
-def backoff_delay(backoff: Sequence[float], retries_done: int) -> float:
-    """Seconds to wait before the next retry (the last value repeats)."""
-    return backoff[min(retries_done, len(backoff) - 1)] if backoff else 0.0
+        return spec, delay, ""
+    return None, 0.0, "tool calls ran and there is no session to resume"

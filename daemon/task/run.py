@@ -6,8 +6,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -18,17 +19,18 @@ from daemon.logs import short_id
 from daemon.ops.metrics import Metrics, RunObserverMetrics
 from daemon.protocol.api import TaskServer
 from daemon.protocol.models import Task
+from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import ShutdownBudget
 from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.activity import Activity
 from daemon.task.attempt import Attempt, AttemptResult
-from daemon.task.incidents import Incident, IncidentLog
+from daemon.task.incidents import IncidentLog, TaskIncidents
 from daemon.task.outcome import Ending, Outcome, decide
-from daemon.task.recovery import RETRY_BACKOFF, backoff_delay, next_attempt
+from daemon.task.recovery import next_attempt
 from daemon.task.reporter import Reporter
 from daemon.task.status_poll import poll_status
-from daemon.task.watchdog import Verdict, Watchdog, WatchdogPolicy
+from daemon.task.watchdog import Watchdog, WatchdogPolicy
 from daemon.task.workspace import agent_env, run_spec, work_dir, write_instructions
 
 log = logging.getLogger(__name__)
@@ -51,17 +53,18 @@ class TaskRun:
         agents: AgentRecords | None,
         server_url: str,
         base_env: Mapping[str, str],
-        backoff: Sequence[float] = RETRY_BACKOFF,
-        backoff_sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        retry: RetryPolicy,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.task, self.backend = task, backend
         self._client, self._settings, self._metrics = client, settings, metrics
-        self._incidents, self._agents = incidents, agents
+        self._agents = agents
         self._server_url, self._base_env = server_url, base_env
-        self._backoff, self._backoff_sleep, self._clock = backoff, backoff_sleep, clock
+        self._retry, self._clock = retry, clock
         self.reporter = Reporter(task.id, backend.name, client, outbox, metrics, budget)
         self.activity = Activity(clock)
+        fires = metrics.watchdog_fires
+        self._incidents = TaskIncidents(incidents, task.id, backend.name, self.activity, fires)
         self.started_wall = time.time()
         self.retry = 0
         self._attempt: Attempt | None = None
@@ -153,20 +156,20 @@ class TaskRun:
             ending = self._ending(result, limit)
             if ending is not None or result.verdict is None:
                 return ending or Ending(session, final=result.final, result=result.result)
-            verdict = result.verdict
-            tool_calls = self.activity.tool_calls
-            next_spec, why_not = next_attempt(spec, self.retry, s.idle_retries, session, tool_calls)
+            verdict, tool_calls = result.verdict, self.activity.tool_calls
+            next_spec, delay, why_not = next_attempt(
+                spec, self._retry, self.retry, session, tool_calls
+            )
             action = "retry" if next_spec else "fail"
-            self._incident(verdict.scope, verdict.threshold, action, (), verdict=verdict)
+            self._incident(verdict.scope, verdict.threshold, action, verdict=verdict)
             if next_spec is None:
                 error = verdict.describe() + (f"; not retried: {why_not}" if why_not else "")
                 return Ending(session, error=error, failure_reason="idle_watchdog")
-            delay = backoff_delay(self._backoff, self.retry)
             self.retry += 1
             why = verdict.scope
             log.warning("task %s: retry %d in %ss after %s", self.id, self.retry, delay, why)
             with anyio.CancelScope(deadline=deadline) as self._waiting:
-                await self._backoff_sleep(delay)
+                await self._retry.sleep(delay)
             if self._stop_reason or self._waiting.cancelled_caught:
                 cut = AttemptResult(session_id=session, interrupted=True)
                 return self._ending(cut, limit) or Ending(session, wall_clock=limit)
@@ -179,43 +182,16 @@ class TaskRun:
             return Ending(session, stopped=self._stop_reason)
         if result.interrupted:
             answered = final is not None and not final.is_error
-            self._incident("wall_clock", limit, "completed" if answered else "fail", result.tools)
+            action = "completed" if answered else "fail"
+            self._incident("wall_clock", limit, action, tools=result.tools)
             return Ending(session, wall_clock=limit, final=final)
         if result.spawn_error:
             return Ending(session, error=result.spawn_error)
         grace = self._settings.exit_grace
         if result.lingered is not None and grace > 0 and final is not None:
             action = "fail" if final.is_error else "completed"
-            self._incident("exit_grace", grace, action, result.tools, result.lingered)
+            self._incident("exit_grace", grace, action, tools=result.tools, idle=result.lingered)
         return None
 
-    def _incident(
-        self,
-        scope: str,
-        threshold: float,
-        action: str,
-        tools: Sequence[dict[str, object]],
-        idle: float | None = None,
-        verdict: Verdict | None = None,
-    ) -> None:
-        """One line in timeouts.jsonl; a watchdog verdict was already counted when it fired."""
-        if verdict is None:
-            self._metrics.watchdog_fires.labels(scope).inc()
-        else:
-            idle, tools = verdict.idle_seconds, verdict.tools
-        idle = self.activity.idle_seconds() if idle is None else idle
-        last, task_id, backend = self.activity.last_type, self.task.id, self.backend.name
-        self._incidents.record(
-            Incident(
-                task_id,
-                scope,
-                threshold,
-                idle,
-                last,
-                self.retry,
-                action,
-                self.pid,
-                [*tools],
-                backend,
-            )
-        )
+    def _incident(self, scope: str, threshold: float, action: str, **details: Any) -> None:
+        self._incidents.record(scope, threshold, action, retry=self.retry, pid=self.pid, **details)

@@ -22,11 +22,14 @@ from daemon.errors import PermanentServerError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
+from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
 
 log = logging.getLogger(__name__)
 
 TOOL_OUTPUT_CAP = 8 * 1024
+CLOSE_RETRY = RetryPolicy((1.0,), max_tries=0, growth=1.0, jitter=0.0)
+"""The final flush tries again every second until its deadline."""
 _SENT_TYPES = frozenset(
     {
         MessageType.TEXT,
@@ -192,10 +195,12 @@ class Transcript:
             anyio.move_on_after(within) as scope,
             self._budget.bounding(scope, TRANSCRIPT_FLUSH),
         ):
+            failures = 0
             while not await self.flush():
                 if self.gone:
                     return
-                await anyio.sleep(1.0)
+                failures += 1
+                await CLOSE_RETRY.sleep(CLOSE_RETRY.delay(failures) or 0.0)
         if self._queue:
             log.warning(
                 "transcript %s: %d messages unsent at the end of the run",
