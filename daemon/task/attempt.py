@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import anyio
 
 from backends.base import AgentRun, Backend, Message, MessageType, RunResult, RunSpec, RunStatus
+from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.state.agents import AgentRecords
@@ -54,8 +55,7 @@ class Attempt:
         transcript: Transcript,
         metrics: Metrics,
         agents: AgentRecords | None,
-        watchdog: WatchdogPolicy,
-        exit_grace: float,
+        settings: Settings,
         deadline: float,
         session_id: str,
     ) -> None:
@@ -65,8 +65,9 @@ class Attempt:
         self.transcript = transcript
         self.metrics = metrics
         self.agents = agents
-        self.policy = watchdog
-        self.exit_grace = exit_grace
+        s = settings
+        self.policy = WatchdogPolicy(s.idle_watchdog, s.tool_watchdog, s.first_output_timeout)
+        self.exit_grace = s.exit_grace
         self.session_id = session_id
         self.pid: int | None = None
         self.watchdog: Watchdog | None = None

@@ -83,11 +83,11 @@ class TaskIncidents:
         scope: str,
         threshold: float,
         action: str,
-        *,
         retry: int,
         pid: int | None,
         tools: Sequence[dict[str, object]] = (),
         idle: float | None = None,
+        *,
         verdict: Verdict | None = None,
     ) -> None:
         """One line in timeouts.jsonl; a watchdog verdict was already counted when it fired."""

@@ -8,7 +8,6 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import anyio
 
@@ -30,7 +29,7 @@ from daemon.task.outcome import Ending, Outcome, decide
 from daemon.task.recovery import next_attempt
 from daemon.task.reporter import Reporter
 from daemon.task.status_poll import poll_status
-from daemon.task.watchdog import Watchdog, WatchdogPolicy
+from daemon.task.watchdog import Watchdog
 from daemon.task.workspace import agent_env, run_spec, work_dir, write_instructions
 
 log = logging.getLogger(__name__)
@@ -134,7 +133,6 @@ class TaskRun:
         """Attempts and their backoffs under the wall-clock cap, which covers every retry."""
         s, limit = self._settings, self._settings.agent_timeout
         deadline = anyio.current_time() + limit if limit > 0 else math.inf
-        policy = WatchdogPolicy(s.idle_watchdog, s.tool_watchdog, s.first_output_timeout)
         session = ""
         while True:
             attempt = self._attempt = Attempt(
@@ -144,8 +142,7 @@ class TaskRun:
                 transcript=self.reporter.transcript,
                 metrics=self._metrics,
                 agents=self._agents,
-                watchdog=policy,
-                exit_grace=s.exit_grace,
+                settings=s,
                 deadline=deadline,
                 session_id=session,
             )
@@ -161,7 +158,9 @@ class TaskRun:
                 spec, self._retry, self.retry, session, tool_calls
             )
             action = "retry" if next_spec else "fail"
-            self._incident(verdict.scope, verdict.threshold, action, verdict=verdict)
+            self._incidents.record(
+                verdict.scope, verdict.threshold, action, self.retry, self.pid, verdict=verdict
+            )
             if next_spec is None:
                 error = verdict.describe() + (f"; not retried: {why_not}" if why_not else "")
                 return Ending(session, error=error, failure_reason="idle_watchdog")
@@ -183,15 +182,14 @@ class TaskRun:
         if result.interrupted:
             answered = final is not None and not final.is_error
             action = "completed" if answered else "fail"
-            self._incident("wall_clock", limit, action, tools=result.tools)
+            self._incidents.record("wall_clock", limit, action, self.retry, self.pid, result.tools)
             return Ending(session, wall_clock=limit, final=final)
         if result.spawn_error:
             return Ending(session, error=result.spawn_error)
         grace = self._settings.exit_grace
         if result.lingered is not None and grace > 0 and final is not None:
             action = "fail" if final.is_error else "completed"
-            self._incident("exit_grace", grace, action, tools=result.tools, idle=result.lingered)
+            self._incidents.record(
+                "exit_grace", grace, action, self.retry, self.pid, result.tools, result.lingered
+            )
         return None
-
-    def _incident(self, scope: str, threshold: float, action: str, **details: Any) -> None:
-        self._incidents.record(scope, threshold, action, retry=self.retry, pid=self.pid, **details)
