@@ -5,24 +5,21 @@ from __future__ import annotations
 import logging
 import random
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import anyio
 from anyio.abc import TaskGroup
 
-import daemon
 from backends.base import Backend
 from daemon.config import Settings
-from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
+from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import RuntimeInfo, Task
-from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.models import Task
+from daemon.registration import Registration, stored_daemon_id
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.state.outbox import Outbox
@@ -35,19 +32,8 @@ log = logging.getLogger(__name__)
 
 OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
-REGISTER_RETRY = RetryPolicy((1.0,), max_tries=0, max_wait=30.0, jitter=0.0)
-"""Registration is tried until the server answers: after 1 s, 2 s, 4 s, ... at most 30 s."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
-
-
-@dataclass(frozen=True, slots=True)
-class Runtime:
-    """A server-side runtime: one backend registered in one workspace."""
-
-    id: str
-    workspace_id: str
-    backend: Backend
 
 
 class Worker:
@@ -74,9 +60,8 @@ class Worker:
         self.circuit = circuit
         self.server_url = server_url
         self.status = "starting"
-        self.daemon_id = settings.daemon_id or _stored_daemon_id(settings)
-        self.runtimes: list[Runtime] = []
-        self.workspaces: list[dict[str, str]] = []
+        self.daemon_id = settings.daemon_id or stored_daemon_id(settings)
+        self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runners: dict[str, TaskRun] = {}
         self.summary: Counter[str] = Counter()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
@@ -96,7 +81,12 @@ class Worker:
     @property
     def registered(self) -> bool:
         """True once the server knows our runtimes."""
-        return bool(self.runtimes)
+        return bool(self.registration.runtimes)
+
+    @property
+    def workspaces(self) -> list[dict[str, str]]:
+        """The workspaces this daemon serves (id and name)."""
+        return self.registration.workspaces
 
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
@@ -137,11 +127,11 @@ class Worker:
         if self.subreaper:
             self.subreaper = adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
-        await self._register_when_reachable()
+        await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
         # those whose `complete` waits in the outbox, and a result must never become a failure.
         left = await self.outbox.flush(self.client)
-        for runtime in self.runtimes:
+        for runtime in self.registration.runtimes:
             try:
                 result = await self.client.recover_orphans(runtime.id)
             except ServerError as exc:
@@ -154,48 +144,16 @@ class Worker:
         self.status = "running"
         log.info(
             "started: %d runtimes in %d workspaces, outbox %d",
-            len(self.runtimes),
+            len(self.registration.runtimes),
             len(self.workspaces),
             left,
         )
 
-    async def _register_when_reachable(self) -> None:
-        """Register, waiting out a server that is down or failing; a refusal is fatal."""
-        failures = 0
-        while True:
-            try:
-                await self._register()
-                return
-            except PermanentServerError as exc:
-                raise DaemonError(f"the server refused the daemon's registration: {exc}") from None
-            except ServerError as exc:
-                failures += 1
-                delay = REGISTER_RETRY.delay(failures) or 0.0  # never None: no try limit
-                log.warning("server not reachable for registration (%s); again in %ss", exc, delay)
-            await REGISTER_RETRY.sleep(delay)
-
-    async def _register(self) -> None:
-        workspaces = await self.client.workspaces()
-        self.workspaces = [{"id": w.id, "name": w.name} for w in workspaces]
-        infos = [
-            RuntimeInfo(name=f"{name} ({self.settings.device_name})", type=name, version=version)
-            for name, (_, version) in self.backends.items()
-        ]
-        runtimes: list[Runtime] = []
-        for workspace in workspaces:
-            answer = await self.client.register(
-                workspace.id, self.daemon_id, self.settings.device_name, daemon.__version__, infos
-            )
-            for info, registered in zip(infos, answer.runtimes, strict=False):
-                name = registered.provider if registered.provider in self.backends else info.type
-                runtimes.append(Runtime(registered.id, workspace.id, self.backends[name][0]))
-        self.runtimes = runtimes
-
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            for runtime in self.runtimes:
-                tg.start_soon(self._heartbeat, runtime)
+            for runtime in self.registration.runtimes:
+                tg.start_soon(self.registration.heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
             if self.subreaper:
                 tg.start_soon(reap_adopted)
@@ -207,7 +165,7 @@ class Worker:
     async def shutdown(self) -> None:
         """Deregister and log the summary line."""
         self.status = "stopping"
-        ids = [r.id for r in self.runtimes]
+        ids = [r.id for r in self.registration.runtimes]
         if ids:
             with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:
                 try:
@@ -238,23 +196,6 @@ class Worker:
                     log.info("%s received", signal.Signals(signum).name)
                     self.request_stop()
 
-    async def _heartbeat(self, runtime: Runtime) -> None:
-        """Heartbeat one runtime on its own schedule; nothing else can delay it."""
-        interval = self.settings.heartbeat_interval
-        await anyio.sleep(random.uniform(0, interval))
-        while True:
-            try:
-                await self.client.heartbeat(runtime.id)
-            except RuntimeGoneError:
-                log.warning("runtime %s unknown to the server: registering again", runtime.id)
-                try:
-                    await self._register()
-                except ServerError as exc:
-                    log.warning("re-register failed: %s", exc)
-            except ServerError as exc:
-                log.warning("heartbeat %s failed: %s", runtime.id, exc)
-            await anyio.sleep(interval)
-
     async def _outbox_loop(self) -> None:
         while True:
             await anyio.sleep(self.outbox_interval)
@@ -278,19 +219,16 @@ class Worker:
         # whole retry budget: once draining, its answer is awaited only briefly.
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
-                return await self.client.claim(self.daemon_id, [r.id for r in self.runtimes], free)
+                ids = [r.id for r in self.registration.runtimes]
+                return await self.client.claim(self.daemon_id, ids, free)
             except RuntimeGoneError:
-                log.warning("claim: runtime unknown to the server: registering again")
-                try:
-                    await self._register()
-                except ServerError as exc:
-                    log.warning("re-register failed: %s", exc)
+                await self.registration.register_again("claim")
             except ServerError as exc:
                 log.warning("claim failed: %s", exc)
         return []
 
     def _launch(self, runners: TaskGroup, task: Task) -> None:
-        backend = self._backend_for(task)
+        backend = self.registration.backend_for(task)
         runner = TaskRun(
             task,
             backend,
@@ -310,14 +248,6 @@ class Worker:
         log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
         self._idle = anyio.Event()
         runners.start_soon(self._run_one, runner, name=f"task {short_id(task.id)}")
-
-    def _backend_for(self, task: Task) -> Backend:
-        for runtime in self.runtimes:
-            if runtime.id == task.runtime_id:
-                return runtime.backend
-        if task.backend in self.backends:
-            return self.backends[task.backend][0]
-        return next(iter(self.backends.values()))[0]
 
     async def _run_one(self, runner: TaskRun) -> None:
         outcome: Outcome | None = None
@@ -350,18 +280,3 @@ def _summary_label(outcome: Outcome | None) -> str:
     if outcome.failure_reason in ("idle_watchdog", "timeout", "cancelled"):
         return outcome.failure_reason
     return outcome.status.value
-
-
-def _stored_daemon_id(settings: Settings) -> str:
-    """A daemon id that survives restarts, kept in the state directory."""
-    path = settings.state_dir / "daemon_id"
-    try:
-        stored = path.read_text().strip()
-        if stored:
-            return stored
-    except OSError:
-        pass
-    new = str(uuid.uuid4())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new + "\n")
-    return new

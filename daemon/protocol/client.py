@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 import anyio
 import httpx
-from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from daemon.errors import (
@@ -49,10 +48,15 @@ from daemon.protocol.models import (
 )
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
-    READ_TIMEOUT,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
+    ignore_body,
+    parse_claim,
+    parse_model,
+    parse_workspaces,
+    request_budget,
+    task_path,
 )
 from daemon.protocol.wire import make_http_client as make_http_client
 from daemon.shutdown import REPORT_CALL, ShutdownBudget
@@ -60,24 +64,9 @@ from daemon.shutdown import REPORT_CALL, ShutdownBudget
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-M = TypeVar("M", bound=WireModel)
 
-_WORKSPACES = TypeAdapter(list[Workspace])
 _SINGLE_TRY = RetryPolicy.never()
 _JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-def _model(model: type[M]) -> Callable[[httpx.Response], M]:
-    return lambda response: model.model_validate(response.json())
-
-
-def _ignore(response: httpx.Response) -> None:
-    return None
-
-
-def _task_path(task_id: str, action: str) -> str:
-    # Quoted so a task id can never reach another path of the API.
-    return f"/api/daemon/tasks/{quote(task_id, safe='')}/{action}"
 
 
 class ServerClient:
@@ -102,12 +91,7 @@ class ServerClient:
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
-        return await self._call(
-            "workspaces",
-            "GET",
-            "/api/daemon/workspaces",
-            lambda response: _WORKSPACES.validate_python(response.json()),
-        )
+        return await self._call("workspaces", "GET", "/api/daemon/workspaces", parse_workspaces)
 
     async def register(
         self,
@@ -126,19 +110,21 @@ class ServerClient:
             runtimes=list(runtimes),
         )
         return await self._call(
-            "register", "POST", "/api/daemon/register", _model(RegisterResponse), body
+            "register", "POST", "/api/daemon/register", parse_model(RegisterResponse), body
         )
 
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
         path = f"/api/daemon/runtimes/{quote(runtime_id, safe='')}/recover-orphans"
-        return await self._call("recover_orphans", "POST", path, _model(RecoverOrphansResponse), {})
+        return await self._call(
+            "recover_orphans", "POST", path, parse_model(RecoverOrphansResponse), {}
+        )
 
     async def heartbeat(self, runtime_id: str) -> HeartbeatResponse:
         """Tell the server this runtime is alive."""
         body = HeartbeatRequest(runtime_id=runtime_id)
         return await self._call(
-            "heartbeat", "POST", "/api/daemon/heartbeat", _model(HeartbeatResponse), body
+            "heartbeat", "POST", "/api/daemon/heartbeat", parse_model(HeartbeatResponse), body
         )
 
     async def claim(self, daemon_id: str, runtime_ids: Sequence[str], max_tasks: int) -> list[Task]:
@@ -150,7 +136,7 @@ class ServerClient:
         """
         body = ClaimRequest(daemon_id=daemon_id, runtime_ids=list(runtime_ids), max_tasks=max_tasks)
         tasks, rejected = await self._call(
-            "claim", "POST", "/api/daemon/tasks/claim", _parse_claim, body
+            "claim", "POST", "/api/daemon/tasks/claim", parse_claim, body
         )
         for task_id, reason in rejected:
             log.error("claim: task %s does not fit the protocol: %s", task_id, reason)
@@ -160,7 +146,7 @@ class ServerClient:
 
     async def start_task(self, task_id: str) -> None:
         """Tell the server the task's work directory exists and the agent is starting."""
-        await self._call("start", "POST", _task_path(task_id, "start"), _ignore, {})
+        await self._call("start", "POST", task_path(task_id, "start"), ignore_body, {})
 
     async def send_messages(
         self,
@@ -180,13 +166,13 @@ class ServerClient:
             for m in messages
         ]
         policy = None if retry else _SINGLE_TRY
-        path = _task_path(task_id, "messages")
-        await self._call("messages", "POST", path, _ignore, {"messages": wire}, policy)
+        path = task_path(task_id, "messages")
+        await self._call("messages", "POST", path, ignore_body, {"messages": wire}, policy)
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
         answer = await self._call(
-            "status", "GET", _task_path(task_id, "status"), _model(TaskStatusResponse)
+            "status", "GET", task_path(task_id, "status"), parse_model(TaskStatusResponse)
         )
         return answer.status
 
@@ -196,7 +182,7 @@ class ServerClient:
         """Report the task's token usage per model (`retry=False`: one try, for the outbox)."""
         body = UsageBody(usage=list(usage))
         policy = None if retry else _SINGLE_TRY
-        await self._call("usage", "POST", _task_path(task_id, "usage"), _ignore, body, policy)
+        await self._call("usage", "POST", task_path(task_id, "usage"), ignore_body, body, policy)
 
     async def send_report(
         self, task_id: str, report: TerminalReport, *, retry: bool = True
@@ -208,10 +194,10 @@ class ServerClient:
         policy = self._report_policy if retry else _SINGLE_TRY
         deadline = self.report_deadline(retry=retry)
         endpoint = report.kind
-        path = _task_path(task_id, report.endpoint)
+        path = task_path(task_id, report.endpoint)
         scope = anyio.CancelScope(deadline=anyio.current_time() + deadline, shield=True)
         with scope, self.budget.bounding(scope, REPORT_CALL):
-            await self._call(endpoint, "POST", path, _ignore, report.body(), policy)
+            await self._call(endpoint, "POST", path, ignore_body, report.body(), policy)
             return
         if self.circuit is not None:
             self.circuit.record_failure()
@@ -220,17 +206,12 @@ class ServerClient:
     async def deregister(self, runtime_ids: Sequence[str]) -> None:
         """Tell the server these runtimes are going away (at shutdown)."""
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
-        await self._call("deregister", "POST", "/api/daemon/deregister", _ignore, body)
+        await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
 
     def report_deadline(self, *, retry: bool = True) -> float:
         """How long one terminal report may take in all: its policy's waits plus one request."""
         waits = self._report_policy.budget() if retry else 0.0
-        return waits + self._request_budget()
-
-    def _request_budget(self) -> float:
-        timeout = self._http.timeout
-        parts = (timeout.connect, timeout.write, timeout.read)
-        return sum(READ_TIMEOUT if part is None else part for part in parts)
+        return waits + request_budget(self._http)
 
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(
@@ -239,7 +220,7 @@ class ServerClient:
             failure_reason="invalid_task",
         )
         try:
-            await self._call("fail", "POST", _task_path(task_id, "fail"), _ignore, report.body())
+            await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
 
@@ -315,24 +296,3 @@ class ServerClient:
             self._metrics.server_request_duration.labels(endpoint).observe(
                 time.perf_counter() - started
             )
-
-
-def _parse_claim(response: httpx.Response) -> tuple[list[Task], list[tuple[str, str]]]:
-    data = response.json()
-    if not isinstance(data, dict) or "tasks" not in data:
-        raise ValueError("a claim answer is an object with `tasks`")
-    raw = data["tasks"]
-    if raw is None:
-        return [], []
-    if not isinstance(raw, list):
-        raise ValueError("`tasks` is not a list")
-    tasks: list[Task] = []
-    rejected: list[tuple[str, str]] = []
-    for item in raw:
-        try:
-            tasks.append(Task.model_validate(item))
-        except ValidationError as exc:
-            task_id = item.get("id") if isinstance(item, dict) else None
-            ident = str(task_id) if isinstance(task_id, str | int) else ""
-            rejected.append((ident, describe_parse_error(exc)))
-    return tasks, rejected

@@ -7,7 +7,6 @@ import pytest
 from pydantic import ValidationError
 
 from backends.base import Usage
-from daemon.protocol.client import _parse_claim
 from daemon.protocol.models import (
     Agent,
     HeartbeatResponse,
@@ -20,6 +19,7 @@ from daemon.protocol.models import (
     UsageEntry,
     Workspace,
 )
+from daemon.protocol.wire import parse_claim
 
 FULL_TASK = {
     "id": "task-1",
@@ -124,8 +124,8 @@ def test_register_response_requires_runtimes() -> None:
 def test_claim_response_requires_tasks_but_accepts_null() -> None:
     """`tasks` must be present; `null` means no tasks."""
     with pytest.raises(ValueError):
-        _parse_claim(httpx.Response(200, json={}))
-    assert _parse_claim(httpx.Response(200, json={"tasks": None})) == ([], [])
+        parse_claim(httpx.Response(200, json={}))
+    assert parse_claim(httpx.Response(200, json={"tasks": None})) == ([], [])
 
 
 def test_status_response_requires_status() -> None:
