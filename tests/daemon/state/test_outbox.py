@@ -11,9 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
+from backends.base import Usage
 from daemon.ops.metrics import Metrics
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo, TerminalReport
+from daemon.protocol.models import RuntimeInfo, TerminalReport, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.state.outbox import Leftover, Outbox
@@ -250,16 +251,8 @@ def test_files_written_before_the_format_version_still_load(tmp_path: Path) -> N
     assert loaded["task-old-1"].messages == (
         {"seq": 3, "type": "text", "tool": "", "content": "hi", "output": ""},
     )
-    assert [u.model_dump() for u in loaded["task-old-1"].usage] == [
-        {
-            "provider": "anthropic",
-            "model": "sonnet",
-            "input_tokens": 10,
-            "output_tokens": 20,
-            "cache_read_tokens": 30,
-            "cache_write_tokens": 40,
-        }
-    ]
+    usage = Usage("anthropic", "sonnet", 10, 20, 30, 40)
+    assert loaded["task-old-1"].usage == (UsageEntry.from_usage(usage),)
     assert loaded["task-old-2"].report == TerminalReport(
         kind="fail", error="boom", failure_reason="agent_error", work_dir="/w/task-old-2"
     )
