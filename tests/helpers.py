@@ -184,17 +184,24 @@ def python_agent(code: str) -> list[str]:
 
 
 @asynccontextmanager
-async def daemon_process(env: Mapping[str, str], *args: str) -> AsyncIterator[anyio.abc.Process]:
-    """`python -m daemon run` (or other args) as a real child process; killed if still alive."""
+async def daemon_process(
+    env: Mapping[str, str], *args: str, log: Path | None = None
+) -> AsyncIterator[anyio.abc.Process]:
+    """`python -m daemon run` (or other args) as a real child process; killed if still alive.
+
+    With `log`, its stderr (the daemon's log) goes to that file, for a test to wait on a line."""
+    stderr = log.open("wb") if log is not None else None
     process = await anyio.open_process(
         [sys.executable, "-m", "daemon", *(args or ("run",))],
         env={**env, "PYTHONPATH": str(ROOT)},
         stdout=None,
-        stderr=None,
+        stderr=stderr,
     )
     try:
         yield process
     finally:
+        if stderr is not None:
+            stderr.close()
         if process.returncode is None:
             process.kill()
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
