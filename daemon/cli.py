@@ -27,6 +27,7 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.serve import serve
+from daemon.shutdown import ShutdownBudget
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
@@ -129,7 +130,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             return 1
         circuit = CircuitBreaker(metrics=metrics)
         async with make_http_client(url, token, daemon.__version__) as http:
-            client = ServerClient(http, metrics=metrics, circuit=circuit)
+            budget = ShutdownBudget()
+            client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
             worker = Worker(
                 settings,
                 client,
@@ -138,6 +140,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
                 metrics=metrics,
                 circuit=circuit,
                 base_env=os.environ,
+                budget=budget,
                 subreaper=True,
             )
             health.attach(worker)

@@ -18,13 +18,13 @@ import daemon
 from daemon.durations import format_duration
 
 if TYPE_CHECKING:
-    from daemon.task.runner import TaskRunner
+    from daemon.task.run import TaskRun
     from daemon.worker import Worker
 
 OS_NAME = platform.system().lower()
 
 
-def task_view(runner: TaskRunner) -> dict[str, Any]:
+def task_view(runner: TaskRun) -> dict[str, Any]:
     """One running task as the health port shows it (no token, no prompt)."""
     scope, threshold = runner.watchdog.applicable() if runner.watchdog else ("", 0.0)
     idle = runner.activity.idle_seconds()
