@@ -253,6 +253,10 @@ class Worker:
         outcome: Outcome | None = None
         try:
             outcome = await runner.run()
+        except Exception:
+            # `run` fails its own task on any error; this guards the rest of the daemon from a
+            # defect in that very path (deciding or reporting), which must not end `runners`.
+            log.exception("task %s: run ended by an unexpected error", runner.id)
         finally:
             self.runners.pop(runner.task.id, None)
             self.summary[_summary_label(outcome)] += 1

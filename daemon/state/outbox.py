@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from daemon.errors import PermanentServerError, ServerError
+from daemon.errors import PermanentServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -77,7 +77,7 @@ class Delivery:
 
     def __init__(self, leftover: Leftover) -> None:
         self.left = leftover
-        self.error: ServerError | None = None
+        self.error: Exception | None = None
 
     async def send(self, client: TaskServer, *, retry: bool = True) -> Leftover:
         """Try every part once through `client` (with its retries unless `retry=False`).
@@ -110,7 +110,9 @@ class Delivery:
         except PermanentServerError as exc:
             log.error("task %s: server refused the %s: %s", short_id(self.left.task_id), what, exc)
             return "refused"
-        except ServerError as exc:
+        except Exception as exc:
+            # A transient ServerError, or a call that raised what it never should (a client
+            # defect): either way the part is kept and tried again, never lost with the task.
             self.error = exc
             return "failed"
         return "delivered"

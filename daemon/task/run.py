@@ -89,16 +89,22 @@ class TaskRun:
         self._waiting.cancel()
 
     async def run(self) -> Outcome:
-        """Run the task to its end and report it exactly once; never raises a server error."""
+        """Run the task to its end and report it exactly once; an error fails this task only."""
         m, backend = self._metrics, self.backend.name
         m.tasks_running.inc()
         begun = self._clock()
         workdir: Path | None = None
+        prepared = False
         ending = Ending(error="internal error")
         try:
             workdir = work_dir(self._settings.workspaces_root, self.task)
             write_instructions(workdir, self.task.agent.instructions)
+            prepared = True
             ending = await self._execute(workdir)
+        except Exception as exc:
+            # The error boundary of one task: whatever it raised (a 300-character workspace id,
+            # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
+            ending = self._failed(exc, prepared)
         finally:
             with anyio.CancelScope(shield=True):
                 outcome = decide(ending, str(workdir or ""))
@@ -108,6 +114,15 @@ class TaskRun:
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
                 m.task_duration.labels(backend).observe(self._clock() - begun)
         return outcome
+
+    def _failed(self, exc: Exception, prepared: bool) -> Ending:
+        """The ending of a run that raised: logged with its traceback, one incident line."""
+        scope = "internal" if prepared else "prepare"
+        what = "internal error" if prepared else "could not prepare the work directory"
+        error = f"{what}: {_describe(exc)}"
+        log.error("task %s: %s", self.id, error, exc_info=exc)
+        self._incidents.failed(scope, error, self.retry, self.pid)
+        return Ending(error=error)
 
     async def _execute(self, workdir: Path) -> Ending:
         try:
@@ -193,3 +208,10 @@ class TaskRun:
                 "exit_grace", grace, action, self.retry, self.pid, result.tools, result.lingered
             )
         return None
+
+
+def _describe(exc: BaseException) -> str:
+    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
