@@ -28,6 +28,7 @@ from daemon.protocol.tasks_api import TasksApi
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.serve import serve
 from daemon.shutdown import ShutdownBudget
+from daemon.state.directory import require_writable
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
@@ -106,6 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon: the embedded server when no server URL is set, then the worker."""
+    require_writable(settings.state_dir)
     metrics = Metrics()
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
