@@ -22,6 +22,7 @@ from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.ops.status_view import check, status
+from daemon.platform import hide_from_agents
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
@@ -107,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon: the embedded server when no server URL is set, then the worker."""
+    # Before any agent exists: they run as our user and could otherwise read our token in
+    # /proc/<pid>/environ.
+    hide_from_agents()
     require_writable(settings.state_dir)
     metrics = Metrics()
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))

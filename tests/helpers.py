@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     asynccontextmanager,
@@ -211,15 +211,18 @@ def python_agent(code: str) -> list[str]:
 
 @asynccontextmanager
 async def daemon_process(
-    env: Mapping[str, str], *args: str, log: Path | None = None
+    env: Mapping[str, str], *args: str, log: Path | None = None, python: Sequence[str] = ()
 ) -> AsyncIterator[anyio.abc.Process]:
     """`python -m daemon run` (or other args) as a real child process; killed if still alive.
 
-    With `log`, its stderr (the daemon's log) goes to that file, for a test to wait on a line."""
+    With `log`, its stderr (the daemon's log) goes to that file, for a test to wait on a line;
+    `python` is the command that runs Python (default: this one), e.g. through `setpriv` as
+    another user; a PYTHONPATH in `env` is kept after the project's root."""
     stderr = log.open("wb") if log is not None else None
+    path = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     process = await anyio.open_process(
-        [sys.executable, "-m", "daemon", *(args or ("run",))],
-        env={**env, "PYTHONPATH": str(ROOT)},
+        [*(python or (sys.executable,)), "-m", "daemon", *(args or ("run",))],
+        env={**env, "PYTHONPATH": path},
         stdout=None,
         stderr=stderr,
     )
