@@ -16,7 +16,8 @@ def require_writable(state_dir: Path) -> None:
     later, by the outbox or the agent records, it would be a task's lost report.
     """
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        # Owner-only when made here: it will hold prompts, transcripts and task tokens.
+        state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=state_dir, prefix=".write-check-")
         os.close(fd)
         os.unlink(probe)
