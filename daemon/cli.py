@@ -138,7 +138,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
                 base_env=os.environ,
                 subreaper=True,
             )
-            health.attach(worker)
+            health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
         tg.cancel_scope.cancel()
     return 0

@@ -22,6 +22,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RuntimeInfo, Task
+from daemon.snapshot import DaemonSnapshot, RunSnapshot, ToolSnapshot
 from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
@@ -104,6 +105,23 @@ class Worker:
     def registered(self) -> bool:
         """True once the server knows our runtimes."""
         return bool(self.runtimes)
+
+    def snapshot(self) -> DaemonSnapshot:
+        """The daemon and its running tasks now, as plain values for the health port."""
+        return DaemonSnapshot(
+            status=self.status,
+            daemon_id=self.daemon_id,
+            device_name=self.settings.device_name,
+            server_url=self.server_url,
+            registered=self.registered,
+            max_concurrent_tasks=self.settings.max_concurrent_tasks,
+            agents=tuple((name, version) for name, (_, version) in self.backends.items()),
+            workspaces=tuple((w["id"], w["name"]) for w in self.workspaces),
+            server_circuit=self.circuit.state,
+            outbox_depth=self.outbox.depth(),
+            # A copy of the values: a runner that finishes mid-build must not change the tuple.
+            runs=tuple(run_snapshot(runner) for runner in list(self.runners.values())),
+        )
 
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
@@ -265,8 +283,13 @@ class Worker:
     async def _outbox_loop(self) -> None:
         while True:
             await anyio.sleep(self.outbox_interval)
-            if self.outbox.depth():
-                await self.outbox.flush(self.client)
+            try:
+                if self.outbox.depth():
+                    await self.outbox.flush(self.client)
+            except OSError as exc:
+                # Out of file descriptors, a full disk: the reports stay where they are and
+                # the next round tries again; the daemon's other work must not end over it.
+                log.error("outbox: re-send failed, again in %ss: %s", self.outbox_interval, exc)
 
     async def _claim_loop(self, runners: TaskGroup) -> None:
         """Claim only when a slot is free; again at once when a task finishes."""
@@ -335,6 +358,29 @@ class Worker:
         if self.runners:
             log.warning("shutdown grace over: cancelling %d tasks", len(self.runners))
             self.stop_now()
+
+
+def run_snapshot(runner: TaskRunner) -> RunSnapshot:
+    """One running task as plain values: the only place that reads a runner for operations."""
+    activity = runner.activity
+    scope, threshold = runner.watchdog.applicable() if runner.watchdog else ("", 0.0)
+    now = activity.clock()
+    tools = tuple(
+        ToolSnapshot(t.name, t.call_id, round(now - t.started_at, 3))
+        for t in list(activity.tools.values())
+    )
+    return RunSnapshot(
+        id=runner.task.id,
+        backend=runner.backend.name,
+        pid=runner.pid,
+        started_wall=runner.started_wall,
+        idle_seconds=activity.idle_seconds(),
+        tools_in_flight=tools,
+        watchdog_scope=scope,
+        threshold_seconds=threshold,
+        retry=runner.retry,
+        messages=activity.messages,
+    )
 
 
 def _summary_label(outcome: Outcome | None) -> str:
