@@ -26,6 +26,7 @@ from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server.serve import serve
+from daemon.state.lock import state_dir_lock
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
@@ -103,7 +104,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    """The daemon: the embedded server when no server URL is set, then the worker."""
+    """The daemon, holding its state directory: the embedded server if wanted, the worker."""
+    # Before anything else: a second daemon on this directory must leave no trace.
+    with state_dir_lock(settings.state_dir):
+        return await _run_locked(settings)
+
+
+async def _run_locked(settings: Settings) -> int:
     metrics = Metrics()
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
