@@ -17,6 +17,7 @@ import daemon
 from backends.base import Backend
 from daemon.config import Settings
 from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
+from daemon.files import ensure_dir, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
@@ -402,6 +403,6 @@ def _stored_daemon_id(settings: Settings) -> str:
     except OSError:
         pass
     new = str(uuid.uuid4())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new + "\n")
+    ensure_dir(path.parent)
+    write_atomic(path, new + "\n")
     return new

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.files import create_private, ensure_dir
+
 DEFAULT_WORKSPACE = {"id": "default", "name": "Default"}
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -103,7 +105,8 @@ def utc_now() -> str:
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the database at `path` with the schema and pragmas in place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only before SQLite opens it: its -wal and -shm files copy the database's mode.
+    create_private(ensure_dir(path.parent) / path.name)
     # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implicit.
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
     conn.row_factory = sqlite3.Row

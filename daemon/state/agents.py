@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,7 +30,9 @@ from backends.proctree import (
     kill_leftovers,
     reap_orphans,
 )
+from daemon.files import ensure_dir, safe_name, write_atomic
 from daemon.logs import short_id
+from daemon.timefmt import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ class AgentRecord:
     start_time: int = 0
     """Clock ticks since boot (`/proc/PID/stat` field 22); 0 when unknown."""
     boot_id: str = ""
-    started_at: str = field(default_factory=lambda: _utc_now())
+    started_at: str = field(default_factory=utc_iso)
 
     def identity(self, current_boot: str) -> ProcIdentity | None:
         """The recorded process, if the record can prove which one it was in this boot."""
@@ -82,14 +83,11 @@ class AgentRecords:
     def put(self, record: AgentRecord) -> None:
         """Store `record` atomically, replacing the task's earlier one; errors are logged."""
         path = self._path(record.task_id)
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            # Renamed into place, so a reader never sees half a record. No fsync: the record
-            # must survive the daemon's crash, not the machine's, and after a reboot the
-            # processes it names are gone anyway.
-            tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-            tmp.replace(path)
+            ensure_dir(self.directory)
+            # Not durable: the record must survive the daemon's crash, not the machine's, and
+            # after a reboot the processes it names are gone anyway.
+            write_atomic(path, json.dumps(asdict(record)), durable=False)
         except OSError as exc:
             log.error("agent record for task %s not written: %s", short_id(record.task_id), exc)
 
@@ -193,8 +191,7 @@ class AgentRecords:
 
     def _path(self, task_id: str) -> Path:
         # Task ids come from the server: keep them from naming a path outside the directory.
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)
-        return self.directory / f"{safe}.json"
+        return self.directory / f"{safe_name(task_id)}.json"
 
 
 def _kill_recorded(
@@ -259,7 +256,3 @@ def _exited_child() -> bool:
         return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return False
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

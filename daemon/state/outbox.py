@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Awaitable
 from dataclasses import asdict, dataclass, replace
 from itertools import islice
@@ -23,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import PermanentServerError, ServerError
+from daemon.files import ensure_dir, safe_name, write_atomic
+from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.models import UsageEntry
 
@@ -95,7 +96,7 @@ class Delivery:
         try:
             await call
         except PermanentServerError as exc:
-            log.error("task %s: server refused the %s: %s", self.left.task_id[:8], what, exc)
+            log.error("task %s: server refused the %s: %s", short_id(self.left.task_id), what, exc)
             return "refused"
         except ServerError as exc:
             self.error = exc
@@ -121,7 +122,7 @@ class Outbox:
     def __init__(self, directory: Path, metrics: Metrics) -> None:
         self.directory = directory
         self._metrics = metrics
-        self.directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.directory)
         self._update_depth()
 
     def put(self, report: TerminalReport) -> None:
@@ -130,18 +131,12 @@ class Outbox:
             self.remove(report.task_id)
             return
         path = self._path(report.task_id)
-        tmp = path.with_suffix(".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(asdict(report), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-        _sync_dir(self.directory)
+        write_atomic(path, json.dumps(asdict(report)))
         self._update_depth()
         log.warning(
             "outbox: kept %s for task %s (%d transcript messages, %d usage entries)",
             report.kind or "transcript",
-            report.task_id[:8],
+            short_id(report.task_id),
             len(report.messages),
             len(report.usage),
         )
@@ -179,19 +174,18 @@ class Outbox:
                 if delivery.left is not report:
                     self.put(delivery.left)
             if left.empty:
-                log.info("outbox: delivered everything for task %s", report.task_id[:8])
+                log.info("outbox: delivered everything for task %s", short_id(report.task_id))
             elif delivery.error is not None:
                 log.info(
                     "outbox: %s for %s still not delivered: %s",
                     left.kind or "transcript",
-                    report.task_id[:8],
+                    short_id(report.task_id),
                     delivery.error,
                 )
         return self.depth()
 
     def _path(self, task_id: str) -> Path:
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)
-        return self.directory / f"{safe}.json"
+        return self.directory / f"{safe_name(task_id)}.json"
 
     def _update_depth(self) -> None:
         self._metrics.outbox_depth.set(self.depth())
@@ -228,17 +222,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:  # removed between the listing and now
         return 0.0
-
-
-def _sync_dir(directory: Path) -> None:
-    """fsync the directory so the rename itself survives a power cut."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

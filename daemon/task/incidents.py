@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from daemon.files import append_line, ensure_dir
+from daemon.timefmt import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +55,10 @@ class IncidentLog:
     def record(self, incident: Incident) -> None:
         """Append one line (the record gets the current UTC time)."""
         row = asdict(incident)
-        row["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        row["time"] = utc_iso()
         row["idle_seconds"] = round(incident.idle_seconds, 3)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
+            ensure_dir(self.path.parent)
+            append_line(self.path, json.dumps(row, sort_keys=True))
         except OSError as exc:
             log.error("could not append to %s: %s", self.path, exc)
