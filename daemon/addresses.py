@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import socket
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -48,3 +49,21 @@ def without_credentials(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def listen(host: str, port: int, backlog: int = 128) -> socket.socket:
+    """A listening TCP socket on host:port (IPv4 or IPv6, whichever the host resolves to)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        # SO_REUSEADDR lets a restart bind despite TIME_WAIT connections; Linux still refuses
+        # a second listener on the same address.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+    except OSError:
+        sock.close()
+        raise
+    return sock

@@ -14,6 +14,7 @@ import anyio
 import httpx
 
 import daemon
+from daemon.addresses import split_host_port
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
@@ -27,11 +28,10 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server.serve import serve
 from daemon.state.lock import state_dir_lock
+from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
-
-_FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -118,7 +118,7 @@ async def _run_locked(settings: Settings) -> int:
         await tg.start(health.serve)
         url = settings.server_url
         if settings.embedded:
-            host, port = _split(settings.embedded_listen)
+            host, port = split_host_port(settings.embedded_listen)
             db = settings.state_dir / "server.db"
             bound = await tg.start(serve, db, host, port, settings.token)
             url = f"http://{host}:{bound}"
@@ -153,7 +153,7 @@ async def _run_locked(settings: Settings) -> int:
 
 async def _server(settings: Settings, args: argparse.Namespace) -> int:
     """The embedded server alone, until SIGINT/SIGTERM."""
-    host, port = _split(args.listen or settings.embedded_listen)
+    host, port = split_host_port(args.listen or settings.embedded_listen)
     db = settings.state_dir / "server.db"
     async with anyio.create_task_group() as tg:
         bound = await tg.start(serve, db, host, port, settings.token)
@@ -202,7 +202,7 @@ async def _follow(api: TasksApi, task_id: str) -> int:
         for message in await api.messages(task_id, after_seq=after):
             after = max(after, int(message["seq"]))
             print(_render(message), flush=True)
-        if task["status"] in _FINAL:
+        if task["status"] in TERMINAL_STATUSES:
             # One more read: messages sent just before the terminal report.
             for message in await api.messages(task_id, after_seq=after):
                 print(_render(message), flush=True)
@@ -224,8 +224,3 @@ def _render(message: dict[str, object]) -> str:
     if kind == "tool_result":
         return f"[tool_result] {message.get('output')}"
     return f"[{kind}] {message.get('content')}"
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from daemon.addresses import split_host_port
 from daemon.durations import SYNTAX as DURATION_SYNTAX
 from daemon.durations import parse_duration
 from daemon.errors import ConfigError
@@ -182,9 +183,7 @@ def _flag(raw: str) -> bool:
 
 
 def _address(raw: str) -> str:
-    host, sep, port = raw.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(raw)
+    split_host_port(raw)
     return raw.strip()
 
 

@@ -26,10 +26,11 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
+from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import OUTBOX_INTERVAL, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
-FINAL = frozenset({"completed", "failed", "cancelled"})
+FINAL = frozenset(TERMINAL_STATUSES)
 
 
 async def eventually(

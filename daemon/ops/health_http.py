@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from daemon.addresses import join_host_port
+from daemon.addresses import join_host_port, listen
 from daemon.errors import AlreadyRunningError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -58,27 +58,15 @@ def bind(host: str, port: int) -> socket.socket:
     """A listening socket on host:port; a taken address means another daemon runs there."""
     shown = join_host_port(host, port)
     try:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-        )[0]
+        return listen(host, port)
     except OSError as exc:
-        raise ConfigError(f"the health port cannot listen on {shown}: {exc}") from exc
-    sock = socket.socket(family, kind, proto)
-    try:
-        # SO_REUSEADDR lets a restart bind despite TIME_WAIT connections; Linux still refuses
-        # a second listener on the same address, which is what makes the port a lock.
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        sock.close()
+        # Linux refuses a second listener on one address: that makes the port a lock.
         if exc.errno == errno.EADDRINUSE:
             raise AlreadyRunningError(
                 f"another daemon is already running on {shown} (its health port is taken; "
                 "stop it, or set MULTICA_DAEMON_HEALTH_ADDR to run a second one)"
             ) from exc
         raise ConfigError(f"the health port cannot listen on {shown}: {exc}") from exc
-    return sock
 
 
 @dataclass(eq=False, slots=True)

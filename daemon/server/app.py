@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from daemon.logs import short_id
 from daemon.server import bodies
 from daemon.server.auth import BearerAuth
 from daemon.server.store import ConflictError, NotFoundError, Store
@@ -126,7 +127,7 @@ class _Routes:
         runtime_id = request.path_params["runtime_id"]
         orphaned = await self._call(self._store.recover_orphans, runtime_id)
         if orphaned:
-            log.info("recovered %d orphaned task(s) of runtime %s", orphaned, runtime_id[:8])
+            log.info("recovered %d orphaned task(s) of runtime %s", orphaned, short_id(runtime_id))
         return JSONResponse({"orphaned": orphaned, "retried": 0})
 
     async def heartbeat(self, request: Request) -> Response:
@@ -147,7 +148,10 @@ class _Routes:
         )
         for t in tasks:
             log.info(
-                "task %s dispatched to daemon %s (%s)", t["id"][:8], body.daemon_id, t["backend"]
+                "task %s dispatched to daemon %s (%s)",
+                short_id(t["id"]),
+                body.daemon_id,
+                t["backend"],
             )
         return JSONResponse({"tasks": tasks})
 
@@ -175,7 +179,7 @@ class _Routes:
         task = await self._call(
             self._store.complete, _task_id(request), body.output, body.session_id, body.work_dir
         )
-        log.info("task %s reported completed (now %s)", task["id"][:8], task["status"])
+        log.info("task %s reported completed (now %s)", short_id(task["id"]), task["status"])
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def fail(self, request: Request) -> Response:
@@ -190,7 +194,7 @@ class _Routes:
         )
         log.info(
             "task %s reported failed: %s (now %s)",
-            task["id"][:8],
+            short_id(task["id"]),
             body.failure_reason or "agent_error",
             task["status"],
         )
@@ -219,7 +223,7 @@ class _Routes:
             agent=body.agent,
             prior_session_id=body.prior_session_id,
         )
-        log.info("task %s queued (%s)", task["id"][:8], task["backend"] or "any backend")
+        log.info("task %s queued (%s)", short_id(task["id"]), task["backend"] or "any backend")
         return JSONResponse(task, status_code=201)
 
     async def list_tasks(self, request: Request) -> Response:
@@ -241,7 +245,7 @@ class _Routes:
 
     async def cancel(self, request: Request) -> Response:
         task = await self._call(self._store.cancel, _task_id(request))
-        log.info("task %s cancel requested (now %s)", task["id"][:8], task["status"])
+        log.info("task %s cancel requested (now %s)", short_id(task["id"]), task["status"])
         return JSONResponse(task)
 
     async def runtimes(self, request: Request) -> Response:

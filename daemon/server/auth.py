@@ -3,21 +3,12 @@
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and any loopback address (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+from daemon.addresses import is_loopback
 
 
 class BearerAuth:

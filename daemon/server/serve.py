@@ -13,9 +13,9 @@ import anyio.to_thread
 import uvicorn
 from anyio.abc import TaskStatus
 
+from daemon.addresses import is_loopback, join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
-from daemon.server.auth import is_loopback
 from daemon.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -154,21 +154,11 @@ async def _run(
 
 def _bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (IPv4 or IPv6, whichever the host resolves to)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
+    sock = listen(host, port)
+    sock.setblocking(False)
     return sock
 
 
 def _address(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return join_host_port(host, port)

@@ -14,8 +14,9 @@ from typing import Any
 
 from daemon.server import records
 from daemon.server.bodies import AgentIn, MessageIn, UsageEntryIn
-from daemon.server.database import TERMINAL, ConflictError, NotFoundError, marks
+from daemon.server.database import ConflictError, NotFoundError, marks
 from daemon.server.runtimes import Runtimes
+from daemon.statuses import TERMINAL_STATUSES
 
 __all__ = ["ConflictError", "NotFoundError", "Store"]
 
@@ -185,7 +186,7 @@ class Store(Runtimes):
                 raise ConflictError("task is not claimed")
             # Every report is counted, even a no-op repeat, so tests can see duplicates.
             conn.execute(f"UPDATE tasks SET {counter} = {counter} + 1 WHERE id = ?", (task_id,))
-            if row["status"] not in TERMINAL:
+            if row["status"] not in TERMINAL_STATUSES:
                 conn.execute(
                     f"UPDATE tasks SET {assignments}, finished_at = ? WHERE id = ?",
                     (*values, self._clock(), task_id),
@@ -197,8 +198,8 @@ class Store(Runtimes):
         with self._tx() as conn:
             conn.execute(
                 f"""UPDATE tasks SET status = 'cancelled', finished_at = ?
-                    WHERE id = ? AND status NOT IN ({marks(TERMINAL)})""",
-                (self._clock(), task_id, *TERMINAL),
+                    WHERE id = ? AND status NOT IN ({marks(TERMINAL_STATUSES)})""",
+                (self._clock(), task_id, *TERMINAL_STATUSES),
             )
             return records.task_view(self._task_row(conn, task_id))
 

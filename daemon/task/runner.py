@@ -19,6 +19,7 @@ from daemon.ops.metrics import Metrics, RunObserverMetrics
 from daemon.protocol.models import Task, UsageEntry
 from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Delivery, Outbox, TerminalReport
+from daemon.statuses import TERMINAL_STATUSES
 from daemon.task.activity import Activity
 from daemon.task.incidents import Incident, IncidentLog
 from daemon.task.outcome import Outcome, failed, from_result, stopped, terminal_call
@@ -37,7 +38,6 @@ STOPPING_REPORT = 3.0
 the report (transcript leftovers, usage, terminal call); the outbox keeps what is not taken."""
 EXIT_WAIT = 5.0
 """Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _RESULT = MessageType.RESULT
 
 
@@ -324,7 +324,7 @@ class TaskRunner:
             except ServerError as exc:
                 log.debug("task %s: status poll failed: %s", self.id, exc)
                 continue
-            if status in _TERMINAL:
+            if status in TERMINAL_STATUSES:
                 log.warning("task %s: server says %s; stopping", self.id, status)
                 self.stop("server_cancelled" if status == "cancelled" else "server_terminal")
                 return

@@ -19,6 +19,7 @@ import anyio
 
 from backends.base import Message, MessageType
 from daemon.errors import PermanentServerError, ServerError
+from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -154,7 +155,7 @@ class Transcript:
                 except PermanentServerError as exc:
                     # The server refuses this task's transcript for good (task gone, 4xx):
                     # keeping it would only grow memory.
-                    log.warning("transcript %s refused: %s", self._task_id[:8], exc)
+                    log.warning("transcript %s refused: %s", short_id(self._task_id), exc)
                     self.gone = True
                     self._queue.clear()
                     self._queued_bytes = 0
@@ -163,7 +164,7 @@ class Transcript:
                     self._failing = True
                     log.info(
                         "transcript %s: %d messages kept for retry: %s",
-                        self._task_id[:8],
+                        short_id(self._task_id),
                         len(self._queue),
                         exc,
                     )
@@ -197,7 +198,7 @@ class Transcript:
         if self._queue:
             log.warning(
                 "transcript %s: %d messages unsent at the end of the run",
-                self._task_id[:8],
+                short_id(self._task_id),
                 len(self._queue),
             )
 
