@@ -25,20 +25,18 @@ SHUTDOWN_GRACE = 5.0
 
 
 class _Server(uvicorn.Server):
-    """uvicorn that leaves signals alone (the daemon owns them) and reports when it listens."""
+    """uvicorn that leaves signals alone (the daemon owns them) and reports when it listens.
+
+    Only public methods are extended, each through `super()`: a uvicorn upgrade that changes
+    them fails the tests of this module instead of going unnoticed.
+    """
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.listening = anyio.Event()
-        self._exit_requested = anyio.Event()
-
-    def request_exit(self) -> None:
-        """Begin a graceful shutdown now (not at uvicorn's next 0.1 s poll)."""
-        self.should_exit = True
-        self._exit_requested.set()
 
     # uvicorn ≥ 0.29 installs SIGINT/SIGTERM handlers here for the whole process; the daemon
-    # must keep its own, so this is a no-op.
+    # must keep its own, so this is a no-op (tests/daemon/server/test_serve.py checks it).
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
@@ -46,15 +44,6 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         self.listening.set()
-
-    async def main_loop(self) -> None:
-        # uvicorn's loop, except that the 0.1 s sleep between ticks ends early on request_exit:
-        # every embedded-server stop (and every test) would otherwise wait out a tick.
-        counter = 0
-        while not await self.on_tick(counter):
-            counter = (counter + 1) % 864000
-            with anyio.move_on_after(0.1):
-                await self._exit_requested.wait()
 
 
 async def serve(
@@ -103,9 +92,8 @@ async def running_server(
     """
     async with anyio.create_task_group() as tg:
         bound = await tg.start(serve, db_path, host, port, token)
-        shown = f"[{host}]" if ":" in host else host
         try:
-            yield f"http://{shown}:{bound}"
+            yield f"http://{join_host_port(host, bound)}"
         finally:
             tg.cancel_scope.cancel()
 
@@ -147,7 +135,8 @@ async def _run(
             task_status.started(bound)
             await stopped.wait()
         finally:
-            server.request_exit()
+            # uvicorn's public stop: its loop sees the flag within its 0.1 s tick.
+            server.should_exit = True
             shield.deadline = anyio.current_time() + SHUTDOWN_GRACE
             log.info("embedded server stopping")
 
