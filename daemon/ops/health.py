@@ -29,13 +29,8 @@ from anyio.from_thread import BlockingPortal
 
 from daemon.addresses import host_of_header, is_loopback, join_host_port, split_host_port
 from daemon.ops.health_doc import health_document, with_uptime
-from daemon.ops.health_http import (
-    MAX_CONNECTIONS,
-    REQUEST_DEADLINE,
-    HttpPort,
-    Reply,
-    bind,
-)
+from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
+from daemon.ops.health_request import Reply
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.snapshot import DaemonSnapshot
