@@ -1,15 +1,16 @@
 """The health port: `/health`, `/healthz`, `/readyz`, `/metrics` and `POST /shutdown`.
 
-It is served by a thread of its own, not by the daemon's event loop, so a wedged loop shows up
-as a 503 on `/healthz` instead of a connection that never answers, and `/metrics` still
-answers while the loop is busy. The loop and the thread share nothing mutable: every tick the
-loop builds a new health document and swaps the reference the thread reads (one atomic
-assignment), and stamps the time it last ran. The Prometheus registry is read from the thread
-directly: prometheus_client guards every value with its own lock for exactly this use.
+It is served by threads of its own (health_http.py), not by the daemon's event loop, so a
+wedged loop shows up as a 503 on `/healthz` instead of a connection that never answers, and
+`/metrics` still answers while the loop is busy. The loop and the threads share nothing
+mutable: every tick the loop builds a new health document from the daemon's published
+snapshot and swaps the reference the threads read (one atomic assignment), and stamps the
+time it last ran. The Prometheus registry is read from the threads directly: prometheus_client
+guards every value with its own lock for exactly this use.
 
-Binding the port is also the single-instance lock: a second daemon on the same address gets
-`AlreadyRunningError`. The same loop tick drives systemd's notify protocol: READY=1 once the
-worker runs, WATCHDOG=1 while the loop ticks, STOPPING=1 when it stops.
+A second daemon on the same address gets `AlreadyRunningError`. The same loop tick drives
+systemd's notify protocol: READY=1 once the worker runs, WATCHDOG=1 while the loop ticks,
+STOPPING=1 when it stops.
 """
 
 from __future__ import annotations
