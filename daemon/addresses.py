@@ -23,7 +23,7 @@ def join_host_port(host: str, port: int) -> str:
 def is_loopback(host: str) -> bool:
     """True for `localhost` and any loopback address (127.0.0.0/8, ::1, ::ffff:127.x.y.z)."""
     host = host.strip("[]")
-    if host.lower() == "localhost":
+    if host.lower() in ("localhost", "localhost."):
         return True
     try:
         ip = ipaddress.ip_address(host)

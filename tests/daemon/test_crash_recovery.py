@@ -20,7 +20,14 @@ import pytest
 from backends.process import TRACKING_ENV
 from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of, tagged
 from daemon.state.agents import AgentRecord, AgentRecords, boot_id
-from tests.helpers import FINAL, daemon_env, daemon_process, embedded_server, eventually
+from tests.helpers import (
+    FINAL,
+    daemon_env,
+    daemon_process,
+    embedded_server,
+    eventually,
+    server_client,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -79,7 +86,7 @@ def leftovers() -> Iterator[Leftovers]:
 async def server_and_api(tmp_path: Path) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
     async with (
         embedded_server(tmp_path / "server.db") as url,
-        httpx.AsyncClient(base_url=url) as http,
+        server_client(url) as http,
     ):
         yield url, http
 

@@ -13,7 +13,7 @@ from daemon.errors import AlreadyRunningError
 from daemon.protocol.tasks_api import TasksApi
 from daemon.state.lock import state_dir_lock
 from tests.daemon_child import daemon_child, run_cli
-from tests.helpers import daemon_env, embedded_server, eventually
+from tests.helpers import daemon_env, embedded_server, eventually, server_client
 
 pytestmark = pytest.mark.anyio
 
@@ -59,9 +59,9 @@ async def test_second_daemon_on_the_same_state_dir_exits_1_and_touches_nothing(
             after = tree(state)
             async with httpx.AsyncClient(base_url=first.health_url, timeout=5) as http:
                 live = await http.get("/healthz")
-            async with httpx.AsyncClient(base_url=url) as user:
+            async with server_client(url) as user:
                 task_id = (await TasksApi(user).create_task("hi", backend="scripted"))["id"]
-                async with httpx.AsyncClient(base_url=url) as poll:
+                async with server_client(url) as poll:
                     for _ in range(600):
                         status = (await TasksApi(poll).get_task(task_id))["status"]
                         if status == "completed":
