@@ -28,6 +28,7 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.serve import serve
+from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
 from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import Worker
@@ -136,7 +137,8 @@ async def _run_locked(settings: Settings) -> int:
             return 1
         circuit = CircuitBreaker(metrics=metrics)
         async with make_http_client(url, token, daemon.__version__) as http:
-            client = ServerClient(http, metrics=metrics, circuit=circuit)
+            budget = ShutdownBudget()
+            client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
             worker = Worker(
                 settings,
                 client,
@@ -145,6 +147,7 @@ async def _run_locked(settings: Settings) -> int:
                 metrics=metrics,
                 circuit=circuit,
                 base_env=os.environ,
+                budget=budget,
                 subreaper=True,
             )
             health.attach(worker.snapshot, worker.request_stop)

@@ -5,52 +5,36 @@ from __future__ import annotations
 import logging
 import random
 import signal
-import uuid
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import anyio
 from anyio.abc import TaskGroup
 
-import daemon
 from backends.base import Backend
 from daemon.config import Settings
-from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
-from daemon.files import ensure_dir, write_atomic
+from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import RuntimeInfo, Task
+from daemon.protocol.models import Task
+from daemon.registration import Registration, stored_daemon_id
+from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot, RunSnapshot, ToolSnapshot
 from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
-from daemon.task.runner import RunContext, TaskRunner
+from daemon.task.recovery import idle_retry_policy
+from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
 
 OUTBOX_INTERVAL = 30.0
-REGISTER_BACKOFF_CAP = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
-STOPPING_REPORT = 3.0
-"""Once the daemon is stopping, the most one terminal report may take; the outbox keeps the rest."""
-STOPPING_CLAIM = 1.0
-"""Once the daemon is stopping, how much longer a claim under way may take (its answer is
-awaited, not its retries: the grace for running tasks starts only after it)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
-
-
-@dataclass(frozen=True, slots=True)
-class Runtime:
-    """A server-side runtime: one backend registered in one workspace."""
-
-    id: str
-    workspace_id: str
-    backend: Backend
 
 
 class Worker:
@@ -66,6 +50,7 @@ class Worker:
         metrics: Metrics,
         circuit: CircuitBreaker,
         base_env: Mapping[str, str],
+        budget: ShutdownBudget,
         subreaper: bool = False,
         outbox_interval: float = OUTBOX_INTERVAL,
     ) -> None:
@@ -76,36 +61,33 @@ class Worker:
         self.circuit = circuit
         self.server_url = server_url
         self.status = "starting"
-        self.daemon_id = settings.daemon_id or _stored_daemon_id(settings)
-        self.runtimes: list[Runtime] = []
-        self.workspaces: list[dict[str, str]] = []
-        self.runners: dict[str, TaskRunner] = {}
+        self.daemon_id = settings.daemon_id or stored_daemon_id(settings)
+        self.registration = Registration(client, settings, self.backends, self.daemon_id)
+        self.runners: dict[str, TaskRun] = {}
         self.summary: Counter[str] = Counter()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
         self.outbox_interval = outbox_interval
         self.agents = AgentRecords(settings.state_dir / "agents")
         # Off by default: a worker embedded in another process must not adopt its orphans.
         self.subreaper = subreaper
-        self.ctx = RunContext(
-            client=client,
-            settings=settings,
-            metrics=metrics,
-            outbox=self.outbox,
-            incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
-            server_url=server_url,
-            base_env=base_env,
-            agents=self.agents,
-        )
+        self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
+        self.base_env = base_env
+        self.budget = budget
+        self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         self._wake = anyio.Event()
         self._idle = anyio.Event()
-        self._claiming = anyio.CancelScope()
 
     @property
     def registered(self) -> bool:
         """True once the server knows our runtimes."""
-        return bool(self.runtimes)
+        return bool(self.registration.runtimes)
+
+    @property
+    def workspaces(self) -> list[dict[str, str]]:
+        """The workspaces this daemon serves (id and name)."""
+        return self.registration.workspaces
 
     def snapshot(self) -> DaemonSnapshot:
         """The daemon and its running tasks now, as plain values for the health port."""
@@ -148,13 +130,12 @@ class Worker:
             self._stopping.set()
             self._wake.set()
             self._starting.cancel()
-            self.client.cut_reports(STOPPING_REPORT)
-            cutoff = anyio.current_time() + STOPPING_CLAIM
-            self._claiming.deadline = min(self._claiming.deadline, cutoff)
+            self.budget.drain()
 
     def stop_now(self) -> None:
         """Second stage: cancel every running task now (each is still reported)."""
         self.request_stop()
+        self.budget.stop()
         for runner in list(self.runners.values()):
             runner.stop("shutdown")
 
@@ -164,11 +145,11 @@ class Worker:
         if self.subreaper:
             self.subreaper = adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
-        await self._register_when_reachable()
+        await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
         # those whose `complete` waits in the outbox, and a result must never become a failure.
         left = await self.outbox.flush(self.client)
-        for runtime in self.runtimes:
+        for runtime in self.registration.runtimes:
             try:
                 result = await self.client.recover_orphans(runtime.id)
             except ServerError as exc:
@@ -181,47 +162,16 @@ class Worker:
         self.status = "running"
         log.info(
             "started: %d runtimes in %d workspaces, outbox %d",
-            len(self.runtimes),
+            len(self.registration.runtimes),
             len(self.workspaces),
             left,
         )
 
-    async def _register_when_reachable(self) -> None:
-        """Register, waiting out a server that is down or failing; a refusal is fatal."""
-        delay = 1.0
-        while True:
-            try:
-                await self._register()
-                return
-            except PermanentServerError as exc:
-                raise DaemonError(f"the server refused the daemon's registration: {exc}") from None
-            except ServerError as exc:
-                log.warning("server not reachable for registration (%s); again in %ss", exc, delay)
-            await anyio.sleep(delay)
-            delay = min(delay * 2, REGISTER_BACKOFF_CAP)
-
-    async def _register(self) -> None:
-        workspaces = await self.client.workspaces()
-        self.workspaces = [{"id": w.id, "name": w.name} for w in workspaces]
-        infos = [
-            RuntimeInfo(name=f"{name} ({self.settings.device_name})", type=name, version=version)
-            for name, (_, version) in self.backends.items()
-        ]
-        runtimes: list[Runtime] = []
-        for workspace in workspaces:
-            answer = await self.client.register(
-                workspace.id, self.daemon_id, self.settings.device_name, daemon.__version__, infos
-            )
-            for info, registered in zip(infos, answer.runtimes, strict=False):
-                name = registered.provider if registered.provider in self.backends else info.type
-                runtimes.append(Runtime(registered.id, workspace.id, self.backends[name][0]))
-        self.runtimes = runtimes
-
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            for runtime in self.runtimes:
-                tg.start_soon(self._heartbeat, runtime)
+            for runtime in self.registration.runtimes:
+                tg.start_soon(self.registration.heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
             if self.subreaper:
                 tg.start_soon(reap_adopted)
@@ -233,7 +183,7 @@ class Worker:
     async def shutdown(self) -> None:
         """Deregister and log the summary line."""
         self.status = "stopping"
-        ids = [r.id for r in self.runtimes]
+        ids = [r.id for r in self.registration.runtimes]
         if ids:
             with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:
                 try:
@@ -264,23 +214,6 @@ class Worker:
                     log.info("%s received", signal.Signals(signum).name)
                     self.request_stop()
 
-    async def _heartbeat(self, runtime: Runtime) -> None:
-        """Heartbeat one runtime on its own schedule; nothing else can delay it."""
-        interval = self.settings.heartbeat_interval
-        await anyio.sleep(random.uniform(0, interval))
-        while True:
-            try:
-                await self.client.heartbeat(runtime.id)
-            except RuntimeGoneError:
-                log.warning("runtime %s unknown to the server: registering again", runtime.id)
-                try:
-                    await self._register()
-                except ServerError as exc:
-                    log.warning("re-register failed: %s", exc)
-            except ServerError as exc:
-                log.warning("heartbeat %s failed: %s", runtime.id, exc)
-            await anyio.sleep(interval)
-
     async def _outbox_loop(self) -> None:
         while True:
             await anyio.sleep(self.outbox_interval)
@@ -305,39 +238,41 @@ class Worker:
             self._wake = anyio.Event()
 
     async def _claim(self, free: int) -> list[Task]:
-        # `request_stop` bounds this scope: a claim still retrying against a failing server
-        # must not hold the shutdown for its whole retry budget.
-        with anyio.CancelScope() as self._claiming:
+        # A claim still retrying against a failing server must not hold the shutdown for its
+        # whole retry budget: once draining, its answer is awaited only briefly.
+        with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
-                return await self.client.claim(self.daemon_id, [r.id for r in self.runtimes], free)
+                ids = [r.id for r in self.registration.runtimes]
+                return await self.client.claim(self.daemon_id, ids, free)
             except RuntimeGoneError:
-                log.warning("claim: runtime unknown to the server: registering again")
-                try:
-                    await self._register()
-                except ServerError as exc:
-                    log.warning("re-register failed: %s", exc)
+                await self.registration.register_again("claim")
             except ServerError as exc:
                 log.warning("claim failed: %s", exc)
         return []
 
     def _launch(self, runners: TaskGroup, task: Task) -> None:
-        backend = self._backend_for(task)
-        runner = TaskRunner(task, backend, self.ctx)
+        backend = self.registration.backend_for(task)
+        runner = TaskRun(
+            task,
+            backend,
+            client=self.client,
+            settings=self.settings,
+            metrics=self.metrics,
+            outbox=self.outbox,
+            incidents=self.incidents,
+            budget=self.budget,
+            agents=self.agents,
+            server_url=self.server_url,
+            base_env=self.base_env,
+            retry=self.idle_retry,
+        )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()
         log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
         self._idle = anyio.Event()
         runners.start_soon(self._run_one, runner, name=f"task {short_id(task.id)}")
 
-    def _backend_for(self, task: Task) -> Backend:
-        for runtime in self.runtimes:
-            if runtime.id == task.runtime_id:
-                return runtime.backend
-        if task.backend in self.backends:
-            return self.backends[task.backend][0]
-        return next(iter(self.backends.values()))[0]
-
-    async def _run_one(self, runner: TaskRunner) -> None:
+    async def _run_one(self, runner: TaskRun) -> None:
         outcome: Outcome | None = None
         try:
             outcome = await runner.run()
@@ -361,7 +296,7 @@ class Worker:
             self.stop_now()
 
 
-def run_snapshot(runner: TaskRunner) -> RunSnapshot:
+def run_snapshot(runner: TaskRun) -> RunSnapshot:
     """One running task as plain values: the only place that reads a runner for operations."""
     activity = runner.activity
     scope, threshold = runner.watchdog.applicable() if runner.watchdog else ("", 0.0)
@@ -391,18 +326,3 @@ def _summary_label(outcome: Outcome | None) -> str:
     if outcome.failure_reason in ("idle_watchdog", "timeout", "cancelled"):
         return outcome.failure_reason
     return outcome.status.value
-
-
-def _stored_daemon_id(settings: Settings) -> str:
-    """A daemon id that survives restarts, kept in the state directory."""
-    path = settings.state_dir / "daemon_id"
-    try:
-        stored = path.read_text().strip()
-        if stored:
-            return stored
-    except OSError:
-        pass
-    new = str(uuid.uuid4())
-    ensure_dir(path.parent)
-    write_atomic(path, new + "\n")
-    return new

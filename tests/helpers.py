@@ -26,6 +26,7 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
+from daemon.shutdown import ShutdownBudget
 from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import OUTBOX_INTERVAL, Worker
 
@@ -142,8 +143,14 @@ async def running_daemon(
         make_http_client(server_url, settings.token, daemon.__version__) as http,
         server_client(server_url, settings.token) as user_http,
     ):
+        budget = ShutdownBudget()
         client = ServerClient(
-            http, metrics=metrics, circuit=circuit, policy=policy, report_policy=report_policy
+            http,
+            metrics=metrics,
+            circuit=circuit,
+            policy=policy,
+            report_policy=report_policy,
+            budget=budget,
         )
         worker = Worker(
             settings,
@@ -154,6 +161,7 @@ async def running_daemon(
             circuit=circuit,
             base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
             outbox_interval=outbox_interval,
+            budget=budget,
         )
         port: AbstractAsyncContextManager[str] = (
             serving_health(worker, metrics) if health else nullcontext("")

@@ -4,8 +4,8 @@ Every call retries transient failures per its `RetryPolicy`, maps the rest onto
 daemon/errors.py, records its outcome on the circuit breaker and in the metrics, and turns a 2xx
 body that does not parse into `MalformedResponseError` for that one call. Terminal reports use
 the longer report policy inside a shielded cancel scope with its own deadline, so cancelling the
-caller cannot cut a task's result short; only `cut_reports` (a stopping daemon) shortens them,
-and what then does not get through is kept in the outbox.
+caller cannot cut a task's result short; only the shutdown budget (a stopping daemon) shortens
+them, and what then does not get through is kept in the outbox.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 import anyio
 import httpx
-from pydantic import TypeAdapter, ValidationError
 from pydantic_core import to_json
 
 from daemon.errors import (
@@ -31,9 +30,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.models import (
     ClaimRequest,
-    CompleteBody,
     DeregisterRequest,
-    FailBody,
     HeartbeatRequest,
     HeartbeatResponse,
     RecoverOrphansResponse,
@@ -42,6 +39,7 @@ from daemon.protocol.models import (
     RuntimeInfo,
     Task,
     TaskStatusResponse,
+    TerminalReport,
     TranscriptMessage,
     UsageBody,
     UsageEntry,
@@ -51,34 +49,25 @@ from daemon.protocol.models import (
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
-    READ_TIMEOUT,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
+    ignore_body,
+    parse_claim,
+    parse_model,
+    parse_workspaces,
+    request_budget,
+    task_path,
 )
 from daemon.protocol.wire import make_http_client as make_http_client
+from daemon.shutdown import REPORT_CALL, ShutdownBudget
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-M = TypeVar("M", bound=WireModel)
 
-_WORKSPACES = TypeAdapter(list[Workspace])
 _SINGLE_TRY = RetryPolicy.never()
 _JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-def _model(model: type[M]) -> Callable[[httpx.Response], M]:
-    return lambda response: model.model_validate(response.json())
-
-
-def _ignore(response: httpx.Response) -> None:
-    return None
-
-
-def _task_path(task_id: str, action: str) -> str:
-    # Quoted so a task id can never reach another path of the API.
-    return f"/api/daemon/tasks/{quote(task_id, safe='')}/{action}"
 
 
 class ServerClient:
@@ -92,23 +81,18 @@ class ServerClient:
         circuit: CircuitBreaker | None = None,
         policy: RetryPolicy | None = None,
         report_policy: RetryPolicy | None = None,
+        budget: ShutdownBudget | None = None,
     ) -> None:
         self._http = http
         self._metrics = metrics
         self.circuit = circuit
         self._policy = policy or RetryPolicy()
         self._report_policy = report_policy or RetryPolicy.for_reports()
-        self._report_cap: float | None = None
-        self._reports: set[anyio.CancelScope] = set()
+        self.budget = budget or ShutdownBudget()
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
-        return await self._call(
-            "workspaces",
-            "GET",
-            "/api/daemon/workspaces",
-            lambda response: _WORKSPACES.validate_python(response.json()),
-        )
+        return await self._call("workspaces", "GET", "/api/daemon/workspaces", parse_workspaces)
 
     async def register(
         self,
@@ -129,19 +113,21 @@ class ServerClient:
             runtimes=list(runtimes),
         )
         return await self._call(
-            "register", "POST", "/api/daemon/register", _model(RegisterResponse), body
+            "register", "POST", "/api/daemon/register", parse_model(RegisterResponse), body
         )
 
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
         path = f"/api/daemon/runtimes/{quote(runtime_id, safe='')}/recover-orphans"
-        return await self._call("recover_orphans", "POST", path, _model(RecoverOrphansResponse), {})
+        return await self._call(
+            "recover_orphans", "POST", path, parse_model(RecoverOrphansResponse), {}
+        )
 
     async def heartbeat(self, runtime_id: str) -> HeartbeatResponse:
         """Tell the server this runtime is alive."""
         body = HeartbeatRequest(runtime_id=runtime_id)
         return await self._call(
-            "heartbeat", "POST", "/api/daemon/heartbeat", _model(HeartbeatResponse), body
+            "heartbeat", "POST", "/api/daemon/heartbeat", parse_model(HeartbeatResponse), body
         )
 
     async def claim(self, daemon_id: str, runtime_ids: Sequence[str], max_tasks: int) -> list[Task]:
@@ -153,7 +139,7 @@ class ServerClient:
         """
         body = ClaimRequest(daemon_id=daemon_id, runtime_ids=list(runtime_ids), max_tasks=max_tasks)
         tasks, rejected = await self._call(
-            "claim", "POST", "/api/daemon/tasks/claim", _parse_claim, body
+            "claim", "POST", "/api/daemon/tasks/claim", parse_claim, body
         )
         for task_id, reason in rejected:
             log.error("claim: task %s does not fit the protocol: %s", task_id, reason)
@@ -163,7 +149,7 @@ class ServerClient:
 
     async def start_task(self, task_id: str) -> None:
         """Tell the server the task's work directory exists and the agent is starting."""
-        await self._call("start", "POST", _task_path(task_id, "start"), _ignore, {})
+        await self._call("start", "POST", task_path(task_id, "start"), ignore_body, {})
 
     async def send_messages(
         self,
@@ -183,13 +169,13 @@ class ServerClient:
             for m in messages
         ]
         policy = None if retry else _SINGLE_TRY
-        path = _task_path(task_id, "messages")
-        await self._call("messages", "POST", path, _ignore, {"messages": wire}, policy)
+        path = task_path(task_id, "messages")
+        await self._call("messages", "POST", path, ignore_body, {"messages": wire}, policy)
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
         answer = await self._call(
-            "status", "GET", _task_path(task_id, "status"), _model(TaskStatusResponse)
+            "status", "GET", task_path(task_id, "status"), parse_model(TaskStatusResponse)
         )
         return answer.status
 
@@ -199,84 +185,45 @@ class ServerClient:
         """Report the task's token usage per model (`retry=False`: one try, for the outbox)."""
         body = UsageBody(usage=list(usage))
         policy = None if retry else _SINGLE_TRY
-        await self._call("usage", "POST", _task_path(task_id, "usage"), _ignore, body, policy)
+        await self._call("usage", "POST", task_path(task_id, "usage"), ignore_body, body, policy)
 
-    async def complete(
-        self, task_id: str, output: str, session_id: str, work_dir: str, *, retry: bool = True
+    async def send_report(
+        self, task_id: str, report: TerminalReport, *, retry: bool = True
     ) -> None:
-        """Report the task completed (terminal: long retries, shielded from cancellation).
+        """Send the task's terminal call (long retries, shielded from cancellation).
 
         `retry=False` tries once (the outbox re-sends on its own schedule).
         """
-        body = CompleteBody(output=output, session_id=session_id, work_dir=work_dir)
-        await self._report("complete", _task_path(task_id, "complete"), body, retry)
-
-    async def fail(
-        self,
-        task_id: str,
-        error: str,
-        failure_reason: str,
-        session_id: str,
-        work_dir: str,
-        *,
-        retry: bool = True,
-    ) -> None:
-        """Report the task failed (terminal: long retries, shielded from cancellation)."""
-        body = FailBody(
-            error=error, failure_reason=failure_reason, session_id=session_id, work_dir=work_dir
-        )
-        await self._report("fail", _task_path(task_id, "fail"), body, retry)
-
-    async def cancel_ack(self, task_id: str, *, retry: bool = True) -> None:
-        """Acknowledge a server-side cancel (terminal: long retries, shielded)."""
-        await self._report("cancel_ack", _task_path(task_id, "cancel-ack"), None, retry)
-
-    async def deregister(self, runtime_ids: Sequence[str]) -> None:
-        """Tell the server these runtimes are going away (at shutdown)."""
-        body = DeregisterRequest(runtime_ids=list(runtime_ids))
-        await self._call("deregister", "POST", "/api/daemon/deregister", _ignore, body)
-
-    def report_deadline(self, *, retry: bool = True) -> float:
-        """How long one terminal report may take in all: its policy's waits plus one request."""
-        waits = self._report_policy.budget() if retry else 0.0
-        deadline = waits + self._request_budget()
-        return deadline if self._report_cap is None else min(deadline, self._report_cap)
-
-    def cut_reports(self, within: float) -> None:
-        """The daemon is stopping: terminal reports end within `within` seconds from now, and
-        later ones take at most that long each; what does not get through goes to the outbox.
-        """
-        self._report_cap = within if self._report_cap is None else min(self._report_cap, within)
-        cutoff = anyio.current_time() + within
-        for scope in self._reports:
-            scope.deadline = min(scope.deadline, cutoff)
-
-    async def _report(self, endpoint: str, path: str, body: WireModel | None, retry: bool) -> None:
         policy = self._report_policy if retry else _SINGLE_TRY
         deadline = self.report_deadline(retry=retry)
-        payload: WireModel | dict[str, Any] = {} if body is None else body
-        with anyio.move_on_after(deadline, shield=True) as scope:
-            self._reports.add(scope)
-            try:
-                await self._call(endpoint, "POST", path, _ignore, payload, policy)
-                return
-            finally:
-                self._reports.discard(scope)
+        endpoint = report.kind
+        path = task_path(task_id, report.endpoint)
+        scope = anyio.CancelScope(deadline=anyio.current_time() + deadline, shield=True)
+        with scope, self.budget.bounding(scope, REPORT_CALL):
+            await self._call(endpoint, "POST", path, ignore_body, report.body(), policy)
+            return
         if self.circuit is not None:
             self.circuit.record_failure()
         raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")
 
-    def _request_budget(self) -> float:
-        timeout = self._http.timeout
-        parts = (timeout.connect, timeout.write, timeout.read)
-        return sum(READ_TIMEOUT if part is None else part for part in parts)
+    async def deregister(self, runtime_ids: Sequence[str]) -> None:
+        """Tell the server these runtimes are going away (at shutdown)."""
+        body = DeregisterRequest(runtime_ids=list(runtime_ids))
+        await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
+
+    def report_deadline(self, *, retry: bool = True) -> float:
+        """How long one terminal report may take in all: its policy's waits plus one request."""
+        waits = self._report_policy.budget() if retry else 0.0
+        return waits + request_budget(self._http)
 
     async def _reject(self, task_id: str, reason: str) -> None:
-        body = FailBody(
-            error=f"the daemon could not read this task: {reason}", failure_reason="invalid_task"
+        report = TerminalReport(
+            kind="fail",
+            error=f"the daemon could not read this task: {reason}",
+            failure_reason="invalid_task",
         )
         try:
-            await self._call("fail", "POST", _task_path(task_id, "fail"), _ignore, body)
+            await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
 
@@ -352,24 +299,3 @@ class ServerClient:
             self._metrics.server_request_duration.labels(endpoint).observe(
                 time.perf_counter() - started
             )
-
-
-def _parse_claim(response: httpx.Response) -> tuple[list[Task], list[tuple[str, str]]]:
-    data = response.json()
-    if not isinstance(data, dict) or "tasks" not in data:
-        raise ValueError("a claim answer is an object with `tasks`")
-    raw = data["tasks"]
-    if raw is None:
-        return [], []
-    if not isinstance(raw, list):
-        raise ValueError("`tasks` is not a list")
-    tasks: list[Task] = []
-    rejected: list[tuple[str, str]] = []
-    for item in raw:
-        try:
-            tasks.append(Task.model_validate(item))
-        except ValidationError as exc:
-            task_id = item.get("id") if isinstance(item, dict) else None
-            ident = str(task_id) if isinstance(task_id, str | int) else ""
-            rejected.append((ident, describe_parse_error(exc)))
-    return tasks, rejected

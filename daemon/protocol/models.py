@@ -172,13 +172,6 @@ class ClaimRequest(WireModel):
     max_tasks: int
 
 
-class ClaimResponse(WireModel):
-    """Answer to a claim: the tasks handed to this daemon (possibly none)."""
-
-    # Required (a body without it is not a claim answer); `null` means no tasks.
-    tasks: Annotated[list[Task], BeforeValidator(_empty_list)]
-
-
 class TaskStatusResponse(WireModel):
     """Answer to a status poll: the task's state on the server."""
 
@@ -197,12 +190,6 @@ class TranscriptMessage(WireModel):
     content: Text = ""
     input: dict[str, Any] | None = None
     output: Text = ""
-
-
-class MessagesBody(WireModel):
-    """Body of `POST /api/daemon/tasks/{id}/messages`."""
-
-    messages: list[TranscriptMessage]
 
 
 class UsageEntry(WireModel):
@@ -234,21 +221,38 @@ class UsageBody(WireModel):
     usage: list[UsageEntry]
 
 
-class CompleteBody(WireModel):
-    """Body of `POST /api/daemon/tasks/{id}/complete`."""
+ReportKind = Literal["complete", "fail", "cancel_ack"]
+_BODY_FIELDS: dict[str, set[str]] = {
+    "complete": {"output", "session_id", "work_dir"},
+    "fail": {"error", "failure_reason", "session_id", "work_dir"},
+    "cancel_ack": set(),
+}
 
-    output: Text = ""
-    session_id: Text = ""
-    work_dir: Text = ""
 
+class TerminalReport(BaseModel):
+    """A task's one terminal call: decided by the run, kept by the outbox, sent by the client.
 
-class FailBody(WireModel):
-    """Body of `POST /api/daemon/tasks/{id}/fail`; `failure_reason` is a short bounded name."""
+    `kind` names the endpoint; `body()` is that endpoint's request body. Stored reports are read
+    back strictly (an unknown field is damage), and a field added later needs only a default.
+    """
 
-    error: Text = ""
-    failure_reason: Text = ""
-    session_id: Text = ""
-    work_dir: Text = ""
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: ReportKind
+    output: str = ""
+    error: str = ""
+    failure_reason: str = ""
+    session_id: str = ""
+    work_dir: str = ""
+
+    @property
+    def endpoint(self) -> str:
+        """The last path segment of this call (`complete`, `fail`, `cancel-ack`)."""
+        return self.kind.replace("_", "-")
+
+    def body(self) -> dict[str, str]:
+        """The request body of this kind's endpoint."""
+        return self.model_dump(include=_BODY_FIELDS[self.kind])
 
 
 class DeregisterRequest(WireModel):

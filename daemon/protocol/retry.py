@@ -1,6 +1,6 @@
-"""When, and for how long, a failed server call is tried again.
+"""When, and for how long, something that failed is tried again: one policy type for all.
 
-Two policies (DESIGN.md §4):
+Server calls use two policies (DESIGN.md §4):
 
 * `RetryPolicy()` — ordinary calls: transport errors, 5xx and 408 are retried after 1s, 2s and
   4s (3 retries, 4 tries in all); a 429 is retried up to 5 tries in all.
@@ -12,6 +12,8 @@ fleet of daemons that lost the server at the same moment does not come back in l
 `Retry-After` (seconds or an HTTP-date) is a floor set by the server, so its jitter only adds
 (up to +20%); every wait is capped at 300s. Permanent errors are never retried; the caller
 decides what is permanent (see daemon/errors.py) — this module only answers "how long to wait".
+The worker's registration, the task's idle retries and the task API's calls use the same type
+with their own delays, limits and no jitter.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import math
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 
@@ -55,27 +58,27 @@ def retry_after_seconds(value: str | None, now: float) -> float | None:
     return seconds
 
 
+@dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """How long to wait before each retry of a failed server call, and when to give up."""
+    """How long to wait before each retry, and when to give up: the one type for every loop
+    in the daemon that tries again (server calls, registration, idle retries, the task API)."""
 
-    def __init__(
-        self,
-        delays: Sequence[float] = DEFAULT_DELAYS,
-        *,
-        throttled_tries: int = THROTTLED_TRIES,
-        max_wait: float = MAX_WAIT,
-        jitter: float = JITTER,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        rng: Callable[[], float] = random.random,
-        wall_clock: Callable[[], float] = time.time,
-    ) -> None:
-        self.delays = tuple(float(d) for d in delays)
-        self.throttled_tries = max(throttled_tries, len(self.delays) + 1)
-        self.max_wait = max_wait
-        self.jitter = jitter
-        self.sleep = sleep
-        self._rng = rng
-        self._wall_clock = wall_clock
+    delays: Sequence[float] = DEFAULT_DELAYS
+    """Base wait before retry 1, 2, ...; past the end the last one is multiplied by `growth`
+    once more per retry (1.0 repeats it)."""
+    max_tries: int | None = None
+    """Tries in all, the first included; None: one more than there are delays; 0: no limit."""
+    throttled_tries: int = THROTTLED_TRIES
+    """Tries in all after a 429 (never fewer than `tries`)."""
+    growth: float = 2.0
+    max_wait: float = MAX_WAIT
+    jitter: float = JITTER
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    rng: Callable[[], float] = random.random
+    wall_clock: Callable[[], float] = time.time
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "delays", tuple(float(d) for d in self.delays))
 
     @classmethod
     def for_reports(
@@ -94,9 +97,11 @@ class RetryPolicy:
         return cls((), throttled_tries=1)
 
     @property
-    def tries(self) -> int:
+    def tries(self) -> float:
         """Tries in all (first one included) for transport errors, 5xx and 408."""
-        return len(self.delays) + 1
+        if self.max_tries is None:
+            return len(self.delays) + 1
+        return self.max_tries or math.inf
 
     def budget(self) -> float:
         """The longest this policy can spend waiting between tries (jitter at its maximum)."""
@@ -109,17 +114,19 @@ class RetryPolicy:
 
         `throttled` says the last failure was a 429, whose `retry_after` header is honoured.
         """
-        limit = self.throttled_tries if throttled else self.tries
+        limit = max(self.throttled_tries, self.tries) if throttled else self.tries
         if failures < 1 or failures >= limit:
             return None
         if throttled:
-            asked = retry_after_seconds(retry_after, self._wall_clock())
+            asked = retry_after_seconds(retry_after, self.wall_clock())
             if asked is not None:
-                return min(self.max_wait, asked * (1 + self.jitter * self._rng()))
-        return min(self.max_wait, self._base(failures) * (1 + self.jitter * (2 * self._rng() - 1)))
+                return min(self.max_wait, asked * (1 + self.jitter * self.rng()))
+        return min(self.max_wait, self._base(failures) * (1 + self.jitter * (2 * self.rng() - 1)))
 
     def _base(self, failures: int) -> float:
-        if failures <= len(self.delays):
-            return self.delays[failures - 1]
-        # Only 429s get more tries than there are delays; keep doubling for those.
-        return self.delays[-1] * 2.0 ** (failures - len(self.delays))
+        delays = tuple(self.delays)
+        if not delays:
+            return 0.0
+        if failures <= len(delays):
+            return delays[failures - 1]
+        return delays[-1] * self.growth ** (failures - len(delays))

@@ -1,25 +1,27 @@
 """Client of the reference server's user task API (`/api/tasks`), used by `submit --wait`.
 
 These calls come from a person at a terminal, not from the daemon's loops, so the retry here is
-deliberately simple: transport errors are tried three times; HTTP errors are raised at once as
-the `ServerError` they stand for. A create is retried only when the request never left (a
-connect failure), so a lost answer can never create the task twice.
+deliberately simple: transport errors are tried three times (`TRANSPORT_RETRY`); HTTP errors are
+raised at once as the `ServerError` they stand for. A create is retried only when the request
+never left (a connect failure), so a lost answer can never create the task twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
-import anyio
 import httpx
 
 from daemon.errors import MalformedResponseError, TransientServerError
 from daemon.protocol.models import Agent
+from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import describe_transport_error, error_for_response
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+TRANSPORT_RETRY = RetryPolicy((0.5, 1.0), jitter=0.0)
+"""Three tries in all, 0.5 s then 1 s apart, for transport errors only."""
 
 
 def _path(task_id: str, action: str = "") -> str:
@@ -34,14 +36,10 @@ class TasksApi:
         self,
         http: httpx.AsyncClient,
         *,
-        tries: int = 3,
-        delay: float = 0.5,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        retry: RetryPolicy = TRANSPORT_RETRY,
     ) -> None:
         self._http = http
-        self._tries = max(1, tries)
-        self._delay = delay
-        self._sleep = sleep
+        self._retry = retry
 
     async def create_task(
         self,
@@ -99,7 +97,8 @@ class TasksApi:
         params: Mapping[str, str] | None = None,
         safe: bool = True,
     ) -> Any:
-        for attempt in range(1, self._tries + 1):
+        failures = 0
+        while True:
             try:
                 response = await self._http.request(method, path, json=json, params=params)
             except httpx.RequestError as exc:
@@ -108,9 +107,11 @@ class TasksApi:
                     and isinstance(exc, httpx.TransportError)
                     and not isinstance(exc, httpx.UnsupportedProtocol)
                 )
-                if not retryable or attempt == self._tries:
+                failures += 1
+                delay = self._retry.delay(failures)
+                if not retryable or delay is None:
                     raise TransientServerError(endpoint, describe_transport_error(exc)) from exc
-                await self._sleep(self._delay * attempt)
+                await self._retry.sleep(delay)
                 continue
             if not response.is_success:
                 raise error_for_response(endpoint, response)
@@ -120,7 +121,6 @@ class TasksApi:
                 raise MalformedResponseError(
                     endpoint, "body is not JSON", response.status_code
                 ) from None
-        raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _seq(message: Mapping[str, Any]) -> int:

@@ -1,4 +1,5 @@
-"""HTTP plumbing shared by the server clients: the protocol's headers, and what a failure means.
+"""HTTP plumbing shared by the server clients: the protocol's headers, paths, how an answer is
+read, and what a failure means.
 
 `error_for_response` is the one place that maps a non-2xx answer onto daemon/errors.py
 (PROTOCOL.md: 5xx, 408 and 429 are transient; 404 "task not found" / "runtime not found" are the
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
+from typing import TypeVar
+from urllib.parse import quote
 
 import httpx
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from daemon.errors import (
     PermanentServerError,
@@ -20,6 +24,10 @@ from daemon.errors import (
     TaskGoneError,
     TransientServerError,
 )
+from daemon.protocol.models import Task, WireModel, Workspace
+
+M = TypeVar("M", bound=WireModel)
+_WORKSPACES = TypeAdapter(list[Workspace])
 
 CONNECT_TIMEOUT = 10.0
 DAEMON_ID_HEADER = "X-Daemon-ID"
@@ -115,3 +123,53 @@ def describe_parse_error(exc: ValueError) -> str:
     if isinstance(exc, UnicodeDecodeError):
         return "body is not UTF-8"
     return " ".join(str(exc).split())[:_ERROR_TEXT_LIMIT]
+
+
+def parse_model(model: type[M]) -> Callable[[httpx.Response], M]:
+    """A parser of a 2xx answer into `model`."""
+    return lambda response: model.model_validate(response.json())
+
+
+def ignore_body(response: httpx.Response) -> None:
+    """The parser of an answer whose body does not matter."""
+    return None
+
+
+def task_path(task_id: str, action: str) -> str:
+    """The path of one task's endpoint."""
+    # Quoted so a task id can never reach another path of the API.
+    return f"/api/daemon/tasks/{quote(task_id, safe='')}/{action}"
+
+
+def parse_workspaces(response: httpx.Response) -> list[Workspace]:
+    """The workspaces in a 2xx answer."""
+    return _WORKSPACES.validate_python(response.json())
+
+
+def request_budget(http: httpx.AsyncClient) -> float:
+    """The longest one request through `http` can take: connect, write and read timeouts."""
+    timeout = http.timeout
+    parts = (timeout.connect, timeout.write, timeout.read)
+    return sum(READ_TIMEOUT if part is None else part for part in parts)
+
+
+def parse_claim(response: httpx.Response) -> tuple[list[Task], list[tuple[str, str]]]:
+    """The tasks of a claim answer, and (id, reason) for each task that does not parse."""
+    data = response.json()
+    if not isinstance(data, dict) or "tasks" not in data:
+        raise ValueError("a claim answer is an object with `tasks`")
+    raw = data["tasks"]
+    if raw is None:
+        return [], []
+    if not isinstance(raw, list):
+        raise ValueError("`tasks` is not a list")
+    tasks: list[Task] = []
+    rejected: list[tuple[str, str]] = []
+    for item in raw:
+        try:
+            tasks.append(Task.model_validate(item))
+        except ValidationError as exc:
+            task_id = item.get("id") if isinstance(item, dict) else None
+            ident = str(task_id) if isinstance(task_id, str | int) else ""
+            rejected.append((ident, describe_parse_error(exc)))
+    return tasks, rejected

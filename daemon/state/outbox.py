@@ -16,57 +16,70 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable
-from dataclasses import asdict, dataclass, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from daemon.errors import PermanentServerError, ServerError
 from daemon.files import ensure_dir, safe_name, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
-from daemon.protocol.models import UsageEntry
+from daemon.protocol.api import TaskServer
+from daemon.protocol.models import TerminalReport, UsageEntry
 
 log = logging.getLogger(__name__)
 
 MESSAGE_BATCH = 1000
 """Transcript messages per request when the outbox re-sends a task's transcript."""
 
-KINDS = frozenset({"complete", "fail", "cancel_ack", ""})
-"""Terminal calls a report may hold; "" once it was delivered and only transcript/usage wait."""
+FORMAT = 2
+"""Version of the outbox file. Version 1 (no `format` key) kept the call as `kind` + `body`."""
 
 
-@dataclass(frozen=True, slots=True)
-class TerminalReport:
-    """A task's `complete`, `fail` or `cancel_ack` call, plus its undelivered transcript and usage.
+class Leftover(BaseModel):
+    """What of one task's end the server has not taken yet: its terminal report (None once
+    delivered), and its undelivered transcript messages (in their wire shape) and usage."""
 
-    `messages` are transcript messages and `usage` usage entries, both in their wire shape.
-    """
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
+    format: int = FORMAT
     task_id: str
-    kind: str
-    body: dict[str, Any]
+    report: TerminalReport | None = None
     messages: tuple[dict[str, Any], ...] = ()
-    usage: tuple[dict[str, Any], ...] = ()
+    usage: tuple[UsageEntry, ...] = ()
+
+    @field_validator("messages")
+    @classmethod
+    def _numbered(cls, messages: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+        if not all(isinstance(m.get("seq"), int) for m in messages):
+            raise ValueError("a transcript message without an integer seq")
+        return messages
+
+    @property
+    def kind(self) -> str:
+        """The terminal call still waiting, or "" when only transcript or usage wait."""
+        return self.report.kind if self.report is not None else ""
 
     @property
     def empty(self) -> bool:
         """True when nothing is left to deliver."""
-        return not (self.kind or self.messages or self.usage)
+        return not (self.report or self.messages or self.usage)
 
 
 class Delivery:
-    """Sends one report's parts in order; `left` is always what the server has not yet taken.
+    """Sends one leftover's parts in order; `left` is always what the server has not taken.
 
     `left` is updated after every part the server accepts (or refuses for good), so a delivery
     cut short by a deadline or cancellation still says exactly what remains for the outbox.
     """
 
-    def __init__(self, report: TerminalReport) -> None:
-        self.left = report
+    def __init__(self, leftover: Leftover) -> None:
+        self.left = leftover
         self.error: ServerError | None = None
 
-    async def send(self, client: Any, *, retry: bool = True) -> TerminalReport:
+    async def send(self, client: TaskServer, *, retry: bool = True) -> Leftover:
         """Try every part once through `client` (with its retries unless `retry=False`).
 
         A transient failure of one part does not stop the later ones: a result must not wait
@@ -79,16 +92,15 @@ class Delivery:
             if sent == "failed":
                 break
             rest = self.left.messages[len(batch) :] if sent == "delivered" else ()
-            self.left = replace(self.left, messages=rest)
+            self.left = self.left.model_copy(update={"messages": rest})
         if self.left.usage:
-            entries = [UsageEntry.model_validate(u) for u in self.left.usage]
-            usage = await self._part("usage", client.report_usage(task_id, entries, retry=retry))
-            if usage != "failed":
-                self.left = replace(self.left, usage=())
-        if self.left.kind:
-            terminal = await self._part(self.left.kind, _terminal(client, self.left, retry))
-            if terminal != "failed":
-                self.left = replace(self.left, kind="", body={})
+            call = client.report_usage(task_id, self.left.usage, retry=retry)
+            if await self._part("usage", call) != "failed":
+                self.left = self.left.model_copy(update={"usage": ()})
+        if self.left.report is not None:
+            call = client.send_report(task_id, self.left.report, retry=retry)
+            if await self._part(self.left.report.kind, call) != "failed":
+                self.left = self.left.model_copy(update={"report": None})
         return self.left
 
     async def _part(self, what: str, call: Awaitable[None]) -> str:
@@ -104,18 +116,6 @@ class Delivery:
         return "delivered"
 
 
-async def _terminal(client: Any, report: TerminalReport, retry: bool) -> None:
-    body = report.body
-    if report.kind == "complete":
-        await client.complete(report.task_id, retry=retry, **body)
-    elif report.kind == "fail":
-        await client.fail(report.task_id, retry=retry, **body)
-    elif report.kind == "cancel_ack":
-        await client.cancel_ack(report.task_id, retry=retry)
-    else:
-        raise ValueError(f"unknown report kind {report.kind!r}")
-
-
 class Outbox:
     """Reports waiting for the server, one file per task."""
 
@@ -125,13 +125,13 @@ class Outbox:
         ensure_dir(self.directory)
         self._update_depth()
 
-    def put(self, report: TerminalReport) -> None:
+    def put(self, report: Leftover) -> None:
         """Store `report` durably, replacing any earlier one for the same task."""
         if report.empty:
             self.remove(report.task_id)
             return
         path = self._path(report.task_id)
-        write_atomic(path, json.dumps(asdict(report)))
+        write_atomic(path, report.model_dump_json())
         self._update_depth()
         log.warning(
             "outbox: kept %s for task %s (%d transcript messages, %d usage entries)",
@@ -141,7 +141,7 @@ class Outbox:
             len(report.usage),
         )
 
-    def reports(self) -> list[TerminalReport]:
+    def reports(self) -> list[Leftover]:
         """Every stored report, oldest first; unreadable files are logged and set aside."""
         found = []
         for path in sorted(self.directory.glob("*.json"), key=_mtime):
@@ -163,7 +163,7 @@ class Outbox:
         self._path(task_id).unlink(missing_ok=True)
         self._update_depth()
 
-    async def flush(self, client: Any) -> int:
+    async def flush(self, client: TaskServer) -> int:
         """Try each stored report once; return how many are still waiting."""
         for report in self.reports():
             delivery = Delivery(report)
@@ -191,30 +191,21 @@ class Outbox:
         self._metrics.outbox_depth.set(self.depth())
 
 
-_BODY_KEYS = {
-    "complete": {"output", "session_id", "work_dir"},
-    "fail": {"error", "failure_reason", "session_id", "work_dir"},
-    "cancel_ack": set(),
-    "": set(),
-}
-
-
-def _load(text: str) -> TerminalReport:
-    """A stored report, checked so a damaged file is a clear error, not a crash at send time."""
+def _load(text: str) -> Leftover:
+    """A stored leftover, checked so a damaged file is a clear error, not a crash at send time."""
     data = json.loads(text)
-    kind = data["kind"]
-    if kind not in KINDS:
-        raise ValueError(f"unknown report kind {kind!r}")
-    body = dict(data["body"])
-    if not set(body) <= _BODY_KEYS[kind]:
-        raise ValueError(f"unexpected fields for {kind or 'a delivered report'}: {sorted(body)}")
-    messages = tuple(dict(m) for m in data.get("messages", ()))
-    if not all(isinstance(m.get("seq"), int) for m in messages):
-        raise ValueError("a transcript message without an integer seq")
-    usage = tuple(
-        UsageEntry.model_validate(u).model_dump(mode="json") for u in data.get("usage", ())
-    )
-    return TerminalReport(str(data["task_id"]), kind, body, messages, usage)
+    if isinstance(data, dict) and "format" not in data:
+        data = _from_v1(data)
+    return Leftover.model_validate(data)
+
+
+def _from_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 1 file (`kind` and `body` side by side) in today's shape."""
+    kind = data.pop("kind")
+    body = data.pop("body")
+    data["report"] = {"kind": kind, **body} if kind else None
+    data["format"] = 1
+    return data
 
 
 def _mtime(path: Path) -> float:

@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from prometheus_client import Counter
+
 from daemon.files import append_line, ensure_dir
+from daemon.task.activity import Activity
+from daemon.task.watchdog import Verdict
 from daemon.timefmt import utc_iso
 
 log = logging.getLogger(__name__)
@@ -62,3 +67,46 @@ class IncidentLog:
             append_line(self.path, json.dumps(row, sort_keys=True))
         except OSError as exc:
             log.error("could not append to %s: %s", self.path, exc)
+
+
+class TaskIncidents:
+    """Writes one task's incidents, filling in what the task and its activity already know."""
+
+    def __init__(
+        self, log: IncidentLog, task_id: str, backend: str, activity: Activity, fires: Counter
+    ) -> None:
+        self._log, self._task_id, self._backend = log, task_id, backend
+        self._activity, self._fires = activity, fires
+
+    def record(
+        self,
+        scope: str,
+        threshold: float,
+        action: str,
+        retry: int,
+        pid: int | None,
+        tools: Sequence[dict[str, object]] = (),
+        idle: float | None = None,
+        *,
+        verdict: Verdict | None = None,
+    ) -> None:
+        """One line in timeouts.jsonl; a watchdog verdict was already counted when it fired."""
+        if verdict is None:
+            self._fires.labels(scope).inc()
+        else:
+            idle, tools = verdict.idle_seconds, verdict.tools
+        activity = self._activity
+        self._log.record(
+            Incident(
+                task_id=self._task_id,
+                scope=scope,
+                threshold=threshold,
+                idle_seconds=activity.idle_seconds() if idle is None else idle,
+                last_message_type=activity.last_type,
+                retry=retry,
+                action=action,
+                pid=pid,
+                tools_in_flight=list(tools),
+                backend=self._backend,
+            )
+        )

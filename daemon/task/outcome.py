@@ -1,87 +1,89 @@
-"""How a task ended, and the terminal report that tells the server."""
+"""How a task ended: why its run stopped, and the one outcome (with its report) that follows."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
 
 from backends.base import Message, RunResult, RunStatus, Usage
+from daemon.durations import format_duration
+from daemon.protocol.models import TerminalReport, UsageEntry
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """How a task ended, as reported to the server."""
+    """How a task ended: the status counted in metrics, and the report the server gets (None:
+    the server settled the task itself, so nothing is said)."""
 
     status: RunStatus
-    output: str = ""
-    error: str = ""
-    failure_reason: str = ""
+    report: TerminalReport | None
+    usage: tuple[UsageEntry, ...] = ()
+
+    @property
+    def failure_reason(self) -> str:
+        """The report's short failure name ("" when the task did not fail)."""
+        return self.report.failure_reason if self.report is not None else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Ending:
+    """Why a task's run stopped, everything `decide` needs and nothing else.
+
+    Exactly one of these holds: `stopped` (who interrupted the run), `wall_clock` (the cap in
+    seconds that struck), `error` (the run failed before or instead of an agent's answer), or
+    the last attempt's `final` message and `result`.
+    """
+
     session_id: str = ""
-    usage: tuple[Usage, ...] = ()
-    report: bool = True
-    cancel_ack: bool = False
+    stopped: str = ""
+    wall_clock: float = 0.0
+    error: str = ""
+    failure_reason: str = "agent_error"
+    final: Message | None = None
+    result: RunResult | None = None
 
 
-def failed(error: str, session_id: str = "", reason: str = "agent_error") -> Outcome:
-    """A failure reported with `failure_reason` (default `agent_error`)."""
-    return Outcome(RunStatus.FAILED, error=error, failure_reason=reason, session_id=session_id)
+def decide(ending: Ending, work_dir: str) -> Outcome:
+    """The one place a run's outcome is decided."""
+    session = ending.session_id
 
+    def fail(status: RunStatus, error: str, reason: str) -> Outcome:
+        report = TerminalReport(
+            kind="fail", error=error, failure_reason=reason, session_id=session, work_dir=work_dir
+        )
+        usage = ending.result.usage if ending.result is not None else ()
+        return Outcome(status, report, tuple(UsageEntry.from_usage(u) for u in usage))
 
-def from_result(result: RunResult | None, final: Message | None, session_id: str) -> Outcome:
-    """The outcome of an attempt that ran to its end (no watchdog, no stop)."""
-    if result is None:
-        # The agent sent its final result but had to be killed during the exit grace: the run
-        # still counts with the result it sent.
+    if ending.stopped == "shutdown":
+        error = "the daemon shut down before the task finished"
+        return fail(RunStatus.CANCELLED, error, "cancelled")
+    if ending.stopped:
+        ack = TerminalReport(kind="cancel_ack") if ending.stopped == "server_cancelled" else None
+        return Outcome(RunStatus.CANCELLED, ack)
+    final, result = ending.final, ending.result
+    answered = final is not None and not final.is_error
+    if ending.wall_clock and not answered:
+        limit = format_duration(ending.wall_clock)
+        return fail(RunStatus.TIMEOUT, f"task exceeded the wall-clock limit of {limit}", "timeout")
+    if ending.error:
+        watchdog = ending.failure_reason == "idle_watchdog"
+        status = RunStatus.IDLE_WATCHDOG if watchdog else RunStatus.FAILED
+        return fail(status, ending.error, ending.failure_reason)
+    if result is None or ending.wall_clock:
+        # The agent sent its final result but was killed during the exit grace or at the wall
+        # clock: the run still counts with the result it sent.
         assert final is not None
         if final.is_error:
-            return failed(final.content or final.output or "agent reported an error", session_id)
-        return Outcome(
-            RunStatus.COMPLETED,
-            output=final.output or final.content,
-            session_id=final.session_id or session_id,
-            usage=final.usage,
-        )
-    session_id = result.session_id or session_id
+            error = final.content or final.output or "agent reported an error"
+            return fail(RunStatus.FAILED, error, "agent_error")
+        session = final.session_id or session
+        return _completed(final.output or final.content, session, work_dir, final.usage)
+    session = result.session_id or session
     if result.status is RunStatus.COMPLETED:
-        return Outcome(
-            RunStatus.COMPLETED, output=result.output, session_id=session_id, usage=result.usage
-        )
+        return _completed(result.output, session, work_dir, result.usage)
     reason = "timeout" if result.status is RunStatus.TIMEOUT else "agent_error"
-    return replace(failed(result.error or "agent failed", session_id, reason), usage=result.usage)
+    return fail(RunStatus.FAILED, result.error or "agent failed", reason)
 
 
-def stopped(reason: str, session_id: str) -> Outcome:
-    """A run interrupted by the daemon's shutdown (reported) or by the server (not reported)."""
-    if reason == "shutdown":
-        return Outcome(
-            RunStatus.CANCELLED,
-            error="the daemon shut down before the task finished",
-            failure_reason="cancelled",
-            session_id=session_id,
-        )
-    return Outcome(
-        RunStatus.CANCELLED,
-        report=False,
-        cancel_ack=reason == "server_cancelled",
-        session_id=session_id,
-    )
-
-
-def terminal_call(outcome: Outcome, work_dir: str) -> tuple[str, dict[str, Any]]:
-    """The terminal call (`complete`, `fail`, `cancel_ack`, or `""` for none) and its body."""
-    if outcome.cancel_ack:
-        return "cancel_ack", {}
-    if not outcome.report:
-        return "", {}
-    if outcome.status is RunStatus.COMPLETED:
-        return "complete", {
-            "output": outcome.output,
-            "session_id": outcome.session_id,
-            "work_dir": work_dir,
-        }
-    return "fail", {
-        "error": outcome.error,
-        "failure_reason": outcome.failure_reason,
-        "session_id": outcome.session_id,
-        "work_dir": work_dir,
-    }
+def _completed(output: str, session: str, work_dir: str, usage: tuple[Usage, ...]) -> Outcome:
+    report = TerminalReport(kind="complete", output=output, session_id=session, work_dir=work_dir)
+    return Outcome(RunStatus.COMPLETED, report, tuple(UsageEntry.from_usage(u) for u in usage))

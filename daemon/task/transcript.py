@@ -21,10 +21,15 @@ from backends.base import Message, MessageType
 from daemon.errors import PermanentServerError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
+from daemon.protocol.api import TaskServer
+from daemon.protocol.retry import RetryPolicy
+from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
 
 log = logging.getLogger(__name__)
 
 TOOL_OUTPUT_CAP = 8 * 1024
+CLOSE_RETRY = RetryPolicy((1.0,), max_tries=0, growth=1.0, jitter=0.0)
+"""The final flush tries again every second until its deadline."""
 _SENT_TYPES = frozenset(
     {
         MessageType.TEXT,
@@ -65,10 +70,11 @@ class Transcript:
 
     def __init__(
         self,
-        client: Any,
+        client: TaskServer,
         task_id: str,
         metrics: Metrics,
         *,
+        budget: ShutdownBudget | None = None,
         interval: float = 0.5,
         batch_size: int = 1000,
         max_messages: int = 100_000,
@@ -90,8 +96,7 @@ class Transcript:
         self.gone = False
         self._failing = False
         self.high_water = batch_size * 10
-        self._closing: anyio.CancelScope | None = None
-        self._hurry: float | None = None
+        self._budget = budget or ShutdownBudget()
 
     def add(self, message: Message) -> None:
         """Queue one message if it belongs in the transcript (status and log do not)."""
@@ -184,26 +189,21 @@ class Transcript:
 
         What is still unsent afterwards stays in `pending()` for the outbox.
         """
-        if self._hurry is not None:
-            within = min(within, self._hurry)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(within) as scope:
-            self._closing = scope
-            try:
-                while not await self.flush():
-                    if self.gone:
-                        return
-                    await anyio.sleep(1.0)
-            finally:
-                self._closing = None
+        # A stopping daemon cuts this flush short; the outbox keeps what is left.
+        with (
+            anyio.CancelScope(shield=True),
+            anyio.move_on_after(within) as scope,
+            self._budget.bounding(scope, TRANSCRIPT_FLUSH),
+        ):
+            failures = 0
+            while not await self.flush():
+                if self.gone:
+                    return
+                failures += 1
+                await CLOSE_RETRY.sleep(CLOSE_RETRY.delay(failures) or 0.0)
         if self._queue:
             log.warning(
                 "transcript %s: %d messages unsent at the end of the run",
                 short_id(self._task_id),
                 len(self._queue),
             )
-
-    def hurry(self, within: float) -> None:
-        """The daemon is stopping: the final flush ends within `within` seconds from now."""
-        self._hurry = within if self._hurry is None else min(self._hurry, within)
-        if self._closing is not None:
-            self._closing.deadline = min(self._closing.deadline, anyio.current_time() + within)

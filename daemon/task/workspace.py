@@ -1,4 +1,4 @@
-"""Everything a task's agent is given: its work directory, its prompt and its environment."""
+"""Everything a task's agent is given: its work directory, prompt, environment and run spec."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from backends.base import RunObserver, RunSpec
+from daemon.config import Settings
 from daemon.files import ensure_dir
 from daemon.logs import short_id
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
@@ -16,6 +18,8 @@ from daemon.protocol.models import Task
 _STRIP_PREFIXES = ("MULTICA_",)
 _STRIP_NAMES = frozenset(NOTIFY_ENV_VARS)
 INSTRUCTIONS_FILE = "AGENTS.md"
+EXIT_WAIT = 5.0
+"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
 
 def work_dir(root: Path, task: Task) -> Path:
@@ -76,3 +80,23 @@ def agent_env(
         }
     )
     return env
+
+
+def run_spec(
+    task: Task, workdir: Path, env: dict[str, str], settings: Settings, observer: RunObserver
+) -> RunSpec:
+    """How to start the task's agent: prompt, work directory, environment, model, limits."""
+    return RunSpec(
+        prompt=build_prompt(task),
+        workdir=workdir,
+        env=env,
+        task_id=task.id,
+        model=task.agent.model,
+        resume_session_id=task.prior_session_id,
+        instructions=task.agent.instructions,
+        extra_args=tuple(task.agent.custom_args),
+        kill_grace=settings.kill_grace,
+        # An agent that closed stdout after its final result gets the whole exit grace.
+        exit_wait=max(EXIT_WAIT, settings.exit_grace),
+        observer=observer,
+    )

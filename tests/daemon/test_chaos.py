@@ -244,8 +244,8 @@ async def test_stopping_while_the_server_is_down_is_bounded_and_keeps_the_report
     # The grace, the agent's kill grace (1 s), the bounded final flush and report, and the
     # bounded deregister, with margin for a loaded machine.
     assert took < GRACE + 10
-    assert {k: v["kind"] for k, v in kept.items()} == {done: "complete", hung: "fail"}
-    assert kept[hung]["body"]["failure_reason"] == "cancelled"
+    assert {k: v["report"]["kind"] for k, v in kept.items()} == {done: "complete", hung: "fail"}
+    assert kept[hung]["report"]["failure_reason"] == "cancelled"
     assert [m["content"] for m in kept[done]["messages"]][-10:] == [
         f"late {i}" for i in range(1, 11)
     ]

@@ -2,19 +2,20 @@
 
 Resume when the backend gave a session id, start fresh only when no tool call ran, fail at once
 otherwise; retries are bounded, wait 0 s, 5 s, 15 s, and stay under the wall clock and the
-server's cancel. Backoff delays go through `RunContext.backoff_sleep`, so the documented
+server's cancel. Backoff delays go through `Worker.idle_retry`, so the documented
 5 s and 15 s are checked without being waited for.
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
 
-from daemon.task.retries import RESUME_PROMPT, RETRY_BACKOFF
+from daemon.task.recovery import RESUME_PROMPT, RETRY_BACKOFF
 from tests.daemon.timeout_support import command_agent, fires, incidents, say, survivors
 from tests.helpers import RunningDaemon, eventually, serving_daemon
 
@@ -31,7 +32,7 @@ def record_backoff(d: RunningDaemon) -> list[float]:
         delays.append(seconds)
         await anyio.lowlevel.checkpoint()
 
-    d.worker.ctx.backoff_sleep = sleep
+    d.worker.idle_retry = replace(d.worker.idle_retry, sleep=sleep)
     return delays
 
 
@@ -117,7 +118,7 @@ async def test_retries_are_bounded_and_back_off_0_5_15_seconds(tmp_path: Path) -
     async with serving_daemon(
         tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="4"
     ) as d:
-        assert d.worker.ctx.retry_backoff == RETRY_BACKOFF == (0.0, 5.0, 15.0)
+        assert d.worker.idle_retry.delays == RETRY_BACKOFF == (0.0, 5.0, 15.0)
         delays = record_backoff(d)
         task_id = await d.submit(HANG)
         task = await d.wait(task_id)
@@ -146,7 +147,7 @@ async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
         MULTICA_AGENT_IDLE_RETRIES="50",
         MULTICA_AGENT_TIMEOUT="2s",
     ) as d:
-        d.worker.ctx.retry_backoff = (0.0, 0.2)
+        d.worker.idle_retry = replace(d.worker.idle_retry, delays=(0.0, 0.2))
         begun = time.monotonic()
         task_id = await d.submit(HANG)
         task = await d.wait(task_id)
@@ -170,7 +171,7 @@ async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) ->
     async with serving_daemon(
         tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="1"
     ) as d:
-        d.worker.ctx.retry_backoff = (30.0,)
+        d.worker.idle_retry = replace(d.worker.idle_retry, delays=(30.0,))
         task_id = await d.submit(HANG)
         await eventually(lambda: bool(incidents(d, task_id)))
         begun = time.monotonic()

@@ -32,7 +32,7 @@ from daemon.errors import (
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo, TranscriptMessage, UsageEntry
+from daemon.protocol.models import RuntimeInfo, TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from tests.clock import RecordingSleep
 
@@ -79,6 +79,16 @@ def make_harness(
         ),
     )
     return Harness(router, client, sleep, metrics, circuit)
+
+
+def complete(output: str, session_id: str = "", work_dir: str = "") -> TerminalReport:
+    return TerminalReport(kind="complete", output=output, session_id=session_id, work_dir=work_dir)
+
+
+def fail(error: str, reason: str, session_id: str, work_dir: str) -> TerminalReport:
+    return TerminalReport(
+        kind="fail", error=error, failure_reason=reason, session_id=session_id, work_dir=work_dir
+    )
 
 
 def task_json(task_id: str = "t1", **extra: Any) -> dict[str, Any]:
@@ -230,7 +240,7 @@ async def test_terminal_report_uses_the_long_policy() -> None:
     h = make_harness()
     route = h.router.post("/api/daemon/tasks/t1/complete").mock(return_value=httpx.Response(503))
     with pytest.raises(TransientServerError):
-        await h.client.complete("t1", "done", "s1", "/w")
+        await h.client.send_report("t1", complete("done", "s1", "/w"))
     assert route.call_count == 6
     assert h.sleep.delays == [4.0, 8.0, 16.0, 32.0, 64.0]
 
@@ -251,7 +261,7 @@ async def test_terminal_report_survives_cancelling_the_caller() -> None:
         side_effect=[httpx.Response(503), httpx.Response(503), httpx.Response(200, json={})]
     )
     with outer:
-        await h.client.fail("t1", "boom", "agent_error", "s1", "/w")
+        await h.client.send_report("t1", fail("boom", "agent_error", "s1", "/w"))
         await anyio.lowlevel.checkpoint()
         pytest.fail("the caller's scope should have been cancelled")  # pragma: no cover
     assert outer.cancelled_caught
@@ -279,7 +289,7 @@ async def test_terminal_report_gives_up_at_its_deadline() -> None:
     assert client.report_deadline() == pytest.approx(0.02 * 1.2 + 0.15)
     with anyio.fail_after(10):
         with pytest.raises(TransientServerError, match="deadline"):
-            await client.cancel_ack("t1")
+            await client.send_report("t1", TerminalReport(kind="cancel_ack"))
     assert route.call_count == 1
 
 
@@ -289,7 +299,7 @@ async def test_report_without_retry_tries_once() -> None:
     h = make_harness()
     route = h.router.post("/api/daemon/tasks/t1/complete").mock(return_value=httpx.Response(503))
     with pytest.raises(TransientServerError):
-        await h.client.complete("t1", "out", "", "", retry=False)
+        await h.client.send_report("t1", complete("out"), retry=False)
     assert route.call_count == 1
     assert h.sleep.delays == []
 
@@ -478,7 +488,7 @@ async def test_per_task_calls_hit_their_paths() -> None:
         ],
     )
     await h.client.report_usage("t1", [UsageEntry(provider="anthropic", model="m", input_tokens=5)])
-    await h.client.cancel_ack("t1")
+    await h.client.send_report("t1", TerminalReport(kind="cancel_ack"))
     assert json.loads(start.calls.last.request.content) == {}
     sent = json.loads(messages.calls.last.request.content)["messages"]
     assert sent[0] == {
@@ -535,7 +545,7 @@ async def test_headers_are_on_every_request() -> None:
     h.router.post("/api/daemon/tasks/t1/complete").mock(return_value=httpx.Response(200))
     await h.client.workspaces()
     await h.client.heartbeat("rt1")
-    await h.client.complete("t1", "ok", "", "")
+    await h.client.send_report("t1", complete("ok"))
     assert len(h.router.calls) == 3
     for call in h.router.calls:
         headers = call.request.headers

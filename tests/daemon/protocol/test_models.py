@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from pydantic import ValidationError
 
 from backends.base import Usage
 from daemon.protocol.models import (
     Agent,
-    ClaimResponse,
     HeartbeatResponse,
-    MessagesBody,
     RecoverOrphansResponse,
     RegisterResponse,
     Task,
     TaskStatusResponse,
+    TerminalReport,
     TranscriptMessage,
     UsageEntry,
     Workspace,
 )
+from daemon.protocol.wire import parse_claim
 
 FULL_TASK = {
     "id": "task-1",
@@ -122,9 +123,9 @@ def test_register_response_requires_runtimes() -> None:
 
 def test_claim_response_requires_tasks_but_accepts_null() -> None:
     """`tasks` must be present; `null` means no tasks."""
-    with pytest.raises(ValidationError):
-        ClaimResponse.model_validate({})
-    assert ClaimResponse.model_validate({"tasks": None}).tasks == []
+    with pytest.raises(ValueError):
+        parse_claim(httpx.Response(200, json={}))
+    assert parse_claim(httpx.Response(200, json={"tasks": None})) == ([], [])
 
 
 def test_status_response_requires_status() -> None:
@@ -149,9 +150,13 @@ def test_transcript_message_accepts_only_sent_types() -> None:
 
 def test_messages_body_omits_missing_input() -> None:
     """A message without input is sent without the field, with every other field present."""
-    body = MessagesBody(messages=[TranscriptMessage(seq=3, type="text", content="hi")])
-    assert body.model_dump(mode="json", exclude_none=True) == {
-        "messages": [{"seq": 3, "type": "text", "tool": "", "content": "hi", "output": ""}]
+    message = TranscriptMessage(seq=3, type="text", content="hi")
+    assert message.model_dump(mode="json", exclude_none=True) == {
+        "seq": 3,
+        "type": "text",
+        "tool": "",
+        "content": "hi",
+        "output": "",
     }
 
 
@@ -166,3 +171,18 @@ def test_usage_entry_from_backend_usage() -> None:
         "cache_read_tokens": 30,
         "cache_write_tokens": 40,
     }
+
+
+def test_terminal_report_body_holds_only_its_kinds_fields() -> None:
+    """`complete`, `fail` and `cancel_ack` each send exactly their endpoint's body."""
+    complete = TerminalReport(kind="complete", output="o", session_id="s", work_dir="/w")
+    fail = TerminalReport(kind="fail", error="e", failure_reason="timeout", work_dir="/w")
+    assert complete.body() == {"output": "o", "session_id": "s", "work_dir": "/w"}
+    assert fail.body() == {
+        "error": "e",
+        "failure_reason": "timeout",
+        "session_id": "",
+        "work_dir": "/w",
+    }
+    assert TerminalReport(kind="cancel_ack").body() == {}
+    assert TerminalReport(kind="cancel_ack").endpoint == "cancel-ack"

@@ -125,3 +125,15 @@ def test_budget_is_the_longest_possible_wait() -> None:
 def test_retry_after_parsing(header: str | None, expected: float | None) -> None:
     """Seconds and HTTP-dates parse; a past date means now; nonsense is ignored."""
     assert retry_after_seconds(header, NOW) == expected
+
+
+def test_growth_one_repeats_the_last_delay_up_to_the_try_limit() -> None:
+    """Idle-retry shape: no jitter, the last delay repeats, `max_tries` bounds the tries."""
+    p = RetryPolicy((0.0, 5.0, 15.0), max_tries=5, growth=1.0, jitter=0.0)
+    assert [p.delay(n) for n in range(1, 6)] == [0.0, 5.0, 15.0, 15.0, None]
+
+
+def test_no_try_limit_doubles_up_to_the_cap() -> None:
+    """Registration shape: tried until it works, 1 s doubling up to `max_wait`."""
+    p = RetryPolicy((1.0,), max_tries=0, max_wait=30.0, jitter=0.0)
+    assert [p.delay(n) for n in (1, 2, 3, 5, 6, 50)] == [1.0, 2.0, 4.0, 16.0, 30.0, 30.0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -10,7 +11,7 @@ import respx
 
 from daemon.errors import MalformedResponseError, TaskGoneError, TransientServerError
 from daemon.protocol.models import Agent
-from daemon.protocol.tasks_api import TasksApi
+from daemon.protocol.tasks_api import TRANSPORT_RETRY, TasksApi
 from tests.clock import RecordingSleep
 
 BASE = "http://server.test"
@@ -20,7 +21,7 @@ def make_api() -> tuple[respx.Router, TasksApi, RecordingSleep]:
     router = respx.Router(base_url=BASE, assert_all_mocked=True)
     http = httpx.AsyncClient(base_url=BASE, transport=httpx.MockTransport(router.async_handler))
     sleep = RecordingSleep()
-    return router, TasksApi(http, sleep=sleep), sleep
+    return router, TasksApi(http, retry=replace(TRANSPORT_RETRY, sleep=sleep)), sleep
 
 
 @pytest.mark.anyio

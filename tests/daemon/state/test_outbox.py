@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 
+from backends.base import Usage
 from daemon.ops.metrics import Metrics
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.models import RuntimeInfo, TerminalReport, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
-from daemon.state.outbox import Outbox, TerminalReport
+from daemon.state.outbox import Leftover, Outbox
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
 from tests.helpers import TOKEN, embedded_server, eventually, running_daemon, server_client
 
@@ -33,9 +34,9 @@ SCRIPT = {
 }
 
 
-def complete(task_id: str, **extra: Any) -> TerminalReport:
-    body = {"output": "done", "session_id": "s", "work_dir": "/w"}
-    return TerminalReport(task_id, "complete", body, **extra)
+def complete(task_id: str, **extra: Any) -> Leftover:
+    report = TerminalReport(kind="complete", output="done", session_id="s", work_dir="/w")
+    return Leftover(task_id=task_id, report=report, **extra)
 
 
 def stored(outbox: Outbox) -> dict[str, dict[str, Any]]:
@@ -77,10 +78,11 @@ def test_put_writes_one_file_per_task_atomically(tmp_path: Path) -> None:
     outbox = Outbox(tmp_path / "outbox", Metrics())
     outbox.put(complete("t-1"))
     outbox.put(complete("t-2"))
-    outbox.put(TerminalReport("t-1", "fail", {"error": "e", "failure_reason": "cancelled"}))
+    failed = TerminalReport(kind="fail", error="e", failure_reason="cancelled")
+    outbox.put(Leftover(task_id="t-1", report=failed))
     files = stored(outbox)
     assert sorted(files) == ["t-1.json", "t-2.json"]
-    assert files["t-1.json"]["kind"] == "fail"
+    assert files["t-1.json"]["report"]["kind"] == "fail"
     assert outbox.depth() == 2
     assert {r.task_id: r.kind for r in outbox.reports()} == {"t-1": "fail", "t-2": "complete"}
 
@@ -198,7 +200,7 @@ async def test_transient_complete_failure_stays_a_complete_and_is_delivered(
         await proxy.set_mode("pass")
         await eventually(lambda: d.worker.outbox.depth() == 0, within=10)
         task = await api.get_task(task_id)
-    assert [(r.kind, r.body["output"]) for r in kept] == [("complete", "the answer")]
+    assert [(r.kind, r.report and r.report.output) for r in kept] == [("complete", "the answer")]
     assert (waiting["status"], waiting["complete_calls"], waiting["fail_calls"]) == (
         "running",
         0,
@@ -219,7 +221,8 @@ async def test_report_survives_a_restart_and_is_delivered_at_the_next_start(
             await proxy.set_mode("500", only={"complete"})
             task_id = str((await api.create_task(json.dumps(SCRIPT), backend="scripted"))["id"])
             await eventually(lambda: d.worker.outbox.depth() == 1, within=20)
-        kinds = [json.loads(f.read_text())["kind"] for f in (tmp_path / "state/outbox").iterdir()]
+        files = (tmp_path / "state/outbox").iterdir()
+        kinds = [json.loads(f.read_text())["report"]["kind"] for f in files]
         await proxy.set_mode("pass")
         # A long re-send period: only the start-up flush can deliver it.
         async with running_daemon(tmp_path, proxy.url, outbox_interval=3600) as again:
@@ -231,3 +234,35 @@ async def test_report_survives_a_restart_and_is_delivered_at_the_next_start(
     assert task["status"] == "completed" and task["output"] == "the answer"
     assert (task["complete_calls"], task["fail_calls"]) == (1, 0)
     assert [m["seq"] for m in transcript] == [1, 2, 3, 4]
+
+
+def test_files_written_before_the_format_version_still_load(tmp_path: Path) -> None:
+    """Version 1 files (`kind` and `body` side by side), as the daemon wrote them before the
+    format was versioned, load as the same reports and are re-sent unchanged."""
+    outbox = Outbox(tmp_path / "outbox", Metrics())
+    for old in sorted((Path(__file__).parent / "data").glob("v1-*.json")):
+        (outbox.directory / old.name.removeprefix("v1-")).write_bytes(old.read_bytes())
+    loaded = {r.task_id: r for r in outbox.reports()}
+    assert sorted(loaded) == ["task-old-1", "task-old-2", "task-old-3", "task-old-4"]
+    assert loaded["task-old-1"].report == TerminalReport(
+        kind="complete", output="the answer", session_id="s-1", work_dir="/w/task-old-1"
+    )
+    assert loaded["task-old-1"].messages == (
+        {"seq": 3, "type": "text", "tool": "", "content": "hi", "output": ""},
+    )
+    usage = Usage("anthropic", "sonnet", 10, 20, 30, 40)
+    assert loaded["task-old-1"].usage == (UsageEntry.from_usage(usage),)
+    assert loaded["task-old-2"].report == TerminalReport(
+        kind="fail", error="boom", failure_reason="agent_error", work_dir="/w/task-old-2"
+    )
+    assert loaded["task-old-3"].report == TerminalReport(kind="cancel_ack")
+    assert loaded["task-old-4"].report is None
+    assert loaded["task-old-4"].messages[0]["input"] == {"command": "ls"}
+    assert outbox.depth() == 4
+
+
+def test_files_carry_their_format_version(tmp_path: Path) -> None:
+    """A stored report says which format it is in, so a later daemon knows how to read it."""
+    outbox = Outbox(tmp_path / "outbox", Metrics())
+    outbox.put(complete("t-1"))
+    assert stored(outbox)["t-1.json"]["format"] == 2

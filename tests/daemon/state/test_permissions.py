@@ -11,8 +11,9 @@ import pytest
 
 from daemon.files import safe_name, write_atomic
 from daemon.ops.metrics import Metrics
+from daemon.protocol.models import TerminalReport
 from daemon.state.agents import AgentRecord, AgentRecords
-from daemon.state.outbox import Outbox, TerminalReport
+from daemon.state.outbox import Leftover, Outbox
 from daemon.task.incidents import Incident, IncidentLog
 from tests.helpers import embedded_server, running_daemon
 
@@ -55,7 +56,8 @@ async def test_a_daemon_run_creates_only_owner_only_state(tmp_path: Path) -> Non
 def test_reports_records_and_incidents_are_written_owner_only(tmp_path: Path) -> None:
     """An outbox file, an agent record and timeouts.jsonl are 0600 in 0700 directories."""
     outbox = Outbox(tmp_path / "state" / "outbox", Metrics())
-    outbox.put(TerminalReport("t1", "complete", {"output": "secret result"}))
+    report = TerminalReport(kind="complete", output="secret result")
+    outbox.put(Leftover(task_id="t1", report=report))
     AgentRecords(tmp_path / "state" / "agents").put(AgentRecord("t1", "scripted", pid=4242))
     incident = Incident("t1", "idle", 1.0, 2.0, "text", 0, "fail", None)
     IncidentLog(tmp_path / "state" / "timeouts.jsonl").record(incident)

@@ -12,6 +12,7 @@ import pytest
 from backends.base import Message, MessageType
 from daemon.errors import ServerError, TaskGoneError, TransientServerError
 from daemon.ops.metrics import Metrics
+from daemon.shutdown import ShutdownBudget
 from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript
 
 pytestmark = pytest.mark.anyio
@@ -159,13 +160,14 @@ async def test_hurry_cuts_a_final_flush_that_is_under_way() -> None:
     """A stopping daemon shortens a 30 s final flush that already began."""
     server = FakeServer()
     server.failure = down()
-    t = transcript(server)
+    budget = ShutdownBudget()
+    t = transcript(server, budget=budget)
     t.add(text("a"))
     begun = time.monotonic()
     async with anyio.create_task_group() as tg:
         tg.start_soon(t.close, 30.0)
         await server.sending.wait()
-        t.hurry(0.2)
+        budget.stop()
     took = time.monotonic() - begun
     assert took < 5.0
     assert t.unsent == 1

@@ -1,0 +1,34 @@
+"""The server calls the task core makes, as a protocol: the real client and test fakes fit it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from daemon.protocol.models import TerminalReport, UsageEntry
+
+
+class TaskServer(Protocol):
+    """What a task's run, its transcript and the outbox need from the server."""
+
+    async def start_task(self, task_id: str) -> None:
+        """Acknowledge that the task's agent is starting."""
+
+    async def task_status(self, task_id: str) -> str:
+        """The task's status on the server."""
+        ...
+
+    async def send_messages(
+        self, task_id: str, messages: Sequence[Mapping[str, Any]], *, retry: bool = True
+    ) -> None:
+        """Append a batch of transcript messages in their wire shape."""
+
+    async def report_usage(
+        self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
+    ) -> None:
+        """Report the task's token usage per model."""
+
+    async def send_report(
+        self, task_id: str, report: TerminalReport, *, retry: bool = True
+    ) -> None:
+        """Send the task's one terminal call."""
