@@ -56,6 +56,7 @@ _CURRENT: ContextVar[ProcessRegistry | None] = ContextVar("process_registry", de
 
 @dataclass
 class _Run:
+    tag: str
     leader: ProcIdentity | None
     cwd: str
     members: dict[int, ProcIdentity] = field(default_factory=dict)
@@ -66,7 +67,8 @@ class ProcessRegistry:
 
     def __init__(self) -> None:
         self._leaders: set[int] = set()
-        self._runs: dict[str, _Run] = {}
+        self._runs: dict[int, _Run] = {}
+        """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
         self.adopts_orphans = False
 
     @contextmanager
@@ -91,45 +93,44 @@ class ProcessRegistry:
         """Register a just-spawned agent; call it with no await since the spawn returned."""
         self._leaders.add(pid)
         leader = identify(pid)
-        self._runs[tag] = _Run(leader, os.path.realpath(cwd))
+        self._runs[pid] = _Run(tag, leader, os.path.realpath(cwd))
         return leader
 
     def released(self, pid: int) -> None:
         """The agent `pid` was reaped by the event loop: it is no longer ours to skip."""
         self._leaders.discard(pid)
 
-    def forget(self, tag: str) -> None:
-        """The run `tag` is over and its tree killed."""
-        self._runs.pop(tag, None)
+    def forget(self, pid: int) -> None:
+        """The run of agent `pid` is over and its tree killed."""
+        self._runs.pop(pid, None)
 
-    def note(self, tag: str, scan: Snapshot) -> None:
-        """Record every process found below the run's agent and its members in `scan`."""
-        run = self._runs.get(tag)
+    def note(self, pid: int, scan: Snapshot) -> None:
+        """Record every process found below agent `pid` and its members in `scan`."""
+        run = self._runs.get(pid)
         if run is None:
             return
         roots = [*run.members, *([run.leader.pid] if run.leader else [])]
         for member in scan.descendants(roots):
             run.members.setdefault(member.pid, member)
 
-    def members(self, tag: str) -> list[ProcIdentity]:
-        """The processes seen below run `tag` so far, alive or not."""
-        run = self._runs.get(tag)
+    def members(self, pid: int) -> list[ProcIdentity]:
+        """The processes seen below agent `pid` so far, alive or not."""
+        run = self._runs.get(pid)
         return list(run.members.values()) if run else []
 
-    async def track(self, tag: str, interval: float = TRACK_INTERVAL) -> None:
-        """Scan the run's tree every `interval` until cancelled."""
+    async def track(self, pid: int, interval: float = TRACK_INTERVAL) -> None:
+        """Scan the tree of agent `pid` every `interval` until cancelled."""
         while True:
             await anyio.sleep(interval)
-            self.note(tag, await anyio.to_thread.run_sync(snapshot))
+            self.note(pid, await anyio.to_thread.run_sync(snapshot))
 
-    def collect(self, tag: str, tag_var: str) -> list[ProcIdentity]:
-        """The live processes of run `tag`: its tree, its tagged and tracked members, and the
-        adopted orphans that are its own."""
-        run = self._runs.get(tag)
-        leader = run.leader if run else None
-        found = {p.pid: p for p in collect_tree(leader, tag_var, tag)}
+    def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
+        """The live processes of agent `pid`'s run: its tree, its tagged and tracked members,
+        and the adopted orphans that are its own."""
+        run = self._runs.get(pid)
         if run is None:
-            return list(found.values())
+            return []
+        found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag)}
         scan = snapshot()
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
         if self.adopts_orphans:

@@ -238,10 +238,10 @@ class ProcessRun:
         """Kill the tree, then stop the pumps and close the pipes; always bounded."""
         spec, registry = self._spec, self._registry
         self._tracking.cancel()
-        collect = partial(registry.collect, self.tag, TRACKING_ENV)
+        collect = partial(registry.collect, self.pid, TRACKING_ENV)
         with anyio.move_on_after(spec.kill_grace + 3.0):
             await kill_tree(collect, spec.kill_grace, spec.observer, self.tag)
-        registry.forget(self.tag)
+        registry.forget(self.pid)
         self._msg_rx.close()  # a pump blocked on a full queue drops the rest instead
         self._stdin_tx.close()
         with anyio.move_on_after(2.0):
@@ -285,7 +285,7 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         pumps = (run._pump_stdout, run._pump_stderr, run._pump_stdin)
         for scope, pump in zip(run._io_scopes, pumps, strict=True):
             tg.start_soon(run._guarded, scope, pump)
-        tg.start_soon(run._guarded, run._tracking, partial(run._registry.track, tag))
+        tg.start_soon(run._guarded, run._tracking, partial(run._registry.track, process.pid))
         try:
             yield run
         except BaseException as exc:

@@ -396,7 +396,7 @@ async def test_a_process_seen_below_the_agent_dies_after_it_detached(tmp_path: P
     with registry.installed(), anyio.fail_after(60):
         async with run_process(spec, LinesParser()) as run:
             sleeper = identities([int(await next_content(run))])
-            await eventually(lambda: sleeper[0] in registry.members(run.tag), within=30)
+            await eventually(lambda: sleeper[0] in registry.members(run.pid), within=30)
             await run.write_line(b"detach")
             assert await next_content(run) == "detached"
             assert sleeper[0] not in descendants(run.pid)

@@ -291,3 +291,56 @@ def test_reap_reaps_only_adopted_orphans() -> None:
     assert report["reaped"] == [report["orphan"]]
     assert report["own"] == 7
     assert report["helper"] == 5
+
+
+ATTRIBUTION_SCENARIO = """
+import json, sys
+from pathlib import Path
+import anyio
+from backends.process import ProcessRegistry, ProcessSpec, identify, is_alive, run_process
+from tests.backends.support import LinesParser
+
+# An agent whose tool shell detaches a clean-environment sleeper and exits at once.
+AGENT = (
+    "import subprocess, sys;"
+    "subprocess.run(['sh', '-c', 'env -i setsid sleep 333 & echo $!']);"
+    "sys.stdin.read()"
+)
+
+async def main():
+    registry = ProcessRegistry()
+    assert registry.adopt_orphans()
+    dirs = [Path(sys.argv[1], name) for name in ("a", "b")]
+    specs = [
+        ProcessSpec([sys.executable, "-c", AGENT], d, {"PATH": "/usr/bin:/bin"},
+                    keep_stdin_open=True, kill_grace=2.0)
+        for d in dirs
+    ]
+    for d in dirs:
+        d.mkdir()
+    with registry.installed():
+        async with run_process(specs[1], LinesParser()) as b:
+            b_sleeper = identify(int((await anext(aiter(b.messages()))).content))
+            async with run_process(specs[0], LinesParser()) as a:
+                a_sleeper = identify(int((await anext(aiter(a.messages()))).content))
+            after_a = [is_alive(a_sleeper), is_alive(b_sleeper)]
+        after_b = [is_alive(a_sleeper), is_alive(b_sleeper)]
+    print(json.dumps({"after_a": after_a, "after_b": after_b}))
+
+anyio.run(main)
+"""
+
+
+def test_an_adopted_orphan_dies_with_its_own_run_only(tmp_path: Path) -> None:
+    """As subreaper, a detached sleeper dies when its run ends; another run's sleeper lives on."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(ATTRIBUTION_SCENARIO), str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report == {"after_a": [False, True], "after_b": [False, False]}
