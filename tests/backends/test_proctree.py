@@ -243,6 +243,21 @@ async def test_sweep_escalates_to_sigkill(spawn: Children, tag_var: str) -> None
     assert time.monotonic() - started >= 0.3
 
 
+def run_scenario(code: str, *args: str) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter (free to become a subreaper); its JSON report."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
 SUBREAPER_SCENARIO = """
 import json, subprocess, sys, time
 from pathlib import Path
@@ -278,16 +293,7 @@ print(json.dumps({"orphan": orphan, "reaped": reaped, "own": own.wait(), "helper
 
 def test_reap_reaps_only_adopted_orphans() -> None:
     """As a subreaper, only the adopted orphan is reaped; our own children keep their status."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SUBREAPER_SCENARIO)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = run_scenario(SUBREAPER_SCENARIO)
     assert report["reaped"] == [report["orphan"]]
     assert report["own"] == 7
     assert report["helper"] == 5
@@ -333,14 +339,5 @@ anyio.run(main)
 
 def test_an_adopted_orphan_dies_with_its_own_run_only(tmp_path: Path) -> None:
     """As subreaper, a detached sleeper dies when its run ends; another run's sleeper lives on."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(ATTRIBUTION_SCENARIO), str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = run_scenario(ATTRIBUTION_SCENARIO, str(tmp_path))
     assert report == {"after_a": [False, True], "after_b": [False, False]}
