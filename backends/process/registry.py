@@ -130,8 +130,8 @@ class ProcessRegistry:
         run = self._runs.get(pid)
         if run is None:
             return []
-        found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag)}
         scan = snapshot()
+        found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag, scan)}
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
         if self.adopts_orphans:
             roots.update((p.pid, p) for p in self._orphans_of(run, scan))

@@ -209,11 +209,13 @@ def cwd_of(pid: int) -> str:
         return ""
 
 
-def collect_tree(leader: ProcIdentity | None, tag_var: str, tag_value: str) -> list[ProcIdentity]:
+def collect_tree(
+    leader: ProcIdentity | None, tag_var: str, tag_value: str, scan: Snapshot | None = None
+) -> list[ProcIdentity]:
     """The live processes of a run: the leader, its descendants, and every tagged process."""
     found: dict[int, ProcIdentity] = {}
     if leader is not None and is_alive(leader):
-        below = descendants(leader.pid)
+        below = (scan or snapshot()).descendants([leader.pid])
         # Only trust the walk if the leader was the same process throughout it.
         if is_alive(leader):
             found[leader.pid] = leader
