@@ -70,6 +70,7 @@ class ProcessRegistry:
         self._runs: dict[int, _Run] = {}
         """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
         self.adopts_orphans = False
+        self._last_scan: tuple[float, Snapshot] | None = None
 
     @contextmanager
     def installed(self) -> Iterator[ProcessRegistry]:
@@ -122,7 +123,15 @@ class ProcessRegistry:
         """Scan the tree of agent `pid` every `interval` until cancelled."""
         while True:
             await anyio.sleep(interval)
-            self.note(pid, await anyio.to_thread.run_sync(snapshot))
+            self.note(pid, await self._scan(fresher_than=interval / 2))
+
+    async def _scan(self, fresher_than: float) -> Snapshot:
+        # Runs share a recent scan: the cost stays near two scans per interval however many
+        # agents run, instead of one scan per agent.
+        now = anyio.current_time()
+        if self._last_scan is None or now - self._last_scan[0] > fresher_than:
+            self._last_scan = (now, await anyio.to_thread.run_sync(snapshot))
+        return self._last_scan[1]
 
     def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
         """The live processes of agent `pid`'s run: its tree, its tagged and tracked members,
