@@ -139,6 +139,8 @@ class ProcessRegistry:
         run = self._runs.get(pid)
         if run is None:
             return []
+        if not run.members and not self.adopts_orphans:
+            return collect_tree(run.leader, tag_var, run.tag)  # nothing else to look for
         scan = snapshot()
         found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag, scan)}
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
