@@ -25,6 +25,7 @@ from daemon.ops.status_view import check, status
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
+from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.serve import serve
 from daemon.worker import Worker
 
@@ -109,11 +110,12 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     async with anyio.create_task_group() as tg:
         # First: the health port is the single-instance lock, and serves `starting` from here.
         await tg.start(health.serve)
-        url = settings.server_url
+        url, token = settings.server_url, settings.token
         if settings.embedded:
             host, port = _split(settings.embedded_listen)
             db = settings.state_dir / "server.db"
-            bound = await tg.start(serve, db, host, port, settings.token)
+            token = await _embedded_token(settings)
+            bound = await tg.start(serve, db, host, port, token)
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
@@ -126,7 +128,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
             tg.cancel_scope.cancel()
             return 1
         circuit = CircuitBreaker(metrics=metrics)
-        async with make_http_client(url, settings.token, daemon.__version__) as http:
+        async with make_http_client(url, token, daemon.__version__) as http:
             client = ServerClient(http, metrics=metrics, circuit=circuit)
             worker = Worker(
                 settings,
@@ -148,9 +150,16 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
     """The embedded server alone, until SIGINT/SIGTERM."""
     host, port = _split(args.listen or settings.embedded_listen)
     db = settings.state_dir / "server.db"
+    token = await _embedded_token(settings)
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db, host, port, settings.token)
-        print(f"agent-daemon server listening on http://{host}:{bound} (database {db})", flush=True)
+        bound = await tg.start(serve, db, host, port, token)
+        # Where a client finds the token, never the token itself.
+        source = "MULTICA_DAEMON_TOKEN" if settings.token else settings.state_dir / TOKEN_FILE
+        print(
+            f"agent-daemon server listening on http://{host}:{bound} (database {db}, "
+            f"token from {source})",
+            flush=True,
+        )
         await _wait_for_signal()
         tg.cancel_scope.cancel()
     return 0
@@ -174,8 +183,19 @@ async def _wait_for_signal() -> None:
 
 async def _submit(settings: Settings, args: argparse.Namespace) -> int:
     """Create a task; with --wait print its transcript as it arrives and exit 0 on completion."""
-    url = settings.server_url or f"http://{settings.embedded_listen}"
-    async with make_http_client(url, settings.token, daemon.__version__) as http:
+    url, token = settings.server_url, settings.token
+    if not url:
+        url = f"http://{settings.embedded_listen}"
+        # The embedded server's own token, which `run` or `server` generated on first start.
+        token = token or read_token(settings.state_dir / TOKEN_FILE)
+        if not token:
+            print(
+                f"agent-daemon: no server token in {settings.state_dir / TOKEN_FILE}: start "
+                "`agent-daemon run` (or `agent-daemon server`) first, or set MULTICA_DAEMON_TOKEN",
+                file=sys.stderr,
+            )
+            return 1
+    async with make_http_client(url, token, daemon.__version__) as http:
         api = TasksApi(http)
         try:
             task = await api.create_task(args.prompt, backend=args.backend)
@@ -186,6 +206,13 @@ async def _submit(settings: Settings, args: argparse.Namespace) -> int:
         if not args.wait:
             return 0
         return await _follow(api, task["id"])
+
+
+async def _embedded_token(settings: Settings) -> str:
+    """MULTICA_DAEMON_TOKEN when set, else the embedded server's generated one (kept 0600)."""
+    if settings.token:
+        return settings.token
+    return await anyio.to_thread.run_sync(ensure_token, settings.state_dir / TOKEN_FILE)
 
 
 async def _follow(api: TasksApi, task_id: str) -> int:

@@ -3,6 +3,7 @@
     DaemonError
     ├── ConfigError              fatal: bad environment; the CLI prints one line and exits 2
     ├── AlreadyRunningError      fatal: another daemon holds the health port; exit 1
+    ├── TaskTokenError           the claimed task has no task-scoped token: that task fails
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
         ├── PermanentServerError     any other 4xx — never retried
@@ -26,6 +27,10 @@ class ConfigError(DaemonError):
 
 class AlreadyRunningError(DaemonError):
     """Another daemon already holds the health address (the single-instance lock)."""
+
+
+class TaskTokenError(DaemonError):
+    """A task's token is not task-scoped (`mat_`): its agent must not start with it."""
 
 
 class ServerError(DaemonError):

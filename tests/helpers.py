@@ -44,8 +44,20 @@ async def eventually(
             await anyio.sleep(every)
 
 
-# The reference server on 127.0.0.1 with a free port; yields its base URL.
-embedded_server = running_server
+TOKEN = "test-server-token"
+"""The bearer token of the tests' embedded servers; `daemon_env` gives it to every daemon."""
+
+
+def embedded_server(
+    db_path: Path, host: str = "127.0.0.1", port: int = 0, token: str = TOKEN
+) -> AbstractAsyncContextManager[str]:
+    """The reference server on 127.0.0.1 with a free port (and `TOKEN`); yields its base URL."""
+    return running_server(db_path, host, port, token)
+
+
+def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncClient:
+    """An HTTP client of the embedded server at `url` that sends its bearer token."""
+    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, **options)
 
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
@@ -54,6 +66,7 @@ def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
         "HOME": str(home),
         "PATH": os.environ.get("PATH", ""),
         "MULTICA_SERVER_URL": server_url,
+        "MULTICA_DAEMON_TOKEN": TOKEN,
         "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
         "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
         "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
@@ -125,7 +138,7 @@ async def running_daemon(
     found = await available(settings)
     async with (
         make_http_client(server_url, settings.token, daemon.__version__) as http,
-        httpx.AsyncClient(base_url=server_url) as user_http,
+        server_client(server_url, settings.token) as user_http,
     ):
         client = ServerClient(
             http, metrics=metrics, circuit=circuit, policy=policy, report_policy=report_policy
@@ -175,17 +188,24 @@ def python_agent(code: str) -> list[str]:
 
 
 @asynccontextmanager
-async def daemon_process(env: Mapping[str, str], *args: str) -> AsyncIterator[anyio.abc.Process]:
-    """`python -m daemon run` (or other args) as a real child process; killed if still alive."""
+async def daemon_process(
+    env: Mapping[str, str], *args: str, log: Path | None = None
+) -> AsyncIterator[anyio.abc.Process]:
+    """`python -m daemon run` (or other args) as a real child process; killed if still alive.
+
+    With `log`, its stderr (the daemon's log) goes to that file, for a test to wait on a line."""
+    stderr = log.open("wb") if log is not None else None
     process = await anyio.open_process(
         [sys.executable, "-m", "daemon", *(args or ("run",))],
         env={**env, "PYTHONPATH": str(ROOT)},
         stdout=None,
-        stderr=None,
+        stderr=stderr,
     )
     try:
         yield process
     finally:
+        if stderr is not None:
+            stderr.close()
         if process.returncode is None:
             process.kill()
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
@@ -220,9 +240,12 @@ def survivors(task_id: str) -> list[int]:
 
 @asynccontextmanager
 async def serving_daemon(home: Path, **options: Any) -> AsyncIterator[RunningDaemon]:
-    """The embedded server (database in `home`) and a daemon against it, for one test."""
+    """The embedded server (database in `home`) and a daemon against it, for one test; both
+    share the token the daemon is given (`MULTICA_DAEMON_TOKEN=...`, else `TOKEN`)."""
     async with (
-        embedded_server(home / "server.db") as url,
+        embedded_server(
+            home / "server.db", token=options.get("MULTICA_DAEMON_TOKEN", TOKEN)
+        ) as url,
         running_daemon(home, url, **options) as d,
     ):
         yield d

@@ -50,6 +50,7 @@ from daemon.protocol.models import (
 )
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
+    DAEMON_ID_HEADER,
     READ_TIMEOUT,
     describe_parse_error,
     describe_transport_error,
@@ -118,6 +119,8 @@ class ServerClient:
         runtimes: Sequence[RuntimeInfo],
     ) -> RegisterResponse:
         """Register this daemon's backends in one workspace; returns the server's runtimes."""
+        # From now on every call says which daemon it comes from (the embedded server checks it).
+        self._http.headers[DAEMON_ID_HEADER] = daemon_id
         body = RegisterRequest(
             workspace_id=workspace_id,
             daemon_id=daemon_id,

@@ -137,6 +137,29 @@ class Task(WireModel):
     quick_create_prompt: Text = ""
     autopilot_title: Text = ""
     autopilot_description: Text = ""
+    # What Multica's claim carries instead of a prompt: the daemon builds the prompt from these.
+    handoff_note: Text = ""
+    trigger_comment_id: Text = ""
+    trigger_thread_id: Text = ""
+    trigger_author_type: Text = ""
+    trigger_author_name: Text = ""
+    new_comment_count: Count = 0
+    new_comments_since: Text = ""
+    chat_session_id: Text = ""
+    autopilot_run_id: Text = ""
+    autopilot_id: Text = ""
+    autopilot_source: Text = ""
+    autopilot_trigger_payload: Any = None
+    quick_create_priority: Text = ""
+    quick_create_due_date: Text = ""
+    project_id: Text = ""
+    project_title: Text = ""
+    parent_issue_id: Text = ""
+    parent_issue_identifier: Text = ""
+    squad_id: Text = ""
+    squad_name: Text = ""
+    workspace_context: Text = ""
+    prior_work_dir: Text = ""
     # Reference-server extension: the backend name the task asks for (empty = any).
     backend: Text = ""
 

@@ -22,6 +22,10 @@ from daemon.errors import (
 )
 
 CONNECT_TIMEOUT = 10.0
+DAEMON_ID_HEADER = "X-Daemon-ID"
+"""Names the daemon behind a request; the embedded server lets only a task's claimant report it."""
+DEDUPE_HEADER = "X-Message-Dedupe"
+"""On a messages answer, `seq`: the server stores each (task, seq) once, so a re-send is safe."""
 READ_TIMEOUT = 30.0
 _ERROR_TEXT_LIMIT = 300
 
@@ -49,7 +53,7 @@ def make_http_client(
         "X-Client-OS": client_os(),
         "User-Agent": f"agent-daemon/{version}",
     }
-    if token:  # the embedded server on loopback may run without one
+    if token:
         headers["Authorization"] = f"Bearer {token}"
     return httpx.AsyncClient(
         base_url=base_url.rstrip("/"),

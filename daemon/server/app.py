@@ -5,44 +5,54 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import anyio.to_thread
-from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from daemon.protocol.wire import DAEMON_ID_HEADER, DEDUPE_HEADER
 from daemon.server import bodies
-from daemon.server.auth import BearerAuth
-from daemon.server.store import ConflictError, NotFoundError, Store
+from daemon.server.auth import RequestGuard
+from daemon.server.requests import (
+    BadRequestError,
+    BodyTooLargeError,
+    error_handler,
+    http_error,
+    int_param,
+    parse,
+    task_id,
+)
+from daemon.server.store import MAX_PAGE, ConflictError, NotFoundError, StateError, Store
 
 log = logging.getLogger(__name__)
 
 STATUSES = ("queued", "dispatched", "running", "completed", "failed", "cancelled")
 
-_M = TypeVar("_M", bound=BaseModel)
 _T = TypeVar("_T")
 
 
 MAX_BODY = 16 * 1024 * 1024
 """Largest request body read; transcript batches are far smaller (tool output is capped)."""
 
-
-class BadRequestError(Exception):
-    """The request cannot be understood; answered 400 with this message."""
-
-
-class BodyTooLargeError(Exception):
-    """The request body exceeds the app's limit; answered 413 without reading the rest."""
+DEFAULT_PAGE = 100
+"""Tasks in one `GET /api/tasks` page when `limit` is not given."""
 
 
-def create_app(store: Store, token: str = "", *, max_body: int = MAX_BODY) -> Starlette:
-    """The ASGI app over `store`; with a `token`, every request must carry it as a bearer."""
+class NotHolderError(Exception):
+    """A daemon reported on a task another daemon claimed; answered 403."""
+
+
+def create_app(
+    store: Store, token: str, *, listen_host: str = "127.0.0.1", max_body: int = MAX_BODY
+) -> Starlette:
+    """The ASGI app over `store`; every request must carry `token` as a bearer and pass the
+    Host, Origin and Content-Type checks of `RequestGuard` (`listen_host`: the bound address)."""
     routes = _Routes(store, max_body)
     daemon = "/api/daemon"
     task = daemon + "/tasks/{task_id}"
@@ -72,16 +82,18 @@ def create_app(store: Store, token: str = "", *, max_body: int = MAX_BODY) -> St
             Route("/api/tasks/{task_id}/cancel", routes.cancel, methods=["POST"]),
             Route("/api/runtimes", routes.runtimes, methods=["GET"]),
         ],
-        middleware=[Middleware(BearerAuth, token=token)],
+        middleware=[Middleware(RequestGuard, token=token, listen_host=listen_host)],
         exception_handlers={
-            BadRequestError: _error_handler(400),
-            BodyTooLargeError: _error_handler(413),
-            NotFoundError: _error_handler(404),
-            ConflictError: _error_handler(409),
+            BadRequestError: error_handler(400),
+            StateError: error_handler(400),
+            NotHolderError: error_handler(403),
+            BodyTooLargeError: error_handler(413),
+            NotFoundError: error_handler(404),
+            ConflictError: error_handler(409),
             # SQLite gave up waiting for its write lock: transient, the daemon retries.
-            sqlite3.OperationalError: _error_handler(503, "storage busy"),
-            HTTPException: _http_error,
-            Exception: _error_handler(500, "internal server error"),
+            sqlite3.OperationalError: error_handler(503, "storage busy"),
+            HTTPException: http_error,
+            Exception: error_handler(500, "internal server error"),
         },
     )
 
@@ -96,13 +108,27 @@ class _Routes:
     async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
         return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
+    async def _held(self, request: Request) -> str:
+        """The route's task id, once the daemon naming itself is the one that claimed it.
+
+        A daemon reports only on tasks it claimed; a request that does not name its daemon
+        (the user API, an older client) is trusted as the token's holder.
+        """
+        task = task_id(request)
+        caller = request.headers.get(DAEMON_ID_HEADER, "")
+        if caller:
+            holder = await self._call(self._store.holder, task)
+            if holder and holder != caller:
+                raise NotHolderError("the task is held by another daemon")
+        return task
+
     # -- the daemon protocol -------------------------------------------------------------------
 
     async def workspaces(self, request: Request) -> Response:
         return JSONResponse(await self._call(self._store.workspaces))
 
     async def register(self, request: Request) -> Response:
-        body = await _parse(request, bodies.RegisterIn, self._max_body)
+        body = await parse(request, bodies.RegisterIn, self._max_body)
         runtimes = await self._call(
             self._store.register,
             daemon_id=body.daemon_id,
@@ -121,8 +147,11 @@ class _Routes:
             {"runtimes": runtimes, "daemon_id": body.daemon_id, "workspace_id": body.workspace_id}
         )
 
+    # register, recover-orphans, heartbeat: Multica's DaemonRegister, RecoverOrphanedTasks and
+    # DaemonHeartbeat answer 404 for a workspace or runtime they do not know (`NotFoundError`).
+
     async def recover(self, request: Request) -> Response:
-        await _parse(request, bodies.EmptyIn, self._max_body)
+        await parse(request, bodies.EmptyIn, self._max_body)
         runtime_id = request.path_params["runtime_id"]
         orphaned = await self._call(self._store.recover_orphans, runtime_id)
         if orphaned:
@@ -130,18 +159,20 @@ class _Routes:
         return JSONResponse({"orphaned": orphaned, "retried": 0})
 
     async def heartbeat(self, request: Request) -> Response:
-        body = await _parse(request, bodies.HeartbeatIn, self._max_body)
+        body = await parse(request, bodies.HeartbeatIn, self._max_body)
         await self._call(self._store.heartbeat, body.runtime_id)
         return JSONResponse({"status": "ok"})
 
     async def deregister(self, request: Request) -> Response:
-        body = await _parse(request, bodies.DeregisterIn, self._max_body)
+        body = await parse(request, bodies.DeregisterIn, self._max_body)
         count = await self._call(self._store.deregister, body.runtime_ids)
         log.info("deregistered %d runtime(s)", count)
         return JSONResponse({"status": "ok", "deregistered": count})
 
     async def claim(self, request: Request) -> Response:
-        body = await _parse(request, bodies.ClaimIn, self._max_body)
+        # Multica's ClaimTasksByRuntime: unknown or foreign runtime ids are skipped (never a
+        # 404), at most 32 tasks a claim, `max_tasks` 0 claims nothing, negative is a 400.
+        body = await parse(request, bodies.ClaimIn, self._max_body)
         tasks = await self._call(
             self._store.claim, body.daemon_id, body.runtime_ids, body.max_tasks
         )
@@ -152,37 +183,51 @@ class _Routes:
         return JSONResponse({"tasks": tasks})
 
     async def start(self, request: Request) -> Response:
-        await _parse(request, bodies.EmptyIn, self._max_body)
-        status = await self._call(self._store.start, _task_id(request))
-        return JSONResponse({"id": _task_id(request), "status": status})
+        # Multica's StartTask: 400 unless the task is `dispatched` (a task cancelled since the
+        # claim must not run); the store raises StateError for that.
+        await parse(request, bodies.EmptyIn, self._max_body)
+        task = await self._held(request)
+        return JSONResponse({"id": task, "status": await self._call(self._store.start, task)})
 
     async def post_messages(self, request: Request) -> Response:
-        body = await _parse(request, bodies.MessagesIn, self._max_body)
-        stored = await self._call(self._store.add_messages, _task_id(request), body.messages)
-        return JSONResponse({"status": "ok", "stored": stored})
+        # Multica's ReportTaskMessages answers `{"status": "ok"}` and stores every message it
+        # gets; this server stores each (task, seq) once and says so in DEDUPE_HEADER, so a
+        # daemon may re-send a batch whose answer it lost only where that header is present.
+        body = await parse(request, bodies.MessagesIn, self._max_body)
+        task = await self._held(request)
+        stored = await self._call(self._store.add_messages, task, body.messages)
+        return JSONResponse({"status": "ok", "stored": stored}, headers={DEDUPE_HEADER: "seq"})
 
     async def status(self, request: Request) -> Response:
-        status = await self._call(self._store.status, _task_id(request))
-        return JSONResponse({"id": _task_id(request), "status": status})
+        # Multica's GetTaskStatus: any task the caller may see, 404 for an unknown one.
+        status = await self._call(self._store.status, task_id(request))
+        return JSONResponse({"id": task_id(request), "status": status})
 
     async def post_usage(self, request: Request) -> Response:
-        body = await _parse(request, bodies.UsageIn, self._max_body)
-        await self._call(self._store.record_usage, _task_id(request), body.usage)
+        body = await parse(request, bodies.UsageIn, self._max_body)
+        await self._call(self._store.record_usage, await self._held(request), body.usage)
         return JSONResponse({"status": "ok"})
 
     async def complete(self, request: Request) -> Response:
-        body = await _parse(request, bodies.CompleteIn, self._max_body)
+        # Multica's CompleteTask: 200 whatever the status; only a `running` task changes.
+        body = await parse(request, bodies.CompleteIn, self._max_body)
         task = await self._call(
-            self._store.complete, _task_id(request), body.output, body.session_id, body.work_dir
+            self._store.complete,
+            await self._held(request),
+            body.output,
+            body.session_id,
+            body.work_dir,
         )
         log.info("task %s reported completed (now %s)", task["id"][:8], task["status"])
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def fail(self, request: Request) -> Response:
-        body = await _parse(request, bodies.FailIn, self._max_body)
+        # Multica's FailTask: 200 whatever the status; a dispatched or running task fails, and
+        # an empty failure_reason is classified from the error text (taskfailure.Classify).
+        body = await parse(request, bodies.FailIn, self._max_body)
         task = await self._call(
             self._store.fail,
-            _task_id(request),
+            await self._held(request),
             body.error,
             body.failure_reason,
             body.session_id,
@@ -191,26 +236,27 @@ class _Routes:
         log.info(
             "task %s reported failed: %s (now %s)",
             task["id"][:8],
-            body.failure_reason or "agent_error",
+            task["failure_reason"],
             task["status"],
         )
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def cancel_ack(self, request: Request) -> Response:
-        await _parse(request, bodies.EmptyIn, self._max_body)
-        await self._call(self._store.cancel_ack, _task_id(request))
+        await parse(request, bodies.EmptyIn, self._max_body)
+        # Multica's AckTaskCancelled: 200 for any task the caller may see.
+        await self._call(self._store.cancel_ack, await self._held(request))
         return JSONResponse({"status": "ok"})
 
     # -- reference-server extensions -------------------------------------------------------------
 
     async def add_workspace(self, request: Request) -> Response:
-        body = await _parse(request, bodies.WorkspaceIn, self._max_body)
+        body = await parse(request, bodies.WorkspaceIn, self._max_body)
         workspace = await self._call(self._store.add_workspace, body.name, body.id)
         log.info("workspace %s added", workspace["id"])
         return JSONResponse(workspace, status_code=201)
 
     async def create_task(self, request: Request) -> Response:
-        body = await _parse(request, bodies.TaskIn, self._max_body)
+        body = await parse(request, bodies.TaskIn, self._max_body)
         task = await self._call(
             self._store.create_task,
             body.prompt,
@@ -226,93 +272,27 @@ class _Routes:
         status = request.query_params.get("status")
         if status is not None and status not in STATUSES:
             raise BadRequestError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
-        limit = _int_param(request, "limit", 1000)
-        return JSONResponse(await self._call(self._store.tasks, status, limit))
+        limit = int_param(request, "limit", DEFAULT_PAGE, low=1, high=MAX_PAGE)
+        after = request.query_params.get("after")
+        page = await self._call(self._store.tasks, status, limit, after)
+        # A full page may have a successor: the last id is where the next page starts.
+        more = {"X-Next-After": page[-1]["id"]} if len(page) == limit else {}
+        return JSONResponse(page, headers=more)
 
     async def get_task(self, request: Request) -> Response:
-        return JSONResponse(await self._call(self._store.task, _task_id(request)))
+        return JSONResponse(await self._call(self._store.task, task_id(request)))
 
     async def get_messages(self, request: Request) -> Response:
-        after = _int_param(request, "after_seq", None)
-        return JSONResponse(await self._call(self._store.messages, _task_id(request), after))
+        after = int_param(request, "after_seq", None)
+        return JSONResponse(await self._call(self._store.messages, task_id(request), after))
 
     async def get_usage(self, request: Request) -> Response:
-        return JSONResponse(await self._call(self._store.usage, _task_id(request)))
+        return JSONResponse(await self._call(self._store.usage, task_id(request)))
 
     async def cancel(self, request: Request) -> Response:
-        task = await self._call(self._store.cancel, _task_id(request))
+        task = await self._call(self._store.cancel, task_id(request))
         log.info("task %s cancel requested (now %s)", task["id"][:8], task["status"])
         return JSONResponse(task)
 
     async def runtimes(self, request: Request) -> Response:
         return JSONResponse(await self._call(self._store.runtimes))
-
-
-def _task_id(request: Request) -> str:
-    return str(request.path_params["task_id"])
-
-
-async def _parse(request: Request, model: type[_M], limit: int) -> _M:
-    """The body as `model`; an empty body counts as `{}` (several endpoints take `{}`)."""
-    raw = await _read_body(request, limit)
-    try:
-        # Parsing and validating in one pass inside pydantic-core: a 1,000-message transcript
-        # batch costs a fraction of json.loads followed by model_validate.
-        return model.model_validate_json(raw if raw.strip() else b"{}")
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        if first["type"] == "json_invalid":
-            raise BadRequestError(f"malformed JSON body: {first['msg']}") from None
-        if first["type"] == "model_type" and not first["loc"]:
-            raise BadRequestError("the body must be a JSON object") from None
-        where = ".".join(str(p) for p in first["loc"]) or "body"
-        raise BadRequestError(f"{where}: {first['msg']}") from None
-
-
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The body, refused once it grows past `limit` bytes (whatever Content-Length claims)."""
-    too_large = BodyTooLargeError(f"request body over {limit} bytes")
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
-    except ClientDisconnect:
-        # The client went away mid-body (a daemon stopping mid-post): nothing to answer, and
-        # nothing stored; it re-sends with the same seq. Not worth a traceback.
-        raise BadRequestError("the client disconnected before the body was complete") from None
-    return b"".join(chunks)
-
-
-def _int_param(request: Request, name: str, default: _T) -> int | _T:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise BadRequestError(f"{name} must be an integer, not {raw!r}") from None
-
-
-def _error_handler(
-    status: int, message: str | None = None
-) -> Callable[[Request, Exception], Awaitable[Response]]:
-    async def handle(request: Request, exc: Exception) -> Response:
-        if status >= 500:
-            log.error("%s %s failed: %r", request.method, request.url.path, exc)
-        return JSONResponse({"error": message or str(exc)}, status_code=status)
-
-    return handle
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    return JSONResponse(
-        {"error": exc.detail.lower()}, status_code=exc.status_code, headers=exc.headers
-    )

@@ -1,18 +1,35 @@
-"""Who may talk to the reference server: one bearer token, or loopback clients without one."""
+"""Who may talk to the reference server: the bearer token, from this host's names, same-origin.
+
+Every request (HTTP and WebSocket) passes four checks, cheapest first, before any route runs:
+the `Host` must name this server (a loopback name or address, or the address it listens on) so
+a DNS-rebinding page cannot reach it under its own domain; an `Origin`, when sent, must be this
+server's own, so no other site's page can drive it from a browser; the bearer token must match;
+and a POST body must be declared `application/json`, which a browser cannot send cross-site
+without a preflight this server never answers.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
+import os
+import secrets
+from pathlib import Path
+from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from daemon.errors import ConfigError
+
+WILDCARDS = frozenset({"0.0.0.0", "::", ""})
+
 
 def is_loopback(host: str) -> bool:
     """True for `localhost` and any loopback address (127.0.0.0/8, ::1)."""
-    if host.lower() == "localhost":
+    if host.lower() in ("localhost", "localhost."):
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -20,32 +37,125 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class BearerAuth:
-    """ASGI middleware: with a token, every request must carry it; without, loopback only."""
+def _hostname(authority: str) -> str | None:
+    """The host part of a `Host` header value (`[::1]:8080` → `::1`), lower-cased; None when
+    it cannot be parsed."""
+    try:
+        return (urlsplit(f"//{authority}").hostname or "").lower()
+    except ValueError:
+        return None
 
-    def __init__(self, app: ASGIApp, token: str = "") -> None:
+
+def _netloc(origin: str) -> str | None:
+    """The `host:port` of an `Origin` header value; None when it cannot be parsed."""
+    try:
+        return urlsplit(origin).netloc.lower()
+    except ValueError:
+        return None
+
+
+class RequestGuard:
+    """ASGI middleware: Host, Origin, bearer token and POST Content-Type, on every route."""
+
+    def __init__(self, app: ASGIApp, token: str, listen_host: str = "127.0.0.1") -> None:
+        if not token:
+            raise ValueError("the reference server always needs a token")
         self.app = app
-        self._expected = f"Bearer {token}".encode() if token else b""
+        self._expected = f"Bearer {token}".encode()
+        self._listen = listen_host.strip("[]").lower()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
+        if scope["type"] in ("http", "websocket"):
             refusal = self._refusal(scope)
             if refusal is not None:
-                await refusal(scope, receive, send)
+                if scope["type"] == "websocket":
+                    # Closing before accepting makes the server answer the handshake with 403.
+                    await send({"type": "websocket.close", "code": 1008})
+                else:
+                    await refusal(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
     def _refusal(self, scope: Scope) -> JSONResponse | None:
-        if self._expected:
-            given = Headers(scope=scope).get("authorization", "").encode()
-            # Constant-time comparison: response timing must not reveal the token prefix.
-            if hmac.compare_digest(given, self._expected):
-                return None
-            return JSONResponse({"error": "unauthorized"}, status_code=401)
-        client = scope.get("client")
-        if client is None or is_loopback(str(client[0])):
-            return None
-        return JSONResponse(
-            {"error": "this server has no token and accepts loopback clients only"},
-            status_code=403,
-        )
+        headers = Headers(scope=scope)
+        host = headers.get("host", "")
+        if not self._host_allowed(_hostname(host), scope):
+            return _refuse(403, "this server answers only to its own address (Host)")
+        origin = headers.get("origin")
+        if origin is not None and _netloc(origin) != host.lower():
+            return _refuse(403, "cross-origin requests are not accepted")
+        given = headers.get("authorization", "").encode()
+        # Constant-time comparison: response timing must not reveal the token prefix.
+        if not hmac.compare_digest(given, self._expected):
+            return _refuse(401, "unauthorized")
+        if scope["type"] == "http" and scope["method"] == "POST" and not _json_body(headers):
+            return _refuse(415, "a request body must be application/json")
+        return None
+
+    def _host_allowed(self, hostname: str | None, scope: Scope) -> bool:
+        if hostname is None:
+            return False
+        if not hostname or is_loopback(hostname) or hostname == self._listen:
+            return True
+        # Listening on every interface: the address this connection arrived at is ours too.
+        # A rebinding page's Host is its own domain name, never an address of this machine.
+        local = scope.get("server")
+        return self._listen in WILDCARDS and local is not None and hostname == str(local[0])
+
+
+def _json_body(headers: Headers) -> bool:
+    """True when the POST declares a JSON body, or has no body at all (`cancel`, `{}`-less)."""
+    kind = headers.get("content-type")
+    if kind is None:
+        return headers.get("content-length", "0") == "0" and "transfer-encoding" not in headers
+    media = kind.split(";", 1)[0].strip().lower()
+    return media == "application/json"
+
+
+def _refuse(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+TOKEN_FILE = "server.token"
+"""The generated token's file name in the state directory (mode 0600)."""
+
+
+def read_token(path: Path) -> str:
+    """The token kept in `path`, or "" when there is none yet."""
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the server token {path}: {exc}") from exc
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"the server token file {path} is malformed; delete it to make a new one")
+    return token
+
+
+def ensure_token(path: Path) -> str:
+    """The token in `path`, generated there (mode 0600) on first use.
+
+    The file is written under a temporary name opened 0600 from its creation, then linked into
+    place, so no other user can read it at any moment and a reader never sees half a token; two
+    servers starting at once agree on whichever link landed first.
+    """
+    existing = read_token(path)
+    if existing:
+        return existing
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(secrets.token_urlsafe(32) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            with contextlib.suppress(FileExistsError):
+                os.link(temp, path)
+        finally:
+            temp.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the server token {path}: {exc}") from exc
+    return read_token(path)

@@ -10,6 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# SQLite's integer range: a larger number is a 400 here, not an overflow inside a query.
+_SQL_MIN = -(2**63)
+_SQL_MAX = 2**63 - 1
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -29,13 +33,13 @@ class RuntimeIn(_Body):
 
 
 class RegisterIn(_Body):
-    """`POST /api/daemon/register`."""
+    """`POST /api/daemon/register`; as Multica's DaemonRegister, at least one runtime."""
 
     workspace_id: str = Field(min_length=1)
     daemon_id: str = Field(min_length=1)
     device_name: str = ""
     cli_version: str = ""
-    runtimes: list[RuntimeIn]
+    runtimes: list[RuntimeIn] = Field(min_length=1)
 
 
 class HeartbeatIn(_Body):
@@ -49,19 +53,19 @@ class ClaimIn(_Body):
 
     daemon_id: str = Field(min_length=1)
     runtime_ids: list[str]
-    max_tasks: int = Field(ge=0)
+    max_tasks: int = Field(ge=0, le=_SQL_MAX)
 
 
 class DeregisterIn(_Body):
-    """`POST /api/daemon/deregister`."""
+    """`POST /api/daemon/deregister`; as Multica's DaemonDeregister, at least one runtime id."""
 
-    runtime_ids: list[str]
+    runtime_ids: list[str] = Field(min_length=1)
 
 
 class MessageIn(_Body):
     """One transcript message; `seq` increases per task and makes re-sends harmless."""
 
-    seq: int
+    seq: int = Field(ge=_SQL_MIN, le=_SQL_MAX)
     type: str = Field(min_length=1)
     tool: str | None = None
     content: str | None = None
@@ -80,10 +84,10 @@ class UsageEntryIn(_Body):
 
     provider: str = ""
     model: str = ""
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
-    cache_read_tokens: int = Field(default=0, ge=0)
-    cache_write_tokens: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
+    output_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
+    cache_read_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
+    cache_write_tokens: int = Field(default=0, ge=0, le=_SQL_MAX)
 
 
 class UsageIn(_Body):

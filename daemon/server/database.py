@@ -128,6 +128,10 @@ class ConflictError(ValueError):
     """The request does not fit the task's state (for example, starting a task never claimed)."""
 
 
+class StateError(ValueError):
+    """The task's status does not allow this step (starting a task that is not dispatched)."""
+
+
 class Database:
     """One SQLite file behind a lock; subclasses add the operations, each a short transaction."""
 

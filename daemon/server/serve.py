@@ -15,7 +15,7 @@ from anyio.abc import TaskStatus
 
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
-from daemon.server.auth import is_loopback
+from daemon.server.auth import TOKEN_FILE, ensure_token
 from daemon.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -69,13 +69,11 @@ async def serve(
 
     Binds `host:port` itself (port 0 picks a free port) and reports the bound port through
     `task_status` once it accepts connections: `port = await tg.start(serve, path, host, 0)`.
-    Without a token it refuses any host but loopback.
+    Every request must carry the token; without one given, it is the one kept in
+    `server.token` next to the database (generated there on first start).
     """
-    if not token and not is_loopback(host):
-        raise ConfigError(
-            f"refusing to serve the embedded server on {host} without a token: "
-            "set MULTICA_DAEMON_TOKEN or listen on 127.0.0.1"
-        )
+    if not token:
+        token = await anyio.to_thread.run_sync(ensure_token, db_path.parent / TOKEN_FILE)
     store = await anyio.to_thread.run_sync(Store, db_path)
     try:
         try:
@@ -84,7 +82,7 @@ async def serve(
             raise ConfigError(f"the embedded server cannot listen on {host}:{port}: {exc}") from exc
         try:
             bound = int(sock.getsockname()[1])
-            await _run(_server(store, token), sock, bound, task_status)
+            await _run(_server(store, token, host), sock, bound, task_status)
         finally:
             sock.close()
     finally:
@@ -98,6 +96,9 @@ async def running_server(
 ) -> AsyncIterator[str]:
     """Serve for the duration of the `async with` block; yields the base URL.
 
+    Without a `token`, the server's is generated into (or read from) `server.token` beside
+    the database.
+
     `async with running_server(tmp_path / "server.db") as url: ...` — for tests and tools
     that want a real server on loopback without managing a task group themselves.
     """
@@ -110,9 +111,9 @@ async def running_server(
             tg.cancel_scope.cancel()
 
 
-def _server(store: Store, token: str) -> _Server:
+def _server(store: Store, token: str, host: str) -> _Server:
     config = uvicorn.Config(
-        create_app(store, token),
+        create_app(store, token, listen_host=host),
         log_config=None,  # the daemon configures logging; uvicorn must not replace it
         log_level="warning",
         access_log=False,

@@ -1,7 +1,8 @@
 """The reference server's storage: tasks, their claims, transcripts and usage, over SQLite.
 
-`Store` is the whole storage (workspaces and runtimes come from `Runtimes`); see
-`daemon.server.database` for how it stays consistent under concurrent claims.
+`Store` is the whole storage (workspaces and runtimes come from `Runtimes`, messages and usage
+from `Transcripts`); see `daemon.server.database` for how it stays consistent under concurrent
+claims.
 """
 
 from __future__ import annotations
@@ -13,17 +14,36 @@ from collections.abc import Sequence
 from typing import Any
 
 from daemon.server import records
-from daemon.server.bodies import AgentIn, MessageIn, UsageEntryIn
-from daemon.server.database import TERMINAL, ConflictError, NotFoundError, marks
+from daemon.server.bodies import AgentIn
+from daemon.server.database import (
+    IN_FLIGHT,
+    TERMINAL,
+    ConflictError,
+    NotFoundError,
+    StateError,
+    marks,
+)
+from daemon.server.failures import classify
 from daemon.server.runtimes import Runtimes
+from daemon.server.transcripts import Transcripts
 
-__all__ = ["ConflictError", "NotFoundError", "Store"]
+__all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 
-MAX_CLAIM = 1000
-"""The most tasks one claim hands out, whatever `max_tasks` asks for."""
+MAX_CLAIM = 32
+"""The most tasks one claim hands out, whatever `max_tasks` asks for (Multica's
+`claimBatchMaxTasksCap`)."""
+
+MAX_PAGE = 500
+"""The most tasks one `GET /api/tasks` page holds."""
 
 
-class Store(Runtimes):
+def task_token() -> str:
+    """A task's agent token, shaped like Multica's (`mat_` and 40 hex digits): the Multica CLI
+    inside a task refuses a token without that prefix."""
+    return "mat_" + secrets.token_hex(20)
+
+
+class Store(Runtimes, Transcripts):
     """All reads and writes of the reference server, each one a short SQLite transaction."""
 
     # -- claiming ----------------------------------------------------------------------------
@@ -34,7 +54,9 @@ class Store(Runtimes):
         """Hand up to `max_tasks` queued tasks, oldest first, to the daemon; each one only once.
 
         A task goes to the first listed runtime of its workspace whose type is the task's
-        backend (any runtime of the workspace when the task names no backend).
+        backend (any runtime of the workspace when the task names no backend). As in Multica's
+        `ClaimTasksByRuntime`, unknown runtime ids and another daemon's runtimes are skipped,
+        never an error, so one stale id cannot sink the whole claim.
         """
         limit = min(max_tasks, MAX_CLAIM)
         now = self._clock()
@@ -43,14 +65,13 @@ class Store(Runtimes):
             found = {
                 r["id"]: r
                 for r in conn.execute(
-                    f"SELECT * FROM runtimes WHERE id IN ({marks(wanted)})", tuple(wanted)
+                    f"SELECT * FROM runtimes WHERE id IN ({marks(wanted)}) AND daemon_id = ?",
+                    (*wanted, daemon_id),
                 )
             }
-            if len(found) < len(wanted):
-                raise NotFoundError("runtime not found")
-            if limit <= 0 or not wanted:
+            order = [found[i] for i in wanted if i in found]
+            if limit <= 0 or not order:
                 return []
-            order = [found[i] for i in wanted]
             match = " OR ".join(
                 ["(workspace_id = ? AND (backend IS NULL OR backend = ?))"] * len(order)
             )
@@ -71,7 +92,7 @@ class Store(Runtimes):
                     """UPDATE tasks SET status = 'dispatched', runtime_id = ?, claimed_by = ?,
                            claimed_at = ?, auth_token = ?
                        WHERE id = ? AND status = 'queued'""",
-                    (runtime["id"], daemon_id, now, secrets.token_urlsafe(32), task["id"]),
+                    (runtime["id"], daemon_id, now, task_token(), task["id"]),
                 )
                 claimed.append(
                     records.claimed_task(self._task_row(conn, task["id"]), runtime["type"])
@@ -119,16 +140,24 @@ class Store(Runtimes):
         with self._tx("DEFERRED") as conn:
             return records.task_view(self._task_row(conn, task_id))
 
-    def tasks(self, status: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
-        """Tasks, oldest first, optionally only those in one status."""
+    def tasks(
+        self, status: str | None = None, limit: int = MAX_PAGE, after: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One page of tasks, oldest first: at most `limit` (capped at `MAX_PAGE`), only those
+        queued after the task `after` when given, optionally only those in one status."""
         with self._tx("DEFERRED") as conn:
-            if status is None:
-                rows = conn.execute("SELECT * FROM tasks ORDER BY n LIMIT ?", (limit,))
-            else:
-                rows = conn.execute(
-                    "SELECT * FROM tasks WHERE status = ? ORDER BY n LIMIT ?", (status, limit)
-                )
+            start = 0 if after is None else int(self._task_row(conn, after)["n"])
+            rows = conn.execute(
+                """SELECT * FROM tasks WHERE n > ? AND (? IS NULL OR status = ?)
+                   ORDER BY n LIMIT ?""",
+                (start, status, status, max(0, min(limit, MAX_PAGE))),
+            )
             return [records.task_view(r) for r in rows]
+
+    def holder(self, task_id: str) -> str:
+        """The daemon that claimed the task ("" while nobody has)."""
+        with self._tx("DEFERRED") as conn:
+            return str(self._task_row(conn, task_id)["claimed_by"] or "")
 
     def status(self, task_id: str) -> str:
         """The task's current status."""
@@ -136,13 +165,12 @@ class Store(Runtimes):
             return str(self._task_row(conn, task_id)["status"])
 
     def start(self, task_id: str) -> str:
-        """Mark a claimed task running; a repeat, or starting a finished task, changes nothing."""
+        """Mark a dispatched task running; any other status is refused (`StateError`), as
+        Multica's `StartTask` refuses it (a task cancelled meanwhile must not run)."""
         with self._tx() as conn:
             row = self._task_row(conn, task_id)
-            if row["status"] == "queued":
-                raise ConflictError("task is not claimed")
             if row["status"] != "dispatched":
-                return str(row["status"])
+                raise StateError(f"start task: the task is {row['status']}, not dispatched")
             conn.execute(
                 "UPDATE tasks SET status = 'running', started_at = ? WHERE id = ?",
                 (self._clock(), task_id),
@@ -152,9 +180,11 @@ class Store(Runtimes):
     def complete(
         self, task_id: str, output: str, session_id: str = "", work_dir: str = ""
     ) -> dict[str, Any]:
-        """Finish the task as completed; a task already finished is left as it is."""
+        """Finish a running task as completed; any other task is left as it is (Multica's
+        `CompleteAgentTask` updates only `running` rows and answers the rest as already final)."""
         return self._finish(
             task_id,
+            ("running",),
             "complete_calls",
             "status = 'completed', output = ?, session_id = ?, work_dir = ?",
             (output, session_id or None, work_dir or None),
@@ -168,24 +198,29 @@ class Store(Runtimes):
         session_id: str = "",
         work_dir: str = "",
     ) -> dict[str, Any]:
-        """Finish the task as failed; a task already finished is left as it is."""
+        """Fail a dispatched or running task; any other task is left as it is (Multica's
+        `FailAgentTask`). An empty reason is classified from the error text, as Multica does."""
         return self._finish(
             task_id,
+            IN_FLIGHT,
             "fail_calls",
             "status = 'failed', error = ?, failure_reason = ?, session_id = ?, work_dir = ?",
-            (error, failure_reason or "agent_error", session_id or None, work_dir or None),
+            (error, failure_reason or classify(error), session_id or None, work_dir or None),
         )
 
     def _finish(
-        self, task_id: str, counter: str, assignments: str, values: tuple[Any, ...]
+        self,
+        task_id: str,
+        allowed: tuple[str, ...],
+        counter: str,
+        assignments: str,
+        values: tuple[Any, ...],
     ) -> dict[str, Any]:
         with self._tx() as conn:
             row = self._task_row(conn, task_id)
-            if row["status"] == "queued":
-                raise ConflictError("task is not claimed")
             # Every report is counted, even a no-op repeat, so tests can see duplicates.
             conn.execute(f"UPDATE tasks SET {counter} = {counter} + 1 WHERE id = ?", (task_id,))
-            if row["status"] not in TERMINAL:
+            if row["status"] in allowed:
                 conn.execute(
                     f"UPDATE tasks SET {assignments}, finished_at = ? WHERE id = ?",
                     (*values, self._clock(), task_id),
@@ -210,70 +245,3 @@ class Store(Runtimes):
                 "UPDATE tasks SET cancel_acked_at = COALESCE(cancel_acked_at, ?) WHERE id = ?",
                 (self._clock(), task_id),
             )
-
-    # -- transcript and usage ------------------------------------------------------------------
-
-    def add_messages(self, task_id: str, messages: Sequence[MessageIn]) -> int:
-        """Store the messages once per (task, seq); returns how many were new."""
-        now = self._clock()
-        with self._tx() as conn:
-            self._task_row(conn, task_id)
-            before = conn.total_changes
-            conn.executemany(
-                """INSERT OR IGNORE INTO messages
-                       (task_id, seq, type, tool, content, input, output, received_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                [
-                    (
-                        task_id,
-                        m.seq,
-                        m.type,
-                        m.tool,
-                        m.content,
-                        None if m.input is None else json.dumps(m.input),
-                        m.output,
-                        now,
-                    )
-                    for m in messages
-                ],
-            )
-            return conn.total_changes - before
-
-    def messages(self, task_id: str, after_seq: int | None = None) -> list[dict[str, Any]]:
-        """The task's transcript in seq order, optionally only past `after_seq`."""
-        with self._tx("DEFERRED") as conn:
-            self._task_row(conn, task_id)
-            rows = conn.execute(
-                "SELECT * FROM messages WHERE task_id = ? AND (? IS NULL OR seq > ?) ORDER BY seq",
-                (task_id, after_seq, after_seq),
-            )
-            return [records.message_view(r) for r in rows]
-
-    def record_usage(self, task_id: str, entries: Sequence[UsageEntryIn]) -> None:
-        """Store usage per (provider, model); a later report replaces an earlier one, as totals."""
-        now = self._clock()
-        with self._tx() as conn:
-            self._task_row(conn, task_id)
-            for e in entries:
-                conn.execute(
-                    "INSERT OR REPLACE INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        task_id,
-                        e.provider,
-                        e.model,
-                        e.input_tokens,
-                        e.output_tokens,
-                        e.cache_read_tokens,
-                        e.cache_write_tokens,
-                        now,
-                    ),
-                )
-
-    def usage(self, task_id: str) -> list[dict[str, Any]]:
-        """The task's usage entries."""
-        with self._tx("DEFERRED") as conn:
-            self._task_row(conn, task_id)
-            rows = conn.execute(
-                "SELECT * FROM usage WHERE task_id = ? ORDER BY provider, model", (task_id,)
-            )
-            return [records.usage_view(r) for r in rows]

@@ -26,7 +26,7 @@ from pathlib import Path
 import anyio
 import httpx
 
-from tests.helpers import embedded_server, running_daemon
+from tests.helpers import TOKEN, embedded_server, running_daemon, server_client
 
 AGENT = r"""
 import json, sys
@@ -81,12 +81,17 @@ async def server_process(home: Path) -> AsyncIterator[str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, "HOME": str(home), "MULTICA_DAEMON_STATE_DIR": str(home / "srv")}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "MULTICA_DAEMON_STATE_DIR": str(home / "srv"),
+        "MULTICA_DAEMON_TOKEN": TOKEN,
+    }
     argv = [sys.executable, "-m", "daemon", "server", "--listen", f"127.0.0.1:{port}"]
     proc = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        async with httpx.AsyncClient(base_url=url) as http:
+        async with server_client(url) as http:
             with anyio.fail_after(30):
                 while True:
                     try:
@@ -120,7 +125,7 @@ async def through_daemon(
         task = await d.wait(task_id, within=600)
         elapsed = time.perf_counter() - started
         assert task["status"] == "completed", task
-        async with httpx.AsyncClient(base_url=url, timeout=120) as http:
+        async with server_client(url, timeout=120) as http:
             stored = (await http.get(f"/api/tasks/{task_id}/messages")).json()
         seqs = {m["seq"] for m in stored}
         assert seqs == set(range(1, len(stored) + 1)), "seq gaps or duplicates"

@@ -34,7 +34,7 @@ from anyio.streams.text import TextReceiveStream
 
 from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import ROOT, daemon_child
-from tests.helpers import daemon_env, eventually
+from tests.helpers import TOKEN, daemon_env, eventually, server_client
 
 TASKS = 20
 STEP_GAP = 0.1
@@ -94,7 +94,12 @@ def p99(samples: list[float]) -> float:
 async def server_child(home: Path) -> AsyncIterator[str]:
     """`agent-daemon server` on a free loopback port, as a child process; yields its URL."""
     argv = [sys.executable, "-m", "daemon", "server", "--listen", "127.0.0.1:0"]
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", ""), "LOG_LEVEL": "ERROR"}
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "LOG_LEVEL": "ERROR",
+        "MULTICA_DAEMON_TOKEN": TOKEN,
+    }
     async with await anyio.open_process(
         argv, env=env, cwd=ROOT, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     ) as process:
@@ -119,7 +124,7 @@ async def bench(home: Path, seconds: float) -> None:
             MULTICA_DAEMON_MAX_CONCURRENT_TASKS=str(TASKS),
             MULTICA_DAEMON_SHUTDOWN_GRACE="1s",
         )
-        async with daemon_child(env) as child, httpx.AsyncClient(base_url=url) as user:
+        async with daemon_child(env) as child, server_client(url) as user:
             health_url = child.health_url
             api = TasksApi(user)
             script = streaming_script(3 * seconds + 60)

@@ -14,13 +14,13 @@ from pathlib import Path
 import anyio
 import httpx
 
-from daemon.server.serve import running_server
+from tests.helpers import embedded_server, server_client
 
 
 async def _bench(tasks: int, claimers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        async with running_server(Path(tmp) / "server.db") as url:
-            clients = [httpx.AsyncClient(base_url=url) for _ in range(claimers)]
+        async with embedded_server(Path(tmp) / "server.db") as url:
+            clients = [server_client(url) for _ in range(claimers)]
             try:
                 await _run(clients, tasks)
             finally:

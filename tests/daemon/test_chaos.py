@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from daemon.protocol.retry import RetryPolicy
@@ -24,6 +23,7 @@ from tests.helpers import (
     embedded_server,
     eventually,
     running_daemon,
+    server_client,
 )
 
 pytestmark = pytest.mark.anyio
@@ -136,7 +136,7 @@ async def test_no_result_or_transcript_message_is_lost(tmp_path: Path) -> None:
     async with (
         embedded_server(tmp_path / "server.db") as url,
         chaos_proxy(url) as proxy,
-        httpx.AsyncClient(base_url=url) as direct,
+        server_client(url) as direct,
         running_daemon(
             tmp_path,
             proxy.url,
@@ -206,7 +206,7 @@ async def test_stopping_while_the_server_is_down_is_bounded_and_keeps_the_report
     async with (
         embedded_server(tmp_path / "server.db") as url,
         chaos_proxy(url) as proxy,
-        httpx.AsyncClient(base_url=url) as direct,
+        server_client(url) as direct,
     ):
         api = TasksApi(direct)
         env = daemon_env(tmp_path, proxy.url, MULTICA_DAEMON_SHUTDOWN_GRACE=f"{GRACE:.0f}s")

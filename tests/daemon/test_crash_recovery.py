@@ -27,7 +27,14 @@ from backends.process import (
     tagged,
 )
 from daemon.state.agents import AgentRecord, AgentRecords
-from tests.helpers import FINAL, daemon_env, daemon_process, embedded_server, eventually
+from tests.helpers import (
+    FINAL,
+    daemon_env,
+    daemon_process,
+    embedded_server,
+    eventually,
+    server_client,
+)
 
 pytestmark = [
     pytest.mark.anyio,
@@ -86,7 +93,7 @@ def leftovers() -> Iterator[Leftovers]:
 async def server_and_api(tmp_path: Path) -> AsyncIterator[tuple[str, httpx.AsyncClient]]:
     async with (
         embedded_server(tmp_path / "server.db") as url,
-        httpx.AsyncClient(base_url=url) as http,
+        server_client(url) as http,
     ):
         yield url, http
 

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from anyio.abc import Process
 
-from tests.helpers import daemon_env, daemon_process, embedded_server, eventually
+from tests.helpers import daemon_env, daemon_process, embedded_server, eventually, server_client
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ async def daemon_running_task(
     """A daemon process whose single task has reached `running` on the server."""
     async with (
         embedded_server(tmp_path / "server.db") as url,
-        httpx.AsyncClient(base_url=url) as http,
+        server_client(url) as http,
         daemon_process(daemon_env(tmp_path, url, MULTICA_DAEMON_SHUTDOWN_GRACE=grace)) as proc,
     ):
         prompt = json.dumps({"steps": steps})

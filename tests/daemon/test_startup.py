@@ -9,10 +9,16 @@ import sys
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 
-from tests.helpers import ROOT, daemon_env, daemon_process, embedded_server, eventually
+from tests.helpers import (
+    ROOT,
+    daemon_env,
+    daemon_process,
+    embedded_server,
+    eventually,
+    server_client,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +38,7 @@ async def test_daemon_waits_for_an_unreachable_server_then_serves(tmp_path: Path
         assert proc.returncode is None
         async with (
             embedded_server(tmp_path / "server.db", port=port),
-            httpx.AsyncClient(base_url=url) as http,
+            server_client(url) as http,
         ):
             prompt = json.dumps({"steps": [{"result": {"output": "up"}}]})
             task_id = (await http.post("/api/tasks", json={"prompt": prompt})).json()["id"]
@@ -46,8 +52,11 @@ async def test_daemon_waits_for_an_unreachable_server_then_serves(tmp_path: Path
 async def test_sigterm_while_waiting_for_the_server_exits_0(tmp_path: Path) -> None:
     """A stop request during the wait for an unreachable server ends it cleanly."""
     env = daemon_env(tmp_path, f"http://127.0.0.1:{free_port()}")
-    async with daemon_process(env) as proc:
-        await anyio.sleep(1.5)
+    log = tmp_path / "daemon.log"
+    async with daemon_process(env, log=log) as proc:
+        # The wait has begun (signals are handled from before it) once a refusal is logged;
+        # a fixed sleep lost that race on a loaded machine and the SIGTERM killed Python itself.
+        await eventually(lambda: "server not reachable" in log.read_text(), within=30, every=0.1)
         proc.terminate()
         with anyio.fail_after(15):
             assert await proc.wait() == 0

@@ -13,13 +13,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
-from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon
+from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, server_client
 
 pytestmark = pytest.mark.anyio
 
@@ -43,7 +42,7 @@ async def opened_circuit(
     async with (
         embedded_server(tmp_path / "server.db") as url,
         chaos_proxy(url) as proxy,
-        httpx.AsyncClient(base_url=url) as direct,
+        server_client(url) as direct,
         running_daemon(
             tmp_path, proxy.url, policy=ONE_TRY, circuit_cooldown=COOLDOWN, **FAST_POLL
         ) as d,

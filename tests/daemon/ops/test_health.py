@@ -23,7 +23,14 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import daemon_child, run_cli
-from tests.helpers import daemon_env, embedded_server, eventually, running_daemon, serving_daemon
+from tests.helpers import (
+    daemon_env,
+    embedded_server,
+    eventually,
+    running_daemon,
+    server_client,
+    serving_daemon,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -278,7 +285,7 @@ async def test_second_daemon_process_exits_1_and_the_first_keeps_working(tmp_pat
             )
             second_code, _, second_err = await run_cli("run", env=second_env)
             live = await get(f"{first.health_url}/healthz")
-            async with httpx.AsyncClient(base_url=url) as user:
+            async with server_client(url) as user:
                 api = TasksApi(user)
                 task_id = (await api.create_task("hello", backend="scripted"))["id"]
                 await eventually(lambda: _status_is(api, task_id, "completed"), within=30)

@@ -13,13 +13,16 @@ from daemon.server.app import create_app
 from daemon.server.serve import running_server
 from daemon.server.store import Store
 from tests.daemon.server.helpers import claim_http, register_http
+from tests.helpers import TOKEN, embedded_server, server_client
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
 async def client(db_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    async with running_server(db_path) as url, httpx.AsyncClient(base_url=url) as http:
+    async with embedded_server(db_path) as url, server_client(url) as http:
         yield http
 
 
@@ -41,8 +44,10 @@ async def _claimed(client: httpx.AsyncClient) -> tuple[dict[str, Any], str]:
 @pytest.fixture
 async def asgi_client(store: Store) -> AsyncIterator[httpx.AsyncClient]:
     """The same app in-process, for input-validation cases that need no socket."""
-    transport = httpx.ASGITransport(app=create_app(store))
-    async with httpx.AsyncClient(transport=transport, base_url="http://server") as http:
+    transport = httpx.ASGITransport(app=create_app(store, TOKEN))
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://127.0.0.1", headers=AUTH
+    ) as http:
         yield http
 
 
@@ -126,6 +131,7 @@ async def test_reports_on_terminal_task_are_noop_2xx(client: httpx.AsyncClient) 
     """Complete and fail on a finished task answer 2xx, change nothing, and are counted."""
     task, _ = await _claimed(client)
     url = _task_url(task["id"], "")
+    assert (await client.post(url + "start", json={})).status_code == 200
     assert (await client.post(url + "complete", json={"output": "first"})).status_code == 200
     late_complete = await client.post(url + "complete", json={"output": "second"})
     late_fail = await client.post(url + "fail", json={"error": "x", "failure_reason": "timeout"})
@@ -258,17 +264,23 @@ async def test_bad_body_is_400(asgi_client: httpx.AsyncClient, body: bytes, mess
 
 async def test_oversized_body_is_413(store: Store) -> None:
     """A body over the limit is refused before it is read, declared size or streamed."""
-    transport = httpx.ASGITransport(app=create_app(store, max_body=1000))
+    transport = httpx.ASGITransport(app=create_app(store, TOKEN, max_body=1000))
     big = {"messages": [{"seq": 1, "type": "text", "content": "x" * 2000}]}
 
     async def streamed() -> AsyncIterator[bytes]:
         for _ in range(3):
             yield b"x" * 600
 
-    async with httpx.AsyncClient(transport=transport, base_url="http://server") as c:
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://127.0.0.1", headers=AUTH
+    ) as c:
         task = (await c.post("/api/tasks", json={"prompt": "p"})).json()
         declared = await c.post(_task_url(task["id"], "messages"), json=big)
-        chunked = await c.post(_task_url(task["id"], "messages"), content=streamed())
+        chunked = await c.post(
+            _task_url(task["id"], "messages"),
+            content=streamed(),
+            headers={"content-type": "application/json"},
+        )
         assert (await c.get(f"/api/tasks/{task['id']}/messages")).json() == []
     assert (declared.status_code, chunked.status_code) == (413, 413)
     assert "over 1000 bytes" in declared.json()["error"]
@@ -303,20 +315,38 @@ async def test_unknown_route_and_method_are_json_errors(client: httpx.AsyncClien
     assert (wrong.status_code, wrong.json()) == (405, {"error": "method not allowed"})
 
 
-async def test_start_of_unclaimed_task_is_409(client: httpx.AsyncClient) -> None:
-    """Starting a task no daemon claimed is a conflict, not a silent success."""
-    task = await _create(client)
-    answer = await client.post(_task_url(task["id"], "start"), json={})
-    assert (answer.status_code, answer.json()) == (409, {"error": "task is not claimed"})
+async def test_start_of_a_task_not_dispatched_is_400(client: httpx.AsyncClient) -> None:
+    """As Multica's StartTask: only a dispatched task starts; queued, running, cancelled → 400."""
+    queued = await _create(client)
+    answer = await client.post(_task_url(queued["id"], "start"), json={})
+    assert answer.status_code == 400
+    assert "queued, not dispatched" in answer.json()["error"]
+    task, _ = await _claimed(client)
+    assert (await client.post(_task_url(task["id"], "start"), json={})).status_code == 200
+    again = await client.post(_task_url(task["id"], "start"), json={})
+    cancelled, _ = await _claimed(client)
+    await client.post(f"/api/tasks/{cancelled['id']}/cancel")
+    late = await client.post(_task_url(cancelled["id"], "start"), json={})
+    assert (again.status_code, late.status_code) == (400, 400)
+    shown = (await client.get(f"/api/tasks/{cancelled['id']}")).json()
+    assert (shown["status"], shown["started_at"]) == ("cancelled", None)
 
 
-async def test_claim_with_unknown_runtime_is_404(client: httpx.AsyncClient) -> None:
-    """A claim naming a runtime the server lost tells the daemon to re-register."""
-    answer = await client.post(
+async def test_claim_skips_unknown_and_foreign_runtimes(client: httpx.AsyncClient) -> None:
+    """As Multica's ClaimTasksByRuntime: an unknown runtime id, or another daemon's, is
+    skipped (never a 404), and the daemon's own runtimes still get their tasks."""
+    await _create(client)
+    theirs = (await register_http(client, "d2"))["claude"]
+    only_unknown = await client.post(
         "/api/daemon/tasks/claim",
         json={"daemon_id": "d1", "runtime_ids": ["lost"], "max_tasks": 1},
     )
-    assert (answer.status_code, answer.json()) == (404, {"error": "runtime not found"})
+    assert (only_unknown.status_code, only_unknown.json()) == (200, {"tasks": []})
+    assert await claim_http(client, "d1", [theirs], 1) == []
+    mine = (await register_http(client, "d1"))["claude"]
+    [task] = await claim_http(client, "d1", ["lost", theirs, mine], 1)
+    assert (task["runtime_id"], task["auth_token"][:4]) == (mine, "mat_")
+    assert len(task["auth_token"]) == 44
 
 
 async def test_token_is_required_when_configured(db_path: Path) -> None:
@@ -329,20 +359,3 @@ async def test_token_is_required_when_configured(db_path: Path) -> None:
     assert (none.status_code, wrong.status_code, right.status_code) == (401, 401, 200)
     assert none.json() == {"error": "unauthorized"}
     assert bad_route.status_code == 404
-
-
-async def test_no_token_accepts_loopback_requests(client: httpx.AsyncClient) -> None:
-    """Without a token, loopback clients need no Authorization header at all."""
-    answer = await client.get("/api/daemon/workspaces")
-    assert answer.status_code == 200
-
-
-async def test_no_token_refuses_non_loopback_clients(store: Store) -> None:
-    """Without a token, a request from a non-loopback address is refused."""
-    remote = httpx.ASGITransport(app=create_app(store), client=("192.0.2.7", 4000))
-    local = httpx.ASGITransport(app=create_app(store), client=("127.0.0.1", 4000))
-    async with httpx.AsyncClient(transport=remote, base_url="http://server") as c:
-        refused = await c.get("/api/daemon/workspaces")
-    async with httpx.AsyncClient(transport=local, base_url="http://server") as c:
-        accepted = await c.get("/api/daemon/workspaces")
-    assert (refused.status_code, accepted.status_code) == (403, 200)

@@ -9,12 +9,11 @@ from collections import Counter
 from pathlib import Path
 
 import anyio
-import httpx
 import pytest
 
-from daemon.server.serve import running_server
 from daemon.server.store import Store
 from tests.daemon.server.helpers import claim_http, register, register_http
+from tests.helpers import embedded_server, server_client
 
 TASKS = 200
 CLAIMERS = 8
@@ -72,12 +71,12 @@ async def test_concurrent_http_claimers_never_share_a_task(store: Store, db_path
         store.create_task(f"p{i}")
     handed: list[tuple[str, str]] = []
     async with (
-        running_server(db_path) as url_a,
-        running_server(db_path) as url_b,
+        embedded_server(db_path) as url_a,
+        embedded_server(db_path) as url_b,
         contextlib.AsyncExitStack() as stack,
     ):
         clients = [
-            await stack.enter_async_context(httpx.AsyncClient(base_url=(url_a, url_b)[i % 2]))
+            await stack.enter_async_context(server_client((url_a, url_b)[i % 2]))
             for i in range(CLAIMERS)
         ]
         runtimes = [await register_http(c, f"d{i}") for i, c in enumerate(clients)]

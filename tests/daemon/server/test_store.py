@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from daemon.server.bodies import AgentIn, MessageIn, RuntimeIn, UsageEntryIn
-from daemon.server.store import ConflictError, NotFoundError, Store
+from daemon.server.store import NotFoundError, StateError, Store
 from tests.daemon.server.helpers import register
 
 
@@ -98,17 +98,26 @@ def test_claim_stays_within_the_runtime_workspace(store: Store) -> None:
     assert [t["id"] for t in store.claim("d1", [other_runtime], 10)] == [other_task]
 
 
-def test_claim_with_unknown_runtime_is_not_found(store: Store) -> None:
-    """Claiming for a runtime the server does not know asks the daemon to re-register."""
-    store.create_task("p")
-    with pytest.raises(NotFoundError, match="runtime not found"):
-        store.claim("d1", ["missing"], 10)
-    assert store.tasks(status="queued") != []
+def test_claim_skips_unknown_and_foreign_runtimes(store: Store) -> None:
+    """Unknown runtime ids and another daemon's runtimes are skipped, as Multica skips them."""
+    theirs = register(store, "d2")["claude"]
+    task_id = store.create_task("p")["id"]
+    assert store.claim("d1", ["missing", theirs], 10) == []
+    assert store.status(task_id) == "queued"
+
+
+def test_claim_hands_out_at_most_32_tasks(store: Store) -> None:
+    """Multica caps one claim at 32 tasks (claimBatchMaxTasksCap), whatever max_tasks asks."""
+    runtime = register(store)["claude"]
+    for i in range(40):
+        store.create_task(f"p{i}")
+    assert len(store.claim("d1", [runtime], 1000)) == 32
+    assert len(store.claim("d1", [runtime], 1000)) == 8
 
 
 def test_claimed_task_carries_protocol_fields(store: Store) -> None:
     """A claimed task has the agent, a task-scoped token, the prompt and the claim recorded."""
-    runtime = register(store)["claude"]
+    runtime = register(store, "d7")["claude"]
     agent = AgentIn(id="a1", name="Coder", custom_env={"K": "v"}, custom_args=["--x"], model="m")
     store.create_task("do it", agent=agent, prior_session_id="s0")
     [task] = store.claim("d7", [runtime], 1)
@@ -119,7 +128,7 @@ def test_claimed_task_carries_protocol_fields(store: Store) -> None:
         "s0",
         "default",
     )
-    assert len(task["auth_token"]) >= 32
+    assert task["auth_token"].startswith("mat_") and len(task["auth_token"]) == 44
     view = store.task(task["id"])
     assert (view["status"], view["claimed_by"], view["runtime_id"]) == ("dispatched", "d7", runtime)
     assert "auth_token" not in view
@@ -135,20 +144,22 @@ def test_each_claimed_task_gets_its_own_token(store: Store) -> None:
 
 
 def test_start_moves_dispatched_to_running_once(store: Store) -> None:
-    """Start marks a claimed task running; a repeat keeps the first start time."""
+    """Start marks a claimed task running; a repeat is refused and keeps the first start time
+    (Multica's StartAgentTask updates only a dispatched row)."""
     runtime = register(store)["claude"]
     task_id = store.create_task("p")["id"]
     store.claim("d1", [runtime], 1)
     assert store.start(task_id) == "running"
     started = store.task(task_id)["started_at"]
-    assert store.start(task_id) == "running"
+    with pytest.raises(StateError, match="running, not dispatched"):
+        store.start(task_id)
     assert store.task(task_id)["started_at"] == started
 
 
-def test_start_of_unclaimed_task_is_a_conflict(store: Store) -> None:
+def test_start_of_unclaimed_task_is_refused(store: Store) -> None:
     """A task nobody claimed cannot start."""
     task_id = store.create_task("p")["id"]
-    with pytest.raises(ConflictError):
+    with pytest.raises(StateError, match="queued, not dispatched"):
         store.start(task_id)
     assert store.status(task_id) == "queued"
 
@@ -182,6 +193,7 @@ def test_complete_then_fail_changes_nothing_but_counts(store: Store) -> None:
     runtime = register(store)["claude"]
     task_id = store.create_task("p")["id"]
     store.claim("d1", [runtime], 1)
+    store.start(task_id)
     store.complete(task_id, "done", session_id="s1", work_dir="/w")
     finished = store.task(task_id)["finished_at"]
     store.complete(task_id, "other")
@@ -197,26 +209,53 @@ def test_complete_then_fail_changes_nothing_but_counts(store: Store) -> None:
     assert (task["complete_calls"], task["fail_calls"]) == (2, 1)
 
 
-def test_fail_without_reason_is_agent_error(store: Store) -> None:
-    """A failure without a reason is recorded as agent_error."""
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        ("crashed", "agent_error.unknown"),
+        ("", "agent_error.unknown"),
+        ("claude exited: exit status 1", "agent_error.process_failure"),
+        ("API Error: 529 Overloaded", "agent_error.provider_capacity_or_rate_limit"),
+        ("dial tcp 10.0.0.1:443: connection refused", "agent_error.provider_network"),
+        ("prompt is too long: 210000 tokens", "agent_error.context_overflow"),
+        ("Invalid API key · Please run /login", "agent_error.provider_auth_or_access"),
+        ("agent timed out after 2h", "agent_error.agent_timeout"),
+    ],
+)
+def test_fail_without_reason_is_classified_from_the_error(
+    store: Store, error: str, reason: str
+) -> None:
+    """A failure without a reason gets one from its error text, as Multica's FailTask does."""
     runtime = register(store)["claude"]
     task_id = store.create_task("p")["id"]
     store.claim("d1", [runtime], 1)
-    task = store.fail(task_id, "crashed")
-    assert (task["status"], task["error"], task["failure_reason"]) == (
-        "failed",
-        "crashed",
-        "agent_error",
+    task = store.fail(task_id, error)
+    assert (task["status"], task["error"], task["failure_reason"]) == ("failed", error, reason)
+
+
+def test_fail_keeps_a_given_reason(store: Store) -> None:
+    """A reason the daemon sends is stored as sent, even when the text would classify."""
+    runtime = register(store)["claude"]
+    task_id = store.create_task("p")["id"]
+    store.claim("d1", [runtime], 1)
+    assert store.fail(task_id, "exit status 1", "idle_watchdog")["failure_reason"] == (
+        "idle_watchdog"
     )
 
 
-def test_refused_report_rolls_back_its_count(store: Store) -> None:
-    """A report refused as a conflict leaves no trace, not even in the counters."""
-    task_id = store.create_task("p")["id"]
-    with pytest.raises(ConflictError):
-        store.complete(task_id, "early")
-    task = store.task(task_id)
-    assert (task["status"], task["complete_calls"]) == ("queued", 0)
+def test_reports_on_a_task_not_in_flight_change_nothing(store: Store) -> None:
+    """Complete of a task that is not running, and fail of one not dispatched or running, are
+    accepted and ignored (Multica answers them 200 as already final); each is counted."""
+    runtime = register(store)["claude"]
+    dispatched = store.create_task("d")["id"]
+    store.claim("d1", [runtime], 1)
+    queued = store.create_task("q")["id"]
+    store.cancel(queued)
+    assert store.complete(dispatched, "early")["status"] == "dispatched"
+    assert store.fail(queued, "late")["status"] == "cancelled"
+    assert store.fail(dispatched, "never started")["status"] == "failed"
+    task = store.task(dispatched)
+    assert (task["output"], task["complete_calls"], task["fail_calls"]) == (None, 1, 1)
 
 
 def test_recover_orphans_fails_only_that_runtimes_in_flight_tasks(store: Store) -> None:
@@ -228,6 +267,7 @@ def test_recover_orphans_fails_only_that_runtimes_in_flight_tasks(store: Store) 
     store.claim("d1", [ids["claude"]], 3)
     store.claim("d1", [ids["codex"]], 1)
     store.start(running)
+    store.start(done)
     store.complete(done, "ok")
     assert store.recover_orphans(ids["claude"]) == 2
     for task_id in (dispatched, running):
@@ -242,6 +282,7 @@ def test_cancel_only_affects_unfinished_tasks(store: Store) -> None:
     finished = store.create_task("f")["id"]
     waiting = store.create_task("w")["id"]
     store.claim("d1", [runtime], 1)
+    store.start(finished)
     store.complete(finished, "ok")
     assert store.cancel(waiting)["status"] == "cancelled"
     assert store.cancel(finished)["status"] == "completed"

@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from daemon.ops.metrics import Metrics
@@ -18,7 +17,7 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.state.outbox import Outbox, TerminalReport
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
-from tests.helpers import embedded_server, eventually, running_daemon
+from tests.helpers import TOKEN, embedded_server, eventually, running_daemon, server_client
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +49,7 @@ async def server_and_proxy(tmp_path: Path) -> AsyncIterator[tuple[TasksApi, Chao
     async with (
         embedded_server(tmp_path / "server.db") as url,
         chaos_proxy(url) as proxy,
-        httpx.AsyncClient(base_url=url) as direct,
+        server_client(url) as direct,
     ):
         yield TasksApi(direct), proxy
 
@@ -58,7 +57,7 @@ async def server_and_proxy(tmp_path: Path) -> AsyncIterator[tuple[TasksApi, Chao
 @asynccontextmanager
 async def client_for(url: str) -> AsyncIterator[ServerClient]:
     """A daemon-side client with short retries."""
-    async with make_http_client(url, "", "test") as http:
+    async with make_http_client(url, TOKEN, "test") as http:
         yield ServerClient(http, policy=FAST, report_policy=FAST)
 
 

@@ -1,0 +1,117 @@
+"""What the `multica` CLI and its daemon keep in `~/.multica`: the daemon id and the login config.
+
+Reusing these files is what lets this daemon take over from Multica's own: the server binds
+agents to runtimes registered under the machine's daemon id, so a daemon that made up a new
+id would register runtimes no agent is assigned to. Every function takes the home directory
+(and profile) as an argument; only `daemon.config` reads the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.errors import ConfigError
+
+DAEMON_ID_FILE = "daemon.id"
+CONFIG_FILE = "config.json"
+
+
+def profile_dir(home: Path, profile: str = "") -> Path:
+    """`~/.multica`, or `~/.multica/profiles/<profile>` for a named profile."""
+    root = home / ".multica"
+    if not profile:
+        return root
+    if profile in (".", "..") or "/" in profile or "\\" in profile:
+        raise ConfigError(f"invalid Multica profile name {profile!r}")
+    return root / "profiles" / profile
+
+
+def daemon_id(home: Path, pinned: str = "", profile: str = "") -> str:
+    """The machine's daemon id: `pinned` (MULTICA_DAEMON_ID), else `~/.multica/daemon.id`.
+
+    The file is machine-wide even under a profile, as in Multica. When it is missing or does
+    not hold a UUID, a named profile's own `daemon.id` is promoted to it (an older CLI kept one
+    per profile), else a new UUID is written, readable by the owner only.
+    """
+    if pinned.strip():
+        return pinned.strip()
+    path = profile_dir(home) / DAEMON_ID_FILE
+    found = _read_uuid(path)
+    if found:
+        return found
+    promoted = _read_uuid(profile_dir(home, profile) / DAEMON_ID_FILE) if profile else ""
+    chosen = promoted or str(uuid.uuid4())
+    _write_private(path, chosen + "\n")
+    return chosen
+
+
+def _read_uuid(path: Path) -> str:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        raise ConfigError(f"cannot read the daemon id file {path}: {exc}") from exc
+    try:
+        return str(uuid.UUID(text))
+    except ValueError:
+        return ""
+
+
+def _write_private(path: Path, text: str) -> None:
+    # Written beside the target and renamed over it, so a crash never leaves a half-written
+    # id that the next start would replace with a different one.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".daemon-", suffix=".id.tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass(frozen=True, slots=True)
+class MulticaConfig:
+    """The fields of the CLI's `config.json` this daemon uses; empty when not set."""
+
+    server_url: str = ""
+    # The login token (a `mul_` personal token); never logged.
+    token: str = ""
+    workspace_id: str = ""
+    device_name: str = ""
+    workspaces_root: str = ""
+    path: Path | None = None
+
+
+def read_config(home: Path, profile: str = "") -> MulticaConfig:
+    """The CLI's `config.json` for `profile` (default profile when empty); empty if absent."""
+    path = profile_dir(home, profile) / CONFIG_FILE
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return MulticaConfig()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read the Multica config {path}: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"the Multica config {path} is not a JSON object")
+    fields = ("server_url", "token", "workspace_id", "device_name", "workspaces_root")
+    values: dict[str, str] = {}
+    for name in fields:
+        value = raw.get(name) or ""
+        if not isinstance(value, str):
+            raise ConfigError(f"the Multica config {path}: {name} must be a string")
+        values[name] = value.strip()
+    return MulticaConfig(**values, path=path)
+
+
+def default_workspaces_root(home: Path, profile: str = "") -> Path:
+    """Multica's default work tree: `~/multica_workspaces`, or `~/multica_workspaces_<profile>`."""
+    return home / (f"multica_workspaces_{profile}" if profile else "multica_workspaces")

@@ -1,0 +1,71 @@
+"""The `failure_reason` values a Multica server understands, and which one a run's end maps to.
+
+The server owns the taxonomy (Go `server/pkg/taskfailure`, `AllReasons()`): it retries the
+retryable reasons and shows each one its own way. A reason outside that set is stored as-is and
+never classified, so the daemon sends either a value it knows the server shares or an empty
+reason, and an empty reason makes the server classify the error text itself.
+"""
+
+from __future__ import annotations
+
+from backends.base import RunStatus
+
+# `taskfailure.AllReasons()`, in the Go declaration order.
+SERVER_REASONS: tuple[str, ...] = (
+    "queued_expired",
+    "runtime_offline",
+    "runtime_reconnect_timeout",
+    "runtime_recovery",
+    "timeout",
+    "iteration_limit",
+    "agent_blocked",
+    "api_invalid_request",
+    "skill_bundle_unavailable",
+    "runtime_cli_timeout",
+    "invalid_task_identity",
+    "issue_window_restricted",
+    "agent_error.provider_auth_or_access",
+    "agent_error.provider_quota_limit",
+    "agent_error.provider_capacity_or_rate_limit",
+    "agent_error.provider_server_error",
+    "agent_error.provider_network",
+    "agent_error.process_failure",
+    "agent_error.empty_or_unparseable_output",
+    "agent_error.agent_timeout",
+    "agent_error.context_overflow",
+    "agent_error.missing_config",
+    "agent_error.model_not_found_or_unavailable",
+    "agent_error.runtime_version_unsupported",
+    "agent_error.runtime_missing_executable",
+    "agent_error.unknown",
+)
+
+# Sent by Multica's own daemon outside the taxonomy: the server stores them and the UI shows
+# them apart from real failures (an idle-stopped run is not a timeout, a cancel is no failure).
+DAEMON_REASONS: tuple[str, ...] = ("idle_watchdog", "cancelled")
+
+REASONS: frozenset[str] = frozenset(SERVER_REASONS + DAEMON_REASONS)
+
+# How a run ended → the reason the Go daemon reports for it. A generic failure is absent on
+# purpose: its error text tells the server more than any label the daemon could pick.
+_BY_STATUS: dict[RunStatus, str] = {
+    RunStatus.TIMEOUT: "timeout",
+    RunStatus.IDLE_WATCHDOG: "idle_watchdog",
+    RunStatus.CANCELLED: "cancelled",
+}
+
+
+def failure_reason(status: RunStatus, missing_executable: bool = False) -> str:
+    """The `failure_reason` for a run that ended with `status`: a shared value, or "" to classify.
+
+    `missing_executable` marks a run whose agent binary could not be started at all, which
+    the server's text classifier cannot tell apart from a crash.
+    """
+    if missing_executable:
+        return "agent_error.runtime_missing_executable"
+    return _BY_STATUS.get(status, "")
+
+
+def checked_reason(reason: str) -> str:
+    """`reason` when the server shares it, else "" so the server classifies the error text."""
+    return reason if reason in REASONS else ""

@@ -1,0 +1,126 @@
+"""The environment an agent runs in: what the `multica` CLI needs inside a task, nothing more.
+
+Built as Multica's own daemon builds it (`taskMulticaEnvironment` in the Go daemon), from
+explicit inputs so it can be checked without running anything. The daemon's own settings and
+credentials never reach the agent: it gets only its task's token.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from daemon.errors import TaskTokenError
+from daemon.ops.sdnotify import NOTIFY_ENV_VARS
+from daemon.protocol.models import Task
+
+TASK_TOKEN_PREFIX = "mat_"
+TEMP_PREFIX = "multica-task-"
+
+# Names the agent's `custom_env` may not set: the daemon's own values (every MULTICA_*), and the
+# paths the task is isolated by. The same list Multica's daemon keeps (`isBlockedEnvKey`).
+_BLOCKED_NAMES = frozenset(
+    {"HOME", "PATH", "USER", "SHELL", "TERM", "TMPDIR", "TMP", "TEMP", "CODEX_HOME"}
+)
+_OWN_NAMES = frozenset(NOTIFY_ENV_VARS)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPlace:
+    """Where one task runs on this machine, and how its agent reaches the daemon and server."""
+
+    server_url: str
+    work_dir: Path
+    temp_dir: Path
+    config_root: Path
+    workspaces_root: Path
+    health_port: int
+    slot: int
+    multica_bin: Path | None = None
+    """The `multica` executable when one is installed: its directory goes first on PATH."""
+    require_task_token: bool = False
+    """True against a Multica server, whose tokens for agents are task-scoped (`mat_`)."""
+
+
+def task_token(task: Task, require_task_token: bool) -> str:
+    """The token the agent gets: the task's own, and with `require_task_token` only a `mat_` one.
+
+    Multica's daemon refuses to start an agent otherwise rather than fall back to its own
+    credential, which would let the agent act as the runtime's owner.
+    """
+    token = task.auth_token.strip()
+    if require_task_token:
+        if not token:
+            raise TaskTokenError("server did not provide a task-scoped auth token")
+        if not token.startswith(TASK_TOKEN_PREFIX):
+            raise TaskTokenError("server provided an auth token that is not task-scoped")
+    return token
+
+
+def blocked_custom_keys(custom_env: Mapping[str, str]) -> list[str]:
+    """The names in an agent's `custom_env` that are skipped, sorted (for one log line)."""
+    return sorted(k for k in custom_env if _blocked(k))
+
+
+def _blocked(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith("MULTICA_") or upper in _BLOCKED_NAMES
+
+
+def _daemons_own(name: str) -> bool:
+    return name.upper().startswith("MULTICA_") or name in _OWN_NAMES
+
+
+def public_url(url: str) -> str:
+    """`url` without a user or password in it: the agent gets the address, not the login."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host + (f":{parts.port}" if parts.port is not None else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str, str]:
+    """The agent's environment: `base` minus the daemon's own variables, plus the task's."""
+    env = {k: v for k, v in base.items() if not _daemons_own(k)}
+    temp = str(place.temp_dir)
+    env.update(
+        {
+            "MULTICA_TOKEN": task_token(task, place.require_task_token),
+            "MULTICA_SERVER_URL": public_url(place.server_url),
+            "MULTICA_WORKSPACE_ID": task.workspace_id,
+            "MULTICA_AGENT_ID": task.agent_id or task.agent.id,
+            "MULTICA_AGENT_NAME": task.agent.name,
+            "MULTICA_TASK_ID": task.id,
+            "MULTICA_DAEMON_PORT": str(place.health_port),
+            "MULTICA_TASK_SLOT": str(place.slot),
+            "MULTICA_TASK_CONFIG_ROOT": str(place.config_root),
+            "MULTICA_TASK_WORKSPACES_ROOT": str(place.workspaces_root),
+            "MULTICA_WORKDIR": str(place.work_dir),
+            "TMPDIR": temp,
+            "TMP": temp,
+            "TEMP": temp,
+        }
+    )
+    if place.multica_bin is not None:
+        # Some agents run tools in a sandbox with a reduced PATH; `multica` must still resolve.
+        inherited = base.get("PATH", "")
+        first = str(place.multica_bin.parent)
+        env["PATH"] = first + (os.pathsep + inherited if inherited else "")
+    env.update({k: v for k, v in task.agent.custom_env.items() if not _blocked(k)})
+    return env
+
+
+def make_temp_dir(base: Path) -> Path:
+    """A fresh private (0700) temporary directory for one task under `base`."""
+    base.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=base))
+    path.chmod(0o700)
+    return path

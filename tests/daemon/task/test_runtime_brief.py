@@ -1,0 +1,52 @@
+"""Tests for the runtime brief written into the agent's work directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from daemon.protocol.models import Task
+from daemon.task.runtime_brief import brief_file, runtime_brief, write_brief
+
+
+def _task(**fields: Any) -> Task:
+    agent = {"id": "ag-1", "name": "Coder", "instructions": "Prefer small diffs."}
+    return Task.model_validate({"id": "t-1", "agent_id": "ag-1", "agent": agent, **fields})
+
+
+def test_claude_reads_claude_md_and_the_others_agents_md() -> None:
+    """Claude Code gets CLAUDE.md; Codex and any other backend AGENTS.md."""
+    assert brief_file("claude") == "CLAUDE.md"
+    assert brief_file("codex") == "AGENTS.md"
+    assert brief_file("command") == "AGENTS.md"
+
+
+def test_the_brief_carries_identity_instructions_and_workspace_context() -> None:
+    """Name, id and the agent's own instructions, then the workspace's context."""
+    text = runtime_brief(_task(issue_id="I-1", workspace_context="We ship on Fridays."))
+    assert text.startswith("# Multica Agent Runtime\n\n")
+    assert "**You are: Coder** (ID: `ag-1`)\n\nPrefer small diffs.\n\n" in text
+    assert "## Workspace context\n\nWe ship on Fridays.\n\n" in text
+    assert "`multica issue get <id>`" in text
+
+
+def test_the_workflow_follows_the_task_kind() -> None:
+    """A quick-create brief lists its one command; a chat brief treats the reply as the answer."""
+    quick = runtime_brief(_task(quick_create_prompt="x"))
+    assert "the one command this task runs" in quick
+    assert "`multica issue get <id>`" not in quick
+    assert "This is a conversation." in runtime_brief(_task(chat_session_id="c"))
+    assert "there is no issue" in runtime_brief(_task(autopilot_run_id="r"))
+
+
+def test_an_agent_without_identity_gets_no_identity_section() -> None:
+    """No name, id or instructions: the section is left out."""
+    task = Task.model_validate({"id": "t", "issue_id": "I-1"})
+    assert "## Agent identity" not in runtime_brief(task)
+
+
+def test_the_brief_is_written_under_the_backends_file(tmp_path: Path) -> None:
+    """write_brief puts the text in CLAUDE.md for Claude Code and returns the path."""
+    path = write_brief(tmp_path, "claude", _task(issue_id="I-1", project_id="p", project_title="W"))
+    assert path == tmp_path / "CLAUDE.md"
+    assert "## Project\n\nW\n\n" in path.read_text()

@@ -1,0 +1,340 @@
+"""The rows and route handlers of the Multica-faithful test server, one handler per Go handler."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+if TYPE_CHECKING:
+    from tests.fakes.multica_server import MulticaFake
+
+CLAIM_CAP = 32
+TASK_TOKEN_PREFIX = "mat_"
+# What Multica's classifier makes of an error text it has no rule for.
+CLASSIFIED_REASON = "agent_error.unknown"
+
+
+def error(status: int, message: str) -> JSONResponse:
+    """Multica's error shape."""
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        uuid.UUID(str(value))
+    except ValueError:
+        return False
+    return True
+
+
+@dataclass
+class FakeRuntime:
+    """One registered runtime: a backend of one daemon in one workspace."""
+
+    id: str
+    workspace_id: str
+    daemon_id: str
+    provider: str
+    name: str
+    status: str = "online"
+    deleted: bool = False
+
+
+@dataclass
+class FakeTask:
+    """One task on the server: its claim fields, its state and what the daemon reported."""
+
+    id: str
+    workspace_id: str
+    provider: str
+    fields: dict[str, Any]
+    agent: dict[str, Any]
+    status: str = "queued"
+    runtime_id: str = ""
+    auth_token: str = ""
+    output: str = ""
+    error: str = ""
+    failure_reason: str = ""
+    session_id: str = ""
+    work_dir: str = ""
+    cancel_acks: int = 0
+
+    def claim_body(self) -> dict[str, Any]:
+        """The task as Multica's claim returns it: no `prompt`, a task-scoped token."""
+        return {
+            "id": self.id,
+            "agent_id": self.agent["id"],
+            "runtime_id": self.runtime_id,
+            "workspace_id": self.workspace_id,
+            "status": self.status,
+            "agent": self.agent,
+            "auth_token": self.auth_token,
+            **self.fields,
+        }
+
+    def body(self) -> dict[str, Any]:
+        """The task row as the terminal routes answer it."""
+        return {
+            "id": self.id,
+            "status": self.status,
+            "agent_id": self.agent["id"],
+            "runtime_id": self.runtime_id,
+            "workspace_id": self.workspace_id,
+            "output": self.output,
+            "error": self.error,
+            "failure_reason": self.failure_reason,
+            "session_id": self.session_id,
+            "work_dir": self.work_dir,
+        }
+
+
+@dataclass(frozen=True)
+class SeenRequest:
+    """One request the server read: route name, path and JSON body (None for a GET)."""
+
+    route: str
+    path: str
+    body: Any
+
+
+def route_of(path: str) -> str:
+    """The route name a control refers to: the path's last part (`heartbeat`, `complete`, …)."""
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+class Handlers:
+    """`DaemonRegister`, `DaemonHeartbeat`, `ClaimTasksByRuntime`, `StartTask`, … of Go."""
+
+    def __init__(self, fake: MulticaFake) -> None:
+        self.fake = fake
+
+    async def _read(self, request: Request) -> tuple[Any, JSONResponse | None]:
+        """The JSON body (recorded with the request), or a 400 as Go's decoder gives it."""
+        raw = await request.body() if request.method == "POST" else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw
+        self.fake.requests.append(SeenRequest(route_of(request.url.path), request.url.path, body))
+        if self.fake.token and request.headers.get("authorization") != f"Bearer {self.fake.token}":
+            return body, error(401, "invalid token")
+        if request.method == "POST" and not isinstance(body, dict):
+            return body, error(400, "invalid request body")
+        return body, None
+
+    async def _task(self, request: Request) -> tuple[Any, FakeTask | None, JSONResponse | None]:
+        body, refused = await self._read(request)
+        if refused is not None:
+            return body, None, refused
+        task = self.fake.tasks.get(request.path_params["tid"])
+        if task is None:
+            return body, None, error(404, "task not found")
+        return body, task, None
+
+    async def workspaces(self, request: Request) -> JSONResponse:
+        _, refused = await self._read(request)
+        return refused or JSONResponse(
+            [{"id": k, "name": v} for k, v in self.fake.workspaces.items()]
+        )
+
+    async def register(self, request: Request) -> JSONResponse:
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        if not body.get("daemon_id"):
+            return error(400, "daemon_id is required")
+        workspace_id = body.get("workspace_id") or ""
+        if not workspace_id:
+            return error(400, "workspace_id is required")
+        if not body.get("runtimes"):
+            return error(400, "at least one runtime or failed profile is required")
+        if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
+            return error(404, "workspace not found")
+        out = [self._upsert(workspace_id, body["daemon_id"], r) for r in body["runtimes"]]
+        return JSONResponse({"runtimes": out, "repos": [], "repos_version": "", "settings": {}})
+
+    def _upsert(self, workspace_id: str, daemon_id: str, runtime: dict[str, Any]) -> dict[str, Any]:
+        # One row per (workspace, daemon, provider): a restart gets its runtime back; a deleted
+        # runtime's row is gone, so registering again makes a new one.
+        provider = runtime.get("type") or ""
+        for found in self.fake.live_runtimes(workspace_id):
+            if (found.daemon_id, found.provider) == (daemon_id, provider):
+                found.status = "online"
+                break
+        else:
+            found = FakeRuntime(
+                str(uuid.uuid4()), workspace_id, daemon_id, provider, runtime.get("name") or ""
+            )
+            self.fake.runtimes[found.id] = found
+        return {"id": found.id, "name": found.name, "provider": provider, "status": found.status}
+
+    async def deregister(self, request: Request) -> JSONResponse:
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        if not body.get("runtime_ids"):
+            return error(400, "runtime_ids is required")
+        for runtime_id in body["runtime_ids"]:
+            if runtime_id in self.fake.runtimes:
+                self.fake.runtimes[runtime_id].status = "offline"
+        return JSONResponse({"status": "ok"})
+
+    async def heartbeat(self, request: Request) -> JSONResponse:
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        runtime_id = body.get("runtime_id") or ""
+        if not runtime_id:
+            return error(400, "runtime_id is required")
+        if not _is_uuid(runtime_id):
+            return error(400, "invalid runtime_id")
+        runtime = self.fake.runtimes.get(runtime_id)
+        if runtime is None or runtime.deleted:
+            return error(404, "runtime not found")
+        return JSONResponse({"status": "ok", **self.fake.pending})
+
+    async def claim(self, request: Request) -> JSONResponse:
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        daemon_id = body.get("daemon_id") or ""
+        if not daemon_id:
+            return error(400, "daemon_id is required")
+        wanted = int(body.get("max_tasks") or 0)
+        if wanted < 0:
+            return error(400, "max_tasks must not be negative")
+        ours = {
+            r.id: r
+            for r in self.fake.live_runtimes()
+            if r.id in set(body.get("runtime_ids") or []) and r.daemon_id == daemon_id
+        }
+        claimed: list[dict[str, Any]] = []
+        for task in self.fake.tasks.values():
+            if len(claimed) >= min(wanted, CLAIM_CAP):
+                break
+            runtime = self._runtime_for(task, ours)
+            if task.status == "queued" and runtime is not None:
+                task.status, task.runtime_id = "dispatched", runtime
+                task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
+                claimed.append(task.claim_body())
+        return JSONResponse({"tasks": claimed})
+
+    @staticmethod
+    def _runtime_for(task: FakeTask, ours: dict[str, Any]) -> str | None:
+        for runtime in ours.values():
+            if (runtime.workspace_id, runtime.provider) == (task.workspace_id, task.provider):
+                return str(runtime.id)
+        return None
+
+    async def recover(self, request: Request) -> JSONResponse:
+        _, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        runtime = self.fake.runtimes.get(request.path_params["rid"])
+        if runtime is None or runtime.deleted:
+            return error(404, "runtime not found")
+        orphaned = [
+            t
+            for t in self.fake.tasks.values()
+            if t.runtime_id == runtime.id and t.status in ("dispatched", "running")
+        ]
+        for task in orphaned:
+            task.status, task.failure_reason = "failed", "runtime_recovery"
+        return JSONResponse({"orphaned": len(orphaned), "retried": 0})
+
+    async def status(self, request: Request) -> JSONResponse:
+        _, task, refused = await self._task(request)
+        return refused or JSONResponse({"status": task.status if task else ""})
+
+    async def start(self, request: Request) -> JSONResponse:
+        _, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if task.status != "dispatched":
+            return error(400, "start task: no rows in result set")
+        task.status = "running"
+        return JSONResponse(task.body())
+
+    async def complete(self, request: Request) -> JSONResponse:
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if task.status == "running":
+            task.status = "completed"
+            task.output = body.get("output") or ""
+            task.session_id = body.get("session_id") or ""
+            task.work_dir = body.get("work_dir") or ""
+        return JSONResponse(task.body())
+
+    async def fail(self, request: Request) -> JSONResponse:
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if task.status in ("dispatched", "running"):
+            task.status = "failed"
+            task.error = body.get("error") or ""
+            task.failure_reason = body.get("failure_reason") or CLASSIFIED_REASON
+            task.session_id = body.get("session_id") or task.session_id
+            task.work_dir = body.get("work_dir") or task.work_dir
+        return JSONResponse(task.body())
+
+    async def add_messages(self, request: Request) -> JSONResponse:
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        batch = body.get("messages") or []
+        if not batch:
+            return JSONResponse({"status": "ok"})
+        task_id = request.path_params["tid"]
+        if task_id not in self.fake.tasks:
+            return error(404, "task not found")
+        # The real messages table has no unique (task, seq): a re-sent batch is stored again.
+        self.fake.messages.extend({"task_id": task_id, **m} for m in batch)
+        return JSONResponse({"status": "ok"})
+
+    async def list_messages(self, request: Request) -> JSONResponse:
+        _, task, refused = await self._task(request)
+        return refused or JSONResponse(self.fake.messages_of(task.id if task else ""))
+
+    async def add_usage(self, request: Request) -> JSONResponse:
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        for entry in body.get("usage") or []:
+            key = (task.id, entry.get("provider") or task.provider, entry.get("model") or "")
+            self.fake.usage[key] = entry
+        return JSONResponse({"status": "ok"})
+
+    async def cancel_ack(self, request: Request) -> JSONResponse:
+        _, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        task.cancel_acks += 1
+        return JSONResponse({"status": "ok"})
+
+    async def action_result(self, request: Request) -> JSONResponse:
+        """The result of a pending `update`, `models`, `local-skills` or `local-skills/import`."""
+        body, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        kind = request.path_params["kind"]
+        if kind not in ("update", "models", "local-skills", "local-skills/import"):
+            return error(404, "not found")
+        runtime = self.fake.runtimes.get(request.path_params["rid"])
+        if runtime is None or runtime.deleted:
+            return error(404, "runtime not found")
+        params = request.path_params
+        self.fake.action_results.append(
+            {"kind": kind, "runtime_id": runtime.id, "request_id": params["request_id"], **body}
+        )
+        return JSONResponse({"status": "ok"})
+
+    async def renew(self, request: Request) -> JSONResponse:
+        _, refused = await self._read(request)
+        return refused or JSONResponse({"expires_at": "", "renewed": False})

@@ -1,0 +1,284 @@
+"""A test server that answers the daemon routes the way the real Multica server does.
+
+Built from the Go handlers (`server/internal/handler/daemon.go`, `task_lifecycle.go`) and their
+queries (`server/pkg/db/queries/agent.sql`), unlike the embedded reference server, which is
+lenient where Multica refuses:
+
+- a claim carries no `prompt`, only what the task is about (`issue_id`, comment, chat,
+  autopilot or quick-create fields) and a task token with the `mat_` prefix; runtime ids that
+  are not UUIDs, unknown, deleted or another daemon's are skipped, never a 404; at most 32
+  tasks a claim, none for `max_tasks: 0`, 400 for a negative one;
+- `start` moves only a `dispatched` task to `running`, anything else is a 400;
+- `complete` changes only a `running` task, `fail` a `dispatched` or `running` one; on any
+  other task both answer 200 and change nothing; an empty `failure_reason` is classified;
+- messages are stored as sent, without any `(task, seq)` dedupe; usage is upserted per
+  `(task, provider, model)`;
+- a heartbeat for a deleted runtime is a 404 `runtime not found`, a task route for an
+  unknown task a 404 `task not found`.
+
+Test controls: queue Multica-shaped tasks, delete a runtime, cancel a task, make one
+workspace's register fail with 404, drop the answer of the next N calls of a route after the
+server has acted on them, and read back tasks, messages, usage and every request.
+
+    async with multica_server() as fake:
+        task_id = fake.queue_issue("issue-1")
+        ... run a daemon against fake.url ...
+        assert fake.tasks[task_id].status == "completed"
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+from starlette.applications import Starlette
+from starlette.routing import Route, WebSocketRoute
+from starlette.types import Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
+
+from tests.fakes.loopback import serve_app
+from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+
+
+@dataclass
+class MulticaFake:
+    """The server's state and its test controls; `app` serves it."""
+
+    token: str = ""
+    workspaces: dict[str, str] = field(default_factory=lambda: {str(uuid.uuid4()): "Main"})
+    runtimes: dict[str, FakeRuntime] = field(default_factory=dict)
+    tasks: dict[str, FakeTask] = field(default_factory=dict)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    usage: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    requests: list[SeenRequest] = field(default_factory=list)
+    pending: dict[str, Any] = field(default_factory=dict)
+    """`pending_*` actions every heartbeat answer carries (e.g. `{"pending_update": {...}}`)."""
+    action_results: list[dict[str, Any]] = field(default_factory=list)
+    """Results the daemon reported for pending actions: kind, runtime, request id and body."""
+    url: str = ""
+    watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any]]]] = field(
+        default_factory=list
+    )
+    _drops: Counter[str] = field(default_factory=Counter)
+    refused_registers: set[str] = field(default_factory=set)
+
+    # --- test controls -------------------------------------------------------------------
+
+    @property
+    def workspace_id(self) -> str:
+        """The first workspace (the only one unless a test adds more)."""
+        return next(iter(self.workspaces))
+
+    def add_workspace(self, name: str = "Other") -> str:
+        """Give the daemon's token one more workspace; return its id."""
+        workspace_id = str(uuid.uuid4())
+        self.workspaces[workspace_id] = name
+        return workspace_id
+
+    def queue(
+        self,
+        *,
+        workspace_id: str = "",
+        provider: str = "scripted",
+        agent: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> str:
+        """Queue a task with these claim fields for the `provider` runtime of a workspace."""
+        task_id = str(uuid.uuid4())
+        agent_body = {
+            "id": str(uuid.uuid4()),
+            "name": "Multica Agent",
+            "instructions": "",
+            "custom_env": {},
+            "custom_args": [],
+            "model": "",
+            **(agent or {}),
+        }
+        task = FakeTask(task_id, workspace_id or self.workspace_id, provider, fields, agent_body)
+        self.tasks[task_id] = task
+        self._announce(task)
+        return task_id
+
+    def _announce(self, task: FakeTask) -> None:
+        # Multica's hub wakes every daemon connection watching a runtime the task can run on.
+        for runtime in self.live_runtimes(task.workspace_id):
+            if runtime.provider != task.provider:
+                continue
+            frame = {
+                "type": "daemon:task_available",
+                "payload": {"runtime_id": runtime.id, "task_id": task.id},
+            }
+            for runtime_ids, stream in self.watchers:
+                if runtime.id in runtime_ids:
+                    stream.send_nowait(frame)
+
+    def queue_issue(self, issue_id: str = "", **options: Any) -> str:
+        """An issue assigned to the agent (Multica's most common task)."""
+        return self.queue(issue_id=issue_id or str(uuid.uuid4()), **options)
+
+    def queue_comment(self, content: str, issue_id: str = "", **options: Any) -> str:
+        """A comment on an issue that mentions the agent."""
+        options.setdefault("trigger_comment_id", str(uuid.uuid4()))
+        options.setdefault("trigger_author_type", "member")
+        return self.queue_issue(issue_id, trigger_comment_content=content, **options)
+
+    def queue_chat(self, message: str, **options: Any) -> str:
+        """A message in a web chat with the agent."""
+        options.setdefault("chat_session_id", str(uuid.uuid4()))
+        return self.queue(chat_message=message, **options)
+
+    def queue_autopilot(self, title: str, description: str = "", **options: Any) -> str:
+        """A run-only autopilot run (no issue)."""
+        options.setdefault("autopilot_run_id", str(uuid.uuid4()))
+        options.setdefault("autopilot_id", str(uuid.uuid4()))
+        return self.queue(autopilot_title=title, autopilot_description=description, **options)
+
+    def queue_quick_create(self, text: str, **options: Any) -> str:
+        """A quick-create request: one sentence to turn into an issue."""
+        return self.queue(quick_create_prompt=text, **options)
+
+    def delete_runtime(self, runtime_id: str) -> None:
+        """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
+        self.runtimes[runtime_id].deleted = True
+
+    def cancel(self, task_id: str) -> None:
+        """Cancel a task that is not yet terminal (as a user or a reassignment would)."""
+        task = self.tasks[task_id]
+        if task.status in ("queued", "dispatched", "running"):
+            task.status = "cancelled"
+
+    def refuse_register(self, workspace_id: str) -> None:
+        """Answer this workspace's registrations with 404 `workspace not found`."""
+        self.refused_registers.add(workspace_id)
+
+    def drop_answers(self, route: str, count: int = 1) -> None:
+        """Act on the next `count` calls of `route`, then cut the connection, not answering."""
+        self._drops[route] += count
+
+    def seen(self, route: str) -> list[SeenRequest]:
+        """The requests read for one route, in order."""
+        return [r for r in self.requests if r.route == route]
+
+    def messages_of(self, task_id: str) -> list[dict[str, Any]]:
+        """Every message row stored for a task, duplicates included, in arrival order."""
+        return [m for m in self.messages if m["task_id"] == task_id]
+
+    def live_runtimes(self, workspace_id: str = "") -> list[FakeRuntime]:
+        """Runtimes not deleted (in one workspace, if given)."""
+        return [
+            r
+            for r in self.runtimes.values()
+            if not r.deleted and (not workspace_id or r.workspace_id == workspace_id)
+        ]
+
+    # --- serving -------------------------------------------------------------------------
+
+    @property
+    def app(self) -> _DroppingApp:
+        """The ASGI app: the routes behind the answer-dropping control."""
+        h = Handlers(self)
+        routes = [
+            Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
+            Route("/api/daemon/register", h.register, methods=["POST"]),
+            Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
+            Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),
+            Route("/api/daemon/tasks/claim", h.claim, methods=["POST"]),
+            Route("/api/daemon/claim", h.claim, methods=["POST"]),
+            Route("/api/daemon/runtimes/{rid}/recover-orphans", h.recover, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/status", h.status, methods=["GET"]),
+            Route("/api/daemon/tasks/{tid}/start", h.start, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/complete", h.complete, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/fail", h.fail, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/messages", h.add_messages, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/messages", h.list_messages, methods=["GET"]),
+            Route("/api/daemon/tasks/{tid}/usage", h.add_usage, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/cancel-ack", h.cancel_ack, methods=["POST"]),
+            Route("/api/tokens/current/renew", h.renew, methods=["POST"]),
+            Route(
+                "/api/daemon/runtimes/{rid}/{kind:path}/{request_id}/result",
+                h.action_result,
+                methods=["POST"],
+            ),
+            WebSocketRoute("/api/daemon/ws", self._control),
+        ]
+        return _DroppingApp(self, Starlette(routes=routes))
+
+    async def _control(self, websocket: WebSocket) -> None:
+        """`GET /api/daemon/ws?runtime_ids=a,b`: wake-ups for tasks queued on those runtimes."""
+        query = websocket.query_params
+        wanted = {
+            part.strip()
+            for raw in query.getlist("runtime_ids") + query.getlist("runtime_id")
+            for part in raw.split(",")
+            if part.strip()
+        }
+        header = websocket.headers.get("authorization")
+        known = {r.id for r in self.live_runtimes()}
+        if (self.token and header != f"Bearer {self.token}") or not wanted or wanted - known:
+            # Multica answers 401/400/404 before upgrading; uvicorn turns this into a 403.
+            await websocket.close()
+            return
+        await websocket.accept()
+        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        entry = (frozenset(wanted), send)
+        self.watchers.append(entry)
+        try:
+            async with anyio.create_task_group() as tg, receive:
+
+                async def forward() -> None:
+                    async for frame in receive:
+                        await websocket.send_json(frame)
+
+                tg.start_soon(forward)
+                while (await websocket.receive())["type"] != "websocket.disconnect":
+                    pass  # the daemon's frames (heartbeats) are read and ignored
+                tg.cancel_scope.cancel()
+        finally:
+            self.watchers.remove(entry)
+            send.close()
+
+    def take_drop(self, route: str) -> bool:
+        """Whether this call's answer is to be dropped (and count it off)."""
+        if self._drops[route] <= 0:
+            return False
+        self._drops[route] -= 1
+        return True
+
+
+class _DroppingApp:
+    """Runs every request to the end, then loses the answer of the calls a test asked to drop."""
+
+    def __init__(self, fake: MulticaFake, app: Starlette) -> None:
+        self.fake = fake
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or not self.fake.take_drop(route_of(scope["path"])):
+            await self.app(scope, receive, send)
+            return
+
+        async def swallow(message: Message) -> None:
+            del message  # the server acted; its answer is what gets lost
+
+        await self.app(scope, receive, swallow)
+        # Headers promising a body that never comes: uvicorn closes the connection when the
+        # app returns mid-body, so the client sees the answer cut off, as after a lost reply.
+        await send(
+            {"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"64")]}
+        )
+        await send({"type": "http.response.body", "body": b"{", "more_body": True})
+
+
+@asynccontextmanager
+async def multica_server(token: str = "") -> AsyncIterator[MulticaFake]:
+    """A fresh Multica-faithful server on a free loopback port; `fake.url` is its base URL."""
+    fake = MulticaFake(token=token)
+    async with serve_app(fake.app) as url:
+        fake.url = url
+        yield fake
