@@ -22,7 +22,7 @@ from daemon.protocol.models import Task
 from daemon.registration import Registration, stored_daemon_id
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot, RunSnapshot, ToolSnapshot
-from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
+from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
@@ -143,7 +143,7 @@ class Worker:
         """Kill what a crashed run left, register, flush the outbox, recover orphans."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
         if self.subreaper:
-            self.subreaper = adopt_orphans()
+            self.subreaper = self.agents.adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
         await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
@@ -174,10 +174,12 @@ class Worker:
                 tg.start_soon(self.registration.heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
             if self.subreaper:
-                tg.start_soon(reap_adopted)
-            async with anyio.create_task_group() as runners:
-                await self._claim_loop(runners)
-                await self._drain_running()
+                tg.start_soon(self.agents.reap_adopted)
+            # Every agent spawned by a run below is tracked in the daemon's one registry.
+            with self.agents.processes.installed():
+                async with anyio.create_task_group() as runners:
+                    await self._claim_loop(runners)
+                    await self._drain_running()
             tg.cancel_scope.cancel()
 
     async def shutdown(self) -> None:

@@ -15,8 +15,7 @@ import anyio
 import httpx
 
 import daemon
-from backends.process import TRACKING_ENV
-from backends.proctree import tagged
+from backends.process import TRACKING_ENV, tagged
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.ops.health import HealthServer
