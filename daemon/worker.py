@@ -21,13 +21,14 @@ from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
 from daemon.registration import Registration, stored_daemon_id
 from daemon.shutdown import CLAIM, ShutdownBudget
-from daemon.snapshot import DaemonSnapshot, RunSnapshot, ToolSnapshot
+from daemon.snapshot import DaemonSnapshot
 from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -91,20 +92,7 @@ class Worker:
 
     def snapshot(self) -> DaemonSnapshot:
         """The daemon and its running tasks now, as plain values for the health port."""
-        return DaemonSnapshot(
-            status=self.status,
-            daemon_id=self.daemon_id,
-            device_name=self.settings.device_name,
-            server_url=self.server_url,
-            registered=self.registered,
-            max_concurrent_tasks=self.settings.max_concurrent_tasks,
-            agents=tuple((name, version) for name, (_, version) in self.backends.items()),
-            workspaces=tuple((w["id"], w["name"]) for w in self.workspaces),
-            server_circuit=self.circuit.state,
-            outbox_depth=self.outbox.depth(),
-            # A copy of the values: a runner that finishes mid-build must not change the tuple.
-            runs=tuple(run_snapshot(runner) for runner in list(self.runners.values())),
-        )
+        return worker_snapshot(self)
 
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
@@ -296,29 +284,6 @@ class Worker:
         if self.runners:
             log.warning("shutdown grace over: cancelling %d tasks", len(self.runners))
             self.stop_now()
-
-
-def run_snapshot(runner: TaskRun) -> RunSnapshot:
-    """One running task as plain values: the only place that reads a runner for operations."""
-    activity = runner.activity
-    scope, threshold = runner.watchdog.applicable() if runner.watchdog else ("", 0.0)
-    now = activity.clock()
-    tools = tuple(
-        ToolSnapshot(t.name, t.call_id, round(now - t.started_at, 3))
-        for t in list(activity.tools.values())
-    )
-    return RunSnapshot(
-        id=runner.task.id,
-        backend=runner.backend.name,
-        pid=runner.pid,
-        started_wall=runner.started_wall,
-        idle_seconds=activity.idle_seconds(),
-        tools_in_flight=tools,
-        watchdog_scope=scope,
-        threshold_seconds=threshold,
-        retry=runner.retry,
-        messages=activity.messages,
-    )
 
 
 def _summary_label(outcome: Outcome | None) -> str:

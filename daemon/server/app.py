@@ -178,12 +178,8 @@ class _Routes:
             self._store.claim, body.daemon_id, body.runtime_ids, body.max_tasks
         )
         for t in tasks:
-            log.info(
-                "task %s dispatched to daemon %s (%s)",
-                short_id(t["id"]),
-                body.daemon_id,
-                t["backend"],
-            )
+            shown = short_id(t["id"])
+            log.info("task %s dispatched to daemon %s (%s)", shown, body.daemon_id, t["backend"])
         return JSONResponse({"tasks": tasks})
 
     async def start(self, request: Request) -> Response:
