@@ -67,7 +67,6 @@ class RunStatus(enum.StrEnum):
 
     COMPLETED = "completed"
     FAILED = "failed"
-    ABORTED = "aborted"
     TIMEOUT = "timeout"
     IDLE_WATCHDOG = "idle_watchdog"
     CANCELLED = "cancelled"

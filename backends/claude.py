@@ -135,7 +135,9 @@ class ClaudeBackend(AgentCli):
         """The agent environment without Claude Code's session markers (plus IS_SANDBOX as root)."""
         env = self.strip_markers(spec.env)
         if self._is_root:
-            env.setdefault("IS_SANDBOX", "1")
+            # Set, not defaulted: a host's own IS_SANDBOX (e.g. `yes`) is not the value the
+            # CLI accepts, and keeping it failed every task in under a second.
+            env["IS_SANDBOX"] = "1"
         return env
 
     def _spec(self, spec: RunSpec, resume: str, instructions: Sequence[str]) -> ProcessSpec:

@@ -14,6 +14,7 @@ import anyio
 import httpx
 
 import daemon
+from daemon.addresses import split_host_port
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
@@ -29,12 +30,11 @@ from daemon.protocol.tasks_api import TasksApi
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.serve import serve
 from daemon.shutdown import ShutdownBudget
-from daemon.state.directory import require_writable
+from daemon.state.lock import state_dir_lock
+from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
-
-_FINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,11 +107,16 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
-    """The daemon: the embedded server when no server URL is set, then the worker."""
+    """The daemon, holding its state directory: the embedded server if wanted, the worker."""
     # Before any agent exists: they run as our user and could otherwise read our token in
     # /proc/<pid>/environ.
     hide_from_agents()
-    require_writable(settings.state_dir)
+    # Before anything else: a second daemon on this directory must leave no trace.
+    with state_dir_lock(settings.state_dir):
+        return await _run_locked(settings)
+
+
+async def _run_locked(settings: Settings) -> int:
     metrics = Metrics()
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
@@ -119,7 +124,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         await tg.start(health.serve)
         url, token = settings.server_url, settings.token
         if settings.embedded:
-            host, port = _split(settings.embedded_listen)
+            host, port = split_host_port(settings.embedded_listen)
             db = settings.state_dir / "server.db"
             token = await _embedded_token(settings)
             bound = await tg.start(serve, db, host, port, token)
@@ -149,7 +154,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
                 budget=budget,
                 subreaper=True,
             )
-            health.attach(worker)
+            health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
         tg.cancel_scope.cancel()
     return 0
@@ -157,7 +162,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _server(settings: Settings, args: argparse.Namespace) -> int:
     """The embedded server alone, until SIGINT/SIGTERM."""
-    host, port = _split(args.listen or settings.embedded_listen)
+    host, port = split_host_port(args.listen or settings.embedded_listen)
     db = settings.state_dir / "server.db"
     token = await _embedded_token(settings)
     async with anyio.create_task_group() as tg:
@@ -231,7 +236,7 @@ async def _follow(api: TasksApi, task_id: str) -> int:
         for message in await api.messages(task_id, after_seq=after):
             after = max(after, int(message["seq"]))
             print(_render(message), flush=True)
-        if task["status"] in _FINAL:
+        if task["status"] in TERMINAL_STATUSES:
             # One more read: messages sent just before the terminal report.
             for message in await api.messages(task_id, after_seq=after):
                 print(_render(message), flush=True)
@@ -253,8 +258,3 @@ def _render(message: dict[str, object]) -> str:
     if kind == "tool_result":
         return f"[tool_result] {message.get('output')}"
     return f"[{kind}] {message.get('content')}"
-
-
-def _split(address: str) -> tuple[str, int]:
-    host, _, port = address.rpartition(":")
-    return host.strip("[]"), int(port)

@@ -1,8 +1,9 @@
 """The daemon's settings: one frozen model, built from the environment in one place.
 
-Nothing else in the daemon reads `os.environ` for its own settings. Each field names its
-environment variable in `json_schema_extra`, so the README's configuration table can be
-checked against this model (tests/daemon/test_config.py does).
+Nothing else in the daemon reads `os.environ` for its own settings. Each field is declared
+once: its type names its kind (how the text is parsed, what an error asks for) and `_env`
+its variable, default and description; the README's configuration table and
+deploy/systemd/agent-daemon.env are checked against (or generated from) it.
 """
 
 from __future__ import annotations
@@ -12,146 +13,20 @@ import os
 import shlex
 import socket
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
 
+from daemon.addresses import split_host_port
 from daemon.durations import SYNTAX as DURATION_SYNTAX
 from daemon.durations import parse_duration
 from daemon.errors import ConfigError
 
 EMBEDDED_LISTEN = "127.0.0.1:8080"
-
-
-def _env(name: str, default: str, doc: str) -> Any:
-    """A field that reads `name` from the environment; `default` is shown as the env value."""
-    return Field(description=doc, json_schema_extra={"env": name, "env_default": default})
-
-
-class Settings(BaseModel):
-    """Every setting of the daemon; see the README's configuration table."""
-
-    model_config = ConfigDict(frozen=True)
-
-    server_url: str = _env(
-        "MULTICA_SERVER_URL", "", "Server base URL (ws/wss/http/https); unset = embedded server"
-    )
-    token: str = Field(
-        default="",
-        repr=False,
-        description="The daemon's token; never logged, never passed to agents",
-        json_schema_extra={"env": "MULTICA_DAEMON_TOKEN", "env_default": "~/.multica/config.json"},
-    )
-    daemon_id: str = _env("MULTICA_DAEMON_ID", "", "Stable daemon id; unset = kept in state dir")
-    device_name: str = _env("MULTICA_DAEMON_DEVICE_NAME", "hostname", "Name shown on the server")
-    workspaces_root: Path = _env(
-        "MULTICA_WORKSPACES_ROOT", "~/multica_workspaces", "Where task work directories go"
-    )
-    state_dir: Path = _env(
-        "MULTICA_DAEMON_STATE_DIR",
-        "~/.local/state/agent-daemon",
-        "Daemon id, running agents, outbox, timeouts.jsonl",
-    )
-    poll_interval: float = _env("MULTICA_DAEMON_POLL_INTERVAL", "30s", "Claim poll interval")
-    heartbeat_interval: float = _env(
-        "MULTICA_DAEMON_HEARTBEAT_INTERVAL", "15s", "Heartbeat interval per runtime"
-    )
-    status_poll_interval: float = _env(
-        "MULTICA_DAEMON_STATUS_POLL_INTERVAL", "5s", "How often a running task's status is polled"
-    )
-    max_concurrent_tasks: int = _env(
-        "MULTICA_DAEMON_MAX_CONCURRENT_TASKS", "20", "Tasks run at once"
-    )
-    shutdown_grace: float = _env(
-        "MULTICA_DAEMON_SHUTDOWN_GRACE", "30s", "Time running tasks get to finish on shutdown"
-    )
-    health_addr: str = _env(
-        "MULTICA_DAEMON_HEALTH_ADDR", "127.0.0.1:19514", "Health port host:port (port 0 = any)"
-    )
-    log_format: str = _env("MULTICA_DAEMON_LOG_FORMAT", "text", "`text` or `json`")
-    log_level: str = _env("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR")
-    embedded_listen: str = _env(
-        "MULTICA_EMBEDDED_LISTEN", EMBEDDED_LISTEN, "Embedded server address when no server URL"
-    )
-    idle_watchdog: float = _env(
-        "MULTICA_AGENT_IDLE_WATCHDOG", "30m", "Idle window; 0 disables the watchdog entirely"
-    )
-    tool_watchdog: float = _env(
-        "MULTICA_AGENT_TOOL_WATCHDOG", "2h", "Idle budget while a tool call runs; 0 = never"
-    )
-    first_output_timeout: float = _env(
-        "MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT", "2m", "No message at all since start; 0 = off"
-    )
-    exit_grace: float = _env(
-        "MULTICA_AGENT_EXIT_GRACE", "10s", "Wait for exit after the final result; 0 = off"
-    )
-    agent_timeout: float = _env("MULTICA_AGENT_TIMEOUT", "0", "Wall-clock cap per task; 0 = none")
-    idle_retries: int = _env(
-        "MULTICA_AGENT_IDLE_RETRIES", "0", "Retries after a watchdog kill (resume or fresh)"
-    )
-    kill_grace: float = _env(
-        "MULTICA_AGENT_KILL_GRACE", "5s", "SIGTERM to SIGKILL grace when stopping an agent"
-    )
-    command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
-    command_args: tuple[str, ...] = _env(
-        "MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)"
-    )
-    scripted_backend: bool = _env(
-        "MULTICA_SCRIPTED_BACKEND", "0", "`1` registers the `scripted` backend (tests, demos)"
-    )
-    claude_path: str = _env("MULTICA_CLAUDE_PATH", "claude", "Claude Code executable")
-    claude_args: tuple[str, ...] = _env("MULTICA_CLAUDE_ARGS", "", "Extra Claude Code arguments")
-    claude_model: str = _env("MULTICA_CLAUDE_MODEL", "", "Default Claude model")
-    codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
-    codex_args: tuple[str, ...] = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
-    codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
-
-    @property
-    def embedded(self) -> bool:
-        """True when no server URL is set and the daemon runs the embedded server itself."""
-        return not self.server_url
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
-        """Build the settings; raise ConfigError naming the first bad variable."""
-        env = dict(os.environ if environ is None else environ)
-        home = Path(env.get("HOME") or Path.home())
-        values: dict[str, Any] = {}
-        for name, field in cls.model_fields.items():
-            extra = field.json_schema_extra
-            assert isinstance(extra, dict)
-            var = str(extra["env"])
-            raw = env.get(var)
-            if raw is None or (raw == "" and name != "server_url"):
-                continue
-            values[name] = _parse(var, raw, _PARSERS.get(name, _TEXT))
-        values.setdefault("token", _token_from_file(home))
-        values.setdefault("device_name", socket.gethostname())
-        state_home = Path(env.get("XDG_STATE_HOME") or home / ".local" / "state")
-        values.setdefault("state_dir", state_home / "agent-daemon")
-        values.setdefault("workspaces_root", home / "multica_workspaces")
-        for name, field in cls.model_fields.items():
-            if name not in values:
-                extra = field.json_schema_extra
-                assert isinstance(extra, dict)
-                values[name] = _parse(
-                    str(extra["env"]), str(extra["env_default"]), _PARSERS.get(name, _TEXT)
-                )
-        return cls(**values)
-
-
-def _parse(var: str, raw: str, parser: tuple[Callable[[str], Any], str]) -> Any:
-    convert, syntax = parser
-    try:
-        return convert(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{var}={raw!r} is invalid: expected {syntax}") from exc
-
-
-def _duration(raw: str) -> float:
-    return parse_duration(raw)
 
 
 def _positive_int(raw: str) -> int:
@@ -182,9 +57,7 @@ def _flag(raw: str) -> bool:
 
 
 def _address(raw: str) -> str:
-    host, sep, port = raw.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(raw)
+    split_host_port(raw)
     return raw.strip()
 
 
@@ -222,33 +95,166 @@ def normalize_server_url(raw: str) -> str:
     return urlunsplit((scheme, parts.netloc, path, parts.query, ""))
 
 
-_TEXT = (_text, "text")
-_DURATION = (_duration, DURATION_SYNTAX)
-_PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
-    "server_url": (normalize_server_url, "an http, https, ws or wss URL"),
-    "workspaces_root": (_path, "a path"),
-    "state_dir": (_path, "a path"),
-    "poll_interval": _DURATION,
-    "heartbeat_interval": _DURATION,
-    "status_poll_interval": _DURATION,
-    "shutdown_grace": _DURATION,
-    "idle_watchdog": _DURATION,
-    "tool_watchdog": _DURATION,
-    "first_output_timeout": _DURATION,
-    "exit_grace": _DURATION,
-    "agent_timeout": _DURATION,
-    "kill_grace": _DURATION,
-    "max_concurrent_tasks": (_positive_int, "a whole number of at least 1"),
-    "idle_retries": (_count, "a whole number of at least 0"),
-    "health_addr": (_address, "host:port"),
-    "embedded_listen": (_address, "host:port"),
-    "command_args": (_words, "shell words"),
-    "claude_args": (_words, "shell words"),
-    "codex_args": (_words, "shell words"),
-    "scripted_backend": (_flag, "1 or 0"),
-    "log_format": (_log_format, "text or json"),
-    "log_level": (_level, "DEBUG, INFO, WARNING or ERROR"),
-}
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """How a setting's text becomes its value, and the syntax an error message asks for."""
+
+    convert: Callable[[str], Any]
+    syntax: str
+
+
+TEXT = Kind(_text, "text")
+DURATION = Kind(parse_duration, DURATION_SYNTAX)
+URL = Kind(normalize_server_url, "an http, https, ws or wss URL")
+PATH = Kind(_path, "a path")
+POSITIVE = Kind(_positive_int, "a whole number of at least 1")
+COUNT = Kind(_count, "a whole number of at least 0")
+ADDRESS = Kind(_address, "host:port")
+WORDS = Kind(_words, "shell words")
+FLAG = Kind(_flag, "1 or 0")
+LOG_FORMAT = Kind(_log_format, "text or json")
+LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
+
+
+Url = Annotated[str, URL]
+PathSetting = Annotated[Path, PATH]
+Duration = Annotated[float, DURATION]
+Positive = Annotated[int, POSITIVE]
+Count = Annotated[int, COUNT]
+Address = Annotated[str, ADDRESS]
+Words = Annotated[tuple[str, ...], WORDS]
+Flag = Annotated[bool, FLAG]
+LogFormat = Annotated[str, LOG_FORMAT]
+Level = Annotated[str, LEVEL]
+"""A setting's type names its kind; a plain `str` is TEXT."""
+
+
+def _env(var: str, default: str, doc: str, *, secret: bool = False) -> Any:
+    """A field read from `var`; `default` is its value as text, parsed like a value set."""
+    extra: dict[str, Any] = {"env": var, "env_default": default}
+    return Field(description=doc, repr=not secret, json_schema_extra=extra)
+
+
+class Settings(BaseModel):
+    """Every setting of the daemon; see the README's configuration table."""
+
+    model_config = ConfigDict(frozen=True)
+
+    server_url: Url = _env(
+        "MULTICA_SERVER_URL", "", "Server base URL (ws/wss/http/https); unset = embedded server"
+    )
+    token: str = _env(
+        "MULTICA_DAEMON_TOKEN",
+        "~/.multica/config.json",
+        "The daemon's token; never logged, never passed to agents",
+        secret=True,
+    )
+    daemon_id: str = _env("MULTICA_DAEMON_ID", "", "Stable daemon id; unset = kept in state dir")
+    device_name: str = _env("MULTICA_DAEMON_DEVICE_NAME", "hostname", "Name shown on the server")
+    workspaces_root: PathSetting = _env(
+        "MULTICA_WORKSPACES_ROOT", "~/multica_workspaces", "Where task work directories go"
+    )
+    state_dir: PathSetting = _env(
+        "MULTICA_DAEMON_STATE_DIR",
+        "~/.local/state/agent-daemon",
+        "Daemon id, running agents, outbox, timeouts.jsonl",
+    )
+    poll_interval: Duration = _env("MULTICA_DAEMON_POLL_INTERVAL", "30s", "Claim poll interval")
+    heartbeat_interval: Duration = _env(
+        "MULTICA_DAEMON_HEARTBEAT_INTERVAL", "15s", "Heartbeat interval per runtime"
+    )
+    status_poll_interval: Duration = _env(
+        "MULTICA_DAEMON_STATUS_POLL_INTERVAL", "5s", "How often a running task's status is polled"
+    )
+    max_concurrent_tasks: Positive = _env(
+        "MULTICA_DAEMON_MAX_CONCURRENT_TASKS", "20", "Tasks run at once"
+    )
+    shutdown_grace: Duration = _env(
+        "MULTICA_DAEMON_SHUTDOWN_GRACE", "30s", "Time running tasks get to finish on shutdown"
+    )
+    health_addr: Address = _env(
+        "MULTICA_DAEMON_HEALTH_ADDR", "127.0.0.1:19514", "Health port host:port (port 0 = any)"
+    )
+    log_format: LogFormat = _env("MULTICA_DAEMON_LOG_FORMAT", "text", "`text` or `json`")
+    log_level: Level = _env("LOG_LEVEL", "INFO", "DEBUG, INFO, WARNING or ERROR")
+    embedded_listen: Address = _env(
+        "MULTICA_EMBEDDED_LISTEN", EMBEDDED_LISTEN, "Embedded server address when no server URL"
+    )
+    idle_watchdog: Duration = _env(
+        "MULTICA_AGENT_IDLE_WATCHDOG", "30m", "Idle window; 0 disables the watchdog entirely"
+    )
+    tool_watchdog: Duration = _env(
+        "MULTICA_AGENT_TOOL_WATCHDOG", "2h", "Idle budget while a tool call runs; 0 = never"
+    )
+    first_output_timeout: Duration = _env(
+        "MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT", "2m", "No message at all since start; 0 = off"
+    )
+    exit_grace: Duration = _env(
+        "MULTICA_AGENT_EXIT_GRACE", "10s", "Wait for exit after the final result; 0 = off"
+    )
+    agent_timeout: Duration = _env(
+        "MULTICA_AGENT_TIMEOUT", "0", "Wall-clock cap per task; 0 = none"
+    )
+    idle_retries: Count = _env(
+        "MULTICA_AGENT_IDLE_RETRIES", "0", "Retries after a watchdog kill (resume or fresh)"
+    )
+    kill_grace: Duration = _env(
+        "MULTICA_AGENT_KILL_GRACE", "5s", "SIGTERM to SIGKILL grace when stopping an agent"
+    )
+    command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
+    command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")
+    scripted_backend: Flag = _env(
+        "MULTICA_SCRIPTED_BACKEND", "0", "`1` registers the `scripted` backend (tests, demos)"
+    )
+    claude_path: str = _env("MULTICA_CLAUDE_PATH", "claude", "Claude Code executable")
+    claude_args: Words = _env("MULTICA_CLAUDE_ARGS", "", "Extra Claude Code arguments")
+    claude_model: str = _env("MULTICA_CLAUDE_MODEL", "", "Default Claude model")
+    codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
+    codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
+    codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
+
+    @property
+    def embedded(self) -> bool:
+        """True when no server URL is set and the daemon runs the embedded server itself."""
+        return not self.server_url
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build the settings; raise ConfigError naming the first bad variable."""
+        env = dict(os.environ if environ is None else environ)
+        home = Path(env.get("HOME") or Path.home())
+        values: dict[str, Any] = {}
+        for name, field in cls.model_fields.items():
+            var, _, _ = _declared(field)
+            raw = env.get(var)
+            if raw is None or (raw == "" and name != "server_url"):
+                continue
+            values[name] = _parse(field, raw)
+        values.setdefault("token", _token_from_file(home))
+        values.setdefault("device_name", socket.gethostname())
+        state_home = Path(env.get("XDG_STATE_HOME") or home / ".local" / "state")
+        values.setdefault("state_dir", state_home / "agent-daemon")
+        values.setdefault("workspaces_root", home / "multica_workspaces")
+        for name, field in cls.model_fields.items():
+            if name not in values:
+                values[name] = _parse(field, _declared(field)[1])
+        return cls(**values)
+
+
+def _parse(field: FieldInfo, raw: str) -> Any:
+    kind = next((m for m in field.metadata if isinstance(m, Kind)), TEXT)
+    try:
+        return kind.convert(raw)
+    except ValueError as exc:
+        var = _declared(field)[0]
+        raise ConfigError(f"{var}={raw!r} is invalid: expected {kind.syntax}") from exc
+
+
+def _declared(field: FieldInfo) -> tuple[str, str, str]:
+    """(variable, default as text, description) of one settings field."""
+    extra = field.json_schema_extra
+    assert isinstance(extra, dict)
+    return str(extra["env"]), str(extra["env_default"]), field.description or ""
 
 
 def _token_from_file(home: Path) -> str:
@@ -264,9 +270,4 @@ def _token_from_file(home: Path) -> str:
 
 def env_vars() -> list[tuple[str, str, str]]:
     """(variable, default, description) for every setting, in declaration order."""
-    rows = []
-    for field in Settings.model_fields.values():
-        extra = field.json_schema_extra
-        assert isinstance(extra, dict)
-        rows.append((str(extra["env"]), str(extra["env_default"]), field.description or ""))
-    return rows
+    return [_declared(field) for field in Settings.model_fields.values()]

@@ -2,7 +2,7 @@
 
     DaemonError
     ├── ConfigError              fatal: bad environment; the CLI prints one line and exits 2
-    ├── AlreadyRunningError      fatal: another daemon holds the health port; exit 1
+    ├── AlreadyRunningError      fatal: another daemon holds the state dir or health port; exit 1
     ├── TaskTokenError           the claimed task has no task-scoped token: that task fails
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
@@ -26,7 +26,7 @@ class ConfigError(DaemonError):
 
 
 class AlreadyRunningError(DaemonError):
-    """Another daemon already holds the health address (the single-instance lock)."""
+    """Another daemon already holds the state directory or the health address."""
 
 
 class TaskTokenError(DaemonError):

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any, TextIO
+
+from daemon.timefmt import utc_iso
 
 FORMATS = ("text", "json")
 
@@ -51,8 +52,7 @@ class _DaemonHandler(logging.StreamHandler[TextIO]):
 
 
 def _timestamp(record: logging.LogRecord) -> str:
-    moment = datetime.fromtimestamp(record.created, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return utc_iso(record.created, precision="milliseconds")
 
 
 class TextFormatter(logging.Formatter):

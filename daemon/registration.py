@@ -15,6 +15,7 @@ import daemon
 from backends.base import Backend
 from daemon.config import Settings
 from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
+from daemon.files import ensure_dir, write_atomic
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RuntimeInfo, Task
 from daemon.protocol.retry import RetryPolicy
@@ -126,6 +127,6 @@ def stored_daemon_id(settings: Settings) -> str:
     except OSError:
         pass
     new = str(uuid.uuid4())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new + "\n")
+    ensure_dir(path.parent)
+    write_atomic(path, new + "\n")
     return new

@@ -21,12 +21,14 @@ from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
 from daemon.registration import Registration, stored_daemon_id
 from daemon.shutdown import CLAIM, ShutdownBudget
-from daemon.state.agents import AgentRecords, adopt_orphans, reap_adopted
+from daemon.snapshot import DaemonSnapshot
+from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,10 @@ class Worker:
         """The workspaces this daemon serves (id and name)."""
         return self.registration.workspaces
 
+    def snapshot(self) -> DaemonSnapshot:
+        """The daemon and its running tasks now, as plain values for the health port."""
+        return worker_snapshot(self)
+
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
         async with anyio.create_task_group() as signals:
@@ -125,7 +131,7 @@ class Worker:
         """Kill what a crashed run left, register, flush the outbox, recover orphans."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
         if self.subreaper:
-            self.subreaper = adopt_orphans()
+            self.subreaper = self.agents.adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
         await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
@@ -156,10 +162,12 @@ class Worker:
                 tg.start_soon(self.registration.heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
             if self.subreaper:
-                tg.start_soon(reap_adopted)
-            async with anyio.create_task_group() as runners:
-                await self._claim_loop(runners)
-                await self._drain_running()
+                tg.start_soon(self.agents.reap_adopted)
+            # Every agent spawned by a run below is tracked in the daemon's one registry.
+            with self.agents.processes.installed():
+                async with anyio.create_task_group() as runners:
+                    await self._claim_loop(runners)
+                    await self._drain_running()
             tg.cancel_scope.cancel()
 
     async def shutdown(self) -> None:
@@ -199,8 +207,13 @@ class Worker:
     async def _outbox_loop(self) -> None:
         while True:
             await anyio.sleep(self.outbox_interval)
-            if self.outbox.depth():
-                await self.outbox.flush(self.client)
+            try:
+                if self.outbox.depth():
+                    await self.outbox.flush(self.client)
+            except OSError as exc:
+                # Out of file descriptors, a full disk: the reports stay where they are and
+                # the next round tries again; the daemon's other work must not end over it.
+                log.error("outbox: re-send failed, again in %ss: %s", self.outbox_interval, exc)
 
     async def _claim_loop(self, runners: TaskGroup) -> None:
         """Claim only when a slot is free; again at once when a task finishes."""

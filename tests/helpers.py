@@ -24,8 +24,7 @@ import pytest
 
 import daemon
 from backends.base import Backend
-from backends.process import TRACKING_ENV
-from backends.proctree import tagged
+from backends.process import TRACKING_ENV, tagged
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.ops.health import HealthServer
@@ -36,10 +35,11 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
 from daemon.shutdown import ShutdownBudget
+from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import OUTBOX_INTERVAL, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
-FINAL = frozenset({"completed", "failed", "cancelled"})
+FINAL = frozenset(TERMINAL_STATUSES)
 
 
 async def eventually(
@@ -199,7 +199,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     server = HealthServer("127.0.0.1:0", metrics, **options)
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
-        server.attach(worker)
+        server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
 

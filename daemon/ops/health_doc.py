@@ -1,4 +1,4 @@
-"""The document `GET /health` serves: a plain dict built on the event loop from the worker.
+"""The document `GET /health` serves: a plain dict built from the daemon's snapshot.
 
 Field names follow the Multica daemon's health endpoint (`status`, `pid`, `os`, `uptime`,
 `daemon_id`, `device_name`, `server_url`, `cli_version`, `active_task_count`,
@@ -10,46 +10,47 @@ daemon's token, a task's token or a prompt.
 from __future__ import annotations
 
 import platform
-import time
-from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any
 
 import daemon
+from daemon.addresses import without_credentials
 from daemon.durations import format_duration
-
-if TYPE_CHECKING:
-    from daemon.task.run import TaskRun
-    from daemon.worker import Worker
+from daemon.snapshot import DaemonSnapshot, RunSnapshot
+from daemon.timefmt import utc_iso
 
 OS_NAME = platform.system().lower()
 
 
-def task_view(runner: TaskRun) -> dict[str, Any]:
+def task_view(run: RunSnapshot) -> dict[str, Any]:
     """One running task as the health port shows it (no token, no prompt)."""
-    scope, threshold = runner.watchdog.applicable() if runner.watchdog else ("", 0.0)
-    idle = runner.activity.idle_seconds()
+    threshold, idle = run.threshold_seconds, run.idle_seconds
     return {
-        "id": runner.task.id,
-        "backend": runner.backend.name,
-        "pid": runner.pid,
-        "started_at": iso_time(runner.started_wall),
+        "id": run.id,
+        "backend": run.backend,
+        "pid": run.pid,
+        "started_at": utc_iso(run.started_wall),
         "idle_seconds": round(idle, 1),
-        "tools_in_flight": runner.activity.tools_view(),
+        "tools_in_flight": [
+            {"name": t.name, "call_id": t.call_id, "running_for": t.running_for}
+            for t in run.tools_in_flight
+        ],
         "threshold_seconds": threshold,
-        "watchdog_scope": scope,
+        "watchdog_scope": run.watchdog_scope,
         "watchdog_fires_in_seconds": round(max(0.0, threshold - idle), 1) if threshold else None,
-        "retry": runner.retry,
-        "messages": runner.activity.messages,
+        "retry": run.retry,
+        "messages": run.messages,
     }
 
 
-def health_document(worker: Worker | None, *, pid: int, started_wall: float) -> dict[str, Any]:
+def health_document(
+    snapshot: DaemonSnapshot | None, *, pid: int, started_wall: float
+) -> dict[str, Any]:
     """What the health port shows now; before the worker exists, a `starting` stub."""
     doc: dict[str, Any] = {
         "status": "starting",
         "pid": pid,
         "os": OS_NAME,
-        "started_at": iso_time(started_wall),
+        "started_at": utc_iso(started_wall),
         "cli_version": daemon.__version__,
         "version": daemon.__version__,
         "daemon_id": "",
@@ -66,26 +67,24 @@ def health_document(worker: Worker | None, *, pid: int, started_wall: float) -> 
         "last_message_age_seconds": 0.0,
         "tasks": [],
     }
-    if worker is None:
+    if snapshot is None:
         return doc
-    # A copy of the values: a runner that finishes mid-build must not change the dict.
-    tasks = [task_view(runner) for runner in list(worker.runners.values())]
-    idles = [float(t["idle_seconds"]) for t in tasks if isinstance(t["idle_seconds"], int | float)]
+    runs = snapshot.runs
     doc.update(
-        status=worker.status,
-        daemon_id=worker.daemon_id,
-        device_name=worker.settings.device_name,
-        server_url=without_credentials(worker.server_url),
-        registered=worker.registered,
-        active_task_count=len(tasks),
-        running_task_count=sum(1 for t in tasks if t["pid"] is not None),
-        max_concurrent_tasks=worker.settings.max_concurrent_tasks,
-        agents=[{"name": name, "version": v} for name, (_, v) in worker.backends.items()],
-        workspaces=[dict(w) for w in worker.workspaces],
-        server_circuit=worker.circuit.state,
-        outbox_depth=worker.outbox.depth(),
-        last_message_age_seconds=min(idles) if idles else 0.0,
-        tasks=tasks,
+        status=snapshot.status,
+        daemon_id=snapshot.daemon_id,
+        device_name=snapshot.device_name,
+        server_url=without_credentials(snapshot.server_url),
+        registered=snapshot.registered,
+        active_task_count=len(runs),
+        running_task_count=sum(1 for run in runs if run.pid is not None),
+        max_concurrent_tasks=snapshot.max_concurrent_tasks,
+        agents=[{"name": name, "version": version} for name, version in snapshot.agents],
+        workspaces=[{"id": wid, "name": name} for wid, name in snapshot.workspaces],
+        server_circuit=snapshot.server_circuit,
+        outbox_depth=snapshot.outbox_depth,
+        last_message_age_seconds=min(round(run.idle_seconds, 1) for run in runs) if runs else 0.0,
+        tasks=[task_view(run) for run in runs],
     )
     return doc
 
@@ -98,17 +97,3 @@ def with_uptime(doc: dict[str, Any], uptime: float, snapshot_age: float) -> dict
         "uptime_seconds": round(uptime, 1),
         "snapshot_age_seconds": round(snapshot_age, 3),
     }
-
-
-def iso_time(wall: float) -> str:
-    """UTC wall time as `2026-01-02T03:04:05Z`."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(wall))
-
-
-def without_credentials(url: str) -> str:
-    """The URL without `user:password@`: a server URL may carry credentials, the port must not."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))

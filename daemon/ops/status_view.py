@@ -9,7 +9,9 @@ from typing import Any, TextIO
 
 import httpx
 
+from daemon.addresses import join_host_port, split_host_port
 from daemon.durations import format_duration
+from daemon.logs import short_id
 
 TIMEOUT = 2.0
 """Seconds each request may take: `check` makes two, within the 5 s a container check allows."""
@@ -23,18 +25,16 @@ class ProbeError(Exception):
 
 def base_url(addr: str) -> str:
     """`http://host:port` for a health address; a wildcard listen address means loopback."""
-    host, sep, port = addr.strip().rpartition(":")
-    if not sep or not port.isdigit():
-        raise ProbeError(f"bad health address {addr!r}: expected HOST:PORT")
-    if int(port) == 0:
+    try:
+        host, port = split_host_port(addr)
+    except ValueError:
+        raise ProbeError(f"bad health address {addr!r}: expected HOST:PORT") from None
+    if port == 0:
         raise ProbeError(
             f"health address {addr!r} has port 0 (the daemon picked a free one and logged it): "
             "pass --addr HOST:PORT"
         )
-    host = host.strip("[]")
-    host = _WILDCARDS.get(host, host)
-    shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}"
+    return f"http://{join_host_port(_WILDCARDS.get(host, host), port)}"
 
 
 async def status(
@@ -72,7 +72,7 @@ async def check(addr: str, *, out: TextIO | None = None, err: TextIO | None = No
         print(f"agent-daemon: not ready: {_reason(ready, ready_code)}", file=err or sys.stderr)
         return 1
     daemon_id = str(ready.get("daemon_id", ""))
-    print(f"ok: live and ready (daemon {daemon_id[:8]} on {base})", file=out or sys.stdout)
+    print(f"ok: live and ready (daemon {short_id(daemon_id)} on {base})", file=out or sys.stdout)
     return 0
 
 
@@ -140,7 +140,7 @@ def _row(task: Mapping[str, Any]) -> tuple[str, ...]:
         f"{t.get('name')} {t.get('call_id')} ({_seconds(t.get('running_for'))})" for t in tools
     )
     return (
-        str(task.get("id", ""))[:8],
+        short_id(str(task.get("id", ""))),
         str(task.get("backend", "")),
         str(task.get("pid") if task.get("pid") is not None else "-"),
         str(task.get("started_at", "")),

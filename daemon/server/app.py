@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from daemon.logs import short_id
 from daemon.protocol.wire import DAEMON_ID_HEADER, DEDUPE_HEADER
 from daemon.server import bodies
 from daemon.server.auth import RequestGuard
@@ -155,7 +156,7 @@ class _Routes:
         runtime_id = request.path_params["runtime_id"]
         orphaned = await self._call(self._store.recover_orphans, runtime_id)
         if orphaned:
-            log.info("recovered %d orphaned task(s) of runtime %s", orphaned, runtime_id[:8])
+            log.info("recovered %d orphaned task(s) of runtime %s", orphaned, short_id(runtime_id))
         return JSONResponse({"orphaned": orphaned, "retried": 0})
 
     async def heartbeat(self, request: Request) -> Response:
@@ -177,9 +178,8 @@ class _Routes:
             self._store.claim, body.daemon_id, body.runtime_ids, body.max_tasks
         )
         for t in tasks:
-            log.info(
-                "task %s dispatched to daemon %s (%s)", t["id"][:8], body.daemon_id, t["backend"]
-            )
+            shown = short_id(t["id"])
+            log.info("task %s dispatched to daemon %s (%s)", shown, body.daemon_id, t["backend"])
         return JSONResponse({"tasks": tasks})
 
     async def start(self, request: Request) -> Response:
@@ -218,7 +218,7 @@ class _Routes:
             body.session_id,
             body.work_dir,
         )
-        log.info("task %s reported completed (now %s)", task["id"][:8], task["status"])
+        log.info("task %s reported completed (now %s)", short_id(task["id"]), task["status"])
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def fail(self, request: Request) -> Response:
@@ -235,7 +235,7 @@ class _Routes:
         )
         log.info(
             "task %s reported failed: %s (now %s)",
-            task["id"][:8],
+            short_id(task["id"]),
             task["failure_reason"],
             task["status"],
         )
@@ -265,7 +265,7 @@ class _Routes:
             agent=body.agent,
             prior_session_id=body.prior_session_id,
         )
-        log.info("task %s queued (%s)", task["id"][:8], task["backend"] or "any backend")
+        log.info("task %s queued (%s)", short_id(task["id"]), task["backend"] or "any backend")
         return JSONResponse(task, status_code=201)
 
     async def list_tasks(self, request: Request) -> Response:
@@ -291,7 +291,7 @@ class _Routes:
 
     async def cancel(self, request: Request) -> Response:
         task = await self._call(self._store.cancel, task_id(request))
-        log.info("task %s cancel requested (now %s)", task["id"][:8], task["status"])
+        log.info("task %s cancel requested (now %s)", short_id(task["id"]), task["status"])
         return JSONResponse(task)
 
     async def runtimes(self, request: Request) -> Response:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -22,19 +21,11 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from daemon.addresses import is_loopback
 from daemon.errors import ConfigError
+from daemon.files import ensure_dir
 
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
-
-
-def is_loopback(host: str) -> bool:
-    """True for `localhost` and any loopback address (127.0.0.0/8, ::1)."""
-    if host.lower() in ("localhost", "localhost."):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _hostname(authority: str) -> str | None:
@@ -144,7 +135,7 @@ def ensure_token(path: Path) -> str:
     if existing:
         return existing
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        ensure_dir(path.parent)
         temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:

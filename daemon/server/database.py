@@ -14,13 +14,14 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.files import create_private, ensure_dir
+from daemon.timefmt import utc_iso
+
 DEFAULT_WORKSPACE = {"id": "default", "name": "Default"}
 
-TERMINAL = ("completed", "failed", "cancelled")
 IN_FLIGHT = ("dispatched", "running")
 
 # `n` orders tasks by arrival: created_at can tie at clock resolution, an integer key cannot.
@@ -98,12 +99,13 @@ CREATE TABLE IF NOT EXISTS usage (
 
 def utc_now() -> str:
     """The current time as ISO-8601 UTC with microseconds and a `Z` suffix."""
-    return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    return utc_iso(precision="microseconds")
 
 
 def connect(path: Path) -> sqlite3.Connection:
     """Open (creating if needed) the database at `path` with the schema and pragmas in place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only before SQLite opens it: its -wal and -shm files copy the database's mode.
+    create_private(ensure_dir(path.parent) / path.name)
     # isolation_level=None: transactions are explicit (BEGIN IMMEDIATE), never implicit.
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
     conn.row_factory = sqlite3.Row

@@ -13,6 +13,7 @@ import anyio.to_thread
 import uvicorn
 from anyio.abc import TaskStatus
 
+from daemon.addresses import join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
 from daemon.server.auth import TOKEN_FILE, ensure_token
@@ -25,20 +26,18 @@ SHUTDOWN_GRACE = 5.0
 
 
 class _Server(uvicorn.Server):
-    """uvicorn that leaves signals alone (the daemon owns them) and reports when it listens."""
+    """uvicorn that leaves signals alone (the daemon owns them) and reports when it listens.
+
+    Only public methods are extended, each through `super()`: a uvicorn upgrade that changes
+    them fails the tests of this module instead of going unnoticed.
+    """
 
     def __init__(self, config: uvicorn.Config) -> None:
         super().__init__(config)
         self.listening = anyio.Event()
-        self._exit_requested = anyio.Event()
-
-    def request_exit(self) -> None:
-        """Begin a graceful shutdown now (not at uvicorn's next 0.1 s poll)."""
-        self.should_exit = True
-        self._exit_requested.set()
 
     # uvicorn ≥ 0.29 installs SIGINT/SIGTERM handlers here for the whole process; the daemon
-    # must keep its own, so this is a no-op.
+    # must keep its own, so this is a no-op (tests/daemon/server/test_serve.py checks it).
     @contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
@@ -46,15 +45,6 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         self.listening.set()
-
-    async def main_loop(self) -> None:
-        # uvicorn's loop, except that the 0.1 s sleep between ticks ends early on request_exit:
-        # every embedded-server stop (and every test) would otherwise wait out a tick.
-        counter = 0
-        while not await self.on_tick(counter):
-            counter = (counter + 1) % 864000
-            with anyio.move_on_after(0.1):
-                await self._exit_requested.wait()
 
 
 async def serve(
@@ -104,9 +94,8 @@ async def running_server(
     """
     async with anyio.create_task_group() as tg:
         bound = await tg.start(serve, db_path, host, port, token)
-        shown = f"[{host}]" if ":" in host else host
         try:
-            yield f"http://{shown}:{bound}"
+            yield f"http://{join_host_port(host, bound)}"
         finally:
             tg.cancel_scope.cancel()
 
@@ -148,28 +137,19 @@ async def _run(
             task_status.started(bound)
             await stopped.wait()
         finally:
-            server.request_exit()
+            # uvicorn's public stop: its loop sees the flag within its 0.1 s tick.
+            server.should_exit = True
             shield.deadline = anyio.current_time() + SHUTDOWN_GRACE
             log.info("embedded server stopping")
 
 
 def _bind(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (IPv4 or IPv6, whichever the host resolves to)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(128)
-        sock.setblocking(False)
-    except OSError:
-        sock.close()
-        raise
+    sock = listen(host, port)
+    sock.setblocking(False)
     return sock
 
 
 def _address(sock: socket.socket) -> str:
     host, port = sock.getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return join_host_port(host, port)

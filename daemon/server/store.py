@@ -17,7 +17,6 @@ from daemon.server import records
 from daemon.server.bodies import AgentIn
 from daemon.server.database import (
     IN_FLIGHT,
-    TERMINAL,
     ConflictError,
     NotFoundError,
     StateError,
@@ -26,6 +25,7 @@ from daemon.server.database import (
 from daemon.server.failures import classify
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
+from daemon.statuses import TERMINAL_STATUSES
 
 __all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 
@@ -232,8 +232,8 @@ class Store(Runtimes, Transcripts):
         with self._tx() as conn:
             conn.execute(
                 f"""UPDATE tasks SET status = 'cancelled', finished_at = ?
-                    WHERE id = ? AND status NOT IN ({marks(TERMINAL)})""",
-                (self._clock(), task_id, *TERMINAL),
+                    WHERE id = ? AND status NOT IN ({marks(TERMINAL_STATUSES)})""",
+                (self._clock(), task_id, *TERMINAL_STATUSES),
             )
             return records.task_view(self._task_row(conn, task_id))
 

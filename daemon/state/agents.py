@@ -13,41 +13,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import anyio
 
-from backends.killer import collect_tree
-from backends.process import TRACKING_ENV, spawned_pids
-from backends.proctree import (
-    ProcIdentity,
-    become_subreaper,
-    group_of,
-    identify,
-    kill_leftovers,
-    reap_orphans,
-)
+from backends.process import ProcessRegistry, ProcIdentity, boot_id, group_of, identify, sweep
+from daemon.files import ensure_dir, safe_name, write_atomic
 from daemon.logs import short_id
+from daemon.timefmt import utc_iso
 
 log = logging.getLogger(__name__)
 
-REAP_INTERVAL = 2.0
-"""How often a subreaper daemon looks for adopted orphans that died (one syscall if none)."""
-
-_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 _WRITE_BOUND = 5.0
-
-
-def boot_id() -> str:
-    """This boot's id (Linux), or "" where unknown; start times only compare within one boot."""
-    try:
-        return _BOOT_ID.read_text().strip()
-    except OSError:
-        return ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +41,7 @@ class AgentRecord:
     start_time: int = 0
     """Clock ticks since boot (`/proc/PID/stat` field 22); 0 when unknown."""
     boot_id: str = ""
-    started_at: str = field(default_factory=lambda: _utc_now())
+    started_at: str = field(default_factory=utc_iso)
 
     def identity(self, current_boot: str) -> ProcIdentity | None:
         """The recorded process, if the record can prove which one it was in this boot."""
@@ -76,20 +55,19 @@ class AgentRecord:
 class AgentRecords:
     """The `agents/` directory of the state dir: one record file per running agent."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, processes: ProcessRegistry | None = None) -> None:
         self.directory = directory
+        self.processes = processes or ProcessRegistry()
+        """The daemon's agent processes; its runs are installed into it (`installed()`)."""
 
     def put(self, record: AgentRecord) -> None:
         """Store `record` atomically, replacing the task's earlier one; errors are logged."""
         path = self._path(record.task_id)
-        tmp = path.with_name(path.name + ".tmp")
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            # Renamed into place, so a reader never sees half a record. No fsync: the record
-            # must survive the daemon's crash, not the machine's, and after a reboot the
-            # processes it names are gone anyway.
-            tmp.write_text(json.dumps(asdict(record)), encoding="utf-8")
-            tmp.replace(path)
+            ensure_dir(self.directory)
+            # Not durable: the record must survive the daemon's crash, not the machine's, and
+            # after a reboot the processes it names are gone anyway.
+            write_atomic(path, json.dumps(asdict(record)), durable=False)
         except OSError as exc:
             log.error("agent record for task %s not written: %s", short_id(record.task_id), exc)
 
@@ -128,8 +106,8 @@ class AgentRecords:
     async def recover(self, grace: float) -> dict[str, list[int]]:
         """Kill what a previous daemon left running; returns the pids killed per task id.
 
-        Each record is handled in its own worker thread (the kill blocks for up to `grace`);
-        the whole is bounded. A record is removed once its leftovers are gone.
+        Records are swept concurrently, each within `grace` plus the SIGKILL wait; the whole
+        is bounded. A record is removed once its leftovers are gone.
         """
         records = self.records()
         killed: dict[str, list[int]] = {}
@@ -153,9 +131,7 @@ class AgentRecords:
     async def _recover_one(
         self, record: AgentRecord, current_boot: str, grace: float, killed: dict[str, list[int]]
     ) -> None:
-        pids, survivors = await anyio.to_thread.run_sync(
-            _kill_recorded, record, current_boot, grace, abandon_on_cancel=True
-        )
+        pids, survivors = await sweep(record.identity(current_boot), record.task_id, grace)
         task = short_id(record.task_id)
         if survivors:
             log.error(
@@ -179,6 +155,14 @@ class AgentRecords:
         killed[record.task_id] = pids
         await anyio.to_thread.run_sync(self.remove, record.task_id)
 
+    def adopt_orphans(self) -> bool:
+        """Become the child subreaper of every agent tree; logs once whether that worked."""
+        return self.processes.adopt_orphans()
+
+    async def reap_adopted(self) -> None:
+        """Reap adopted orphans that died, for as long as the daemon runs."""
+        await self.processes.reap_adopted()
+
     def _put_running(self, task_id: str, backend: str, pid: int) -> None:
         leader = identify(pid)
         pgid = (group_of(leader) if leader else None) or 0
@@ -193,21 +177,7 @@ class AgentRecords:
 
     def _path(self, task_id: str) -> Path:
         # Task ids come from the server: keep them from naming a path outside the directory.
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)
-        return self.directory / f"{safe}.json"
-
-
-def _kill_recorded(
-    record: AgentRecord, current_boot: str, grace: float
-) -> tuple[list[int], list[int]]:
-    """Blocking: kill the record's leftovers; returns (pids found alive, pids still alive)."""
-    leader = record.identity(current_boot)
-    tree = collect_tree(leader, TRACKING_ENV, record.task_id)
-    # A group signal takes the rest of the group with it, so the pids signalled one by one
-    # undercount: report every process found alive before the kill.
-    found = {p.pid for p in tree} | set(kill_leftovers(tree, TRACKING_ENV, record.task_id, grace))
-    survivors = [p.pid for p in collect_tree(leader, TRACKING_ENV, record.task_id)]
-    return sorted(found), survivors
+        return self.directory / f"{safe_name(task_id)}.json"
 
 
 def _parse(data: object) -> AgentRecord:
@@ -228,38 +198,3 @@ def _parse(data: object) -> AgentRecord:
         str(data.get("boot_id", "")),
         str(data.get("started_at", "")),
     )
-
-
-def adopt_orphans() -> bool:
-    """Become the child subreaper of every agent tree; logs once whether that worked."""
-    if become_subreaper():
-        log.info("child subreaper: orphaned agent processes come back to the daemon")
-        return True
-    log.warning("not a child subreaper: orphans of agents are re-parented to init")
-    return False
-
-
-async def reap_adopted(interval: float = REAP_INTERVAL) -> None:
-    """Reap adopted orphans that died, every `interval`, for as long as the daemon runs."""
-    while True:
-        await anyio.sleep(interval)
-        # In the event loop's thread on purpose: between a spawn and its registration in
-        # `spawned_pids` there is no await, so a fresh agent's exit status is never stolen.
-        if _exited_child():
-            reaped = reap_orphans(exclude=set(spawned_pids()))
-            if reaped:
-                log.info("reaped %d adopted orphan(s): pids %s", len(reaped), reaped)
-
-
-def _exited_child() -> bool:
-    """Whether any child waits to be reaped, without reaping it (one syscall)."""
-    if not hasattr(os, "waitid"):
-        return True
-    try:
-        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return False
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Awaitable
 from itertools import islice
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from daemon.errors import PermanentServerError
+from daemon.files import ensure_dir, safe_name, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -129,7 +129,7 @@ class Outbox:
         self.directory = directory
         self._metrics = metrics
         self._unwritten: dict[str, Leftover] = {}
-        self.directory.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.directory)
         self._update_depth()
 
     def put(self, report: Leftover) -> bool:
@@ -140,7 +140,7 @@ class Outbox:
             return True
         what, task = report.kind or "transcript", short_id(report.task_id)
         try:
-            _write_atomic(self._path(report.task_id), report.model_dump_json())
+            write_atomic(self._path(report.task_id), report.model_dump_json())
         except OSError as exc:
             self._unwritten[report.task_id] = report
             self._update_depth()
@@ -213,8 +213,7 @@ class Outbox:
         return self.depth()
 
     def _path(self, task_id: str) -> Path:
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)
-        return self.directory / f"{safe}.json"
+        return self.directory / f"{safe_name(task_id)}.json"
 
     def _update_depth(self) -> None:
         self._metrics.outbox_depth.set(self.depth())
@@ -242,34 +241,3 @@ def _mtime(path: Path) -> float:
         return path.stat().st_mtime
     except OSError:  # removed between the listing and now
         return 0.0
-
-
-def _write_atomic(path: Path, data: str) -> None:
-    """Replace `path` with `data` through a synced temporary file, removed if the write fails
-    (a full disk must not leave empty files behind)."""
-    tmp = path.with_suffix(".tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        tmp.replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            tmp.unlink(missing_ok=True)
-        raise
-    _sync_dir(path.parent)
-
-
-def _sync_dir(directory: Path) -> None:
-    """fsync the directory so the rename itself survives a power cut."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from prometheus_client import Counter
 
+from daemon.files import append_line, ensure_dir
 from daemon.task.activity import Activity
 from daemon.task.watchdog import Verdict
+from daemon.timefmt import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,13 @@ class IncidentLog:
     def record(self, incident: Incident) -> None:
         """Append one line (the record gets the current UTC time)."""
         row = asdict(incident)
-        row["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        row["time"] = utc_iso()
         row["idle_seconds"] = round(incident.idle_seconds, 3)
         if not incident.error:  # only the daemon's own failures carry one
             del row["error"]
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(row, sort_keys=True) + "\n")
+            ensure_dir(self.path.parent)
+            append_line(self.path, json.dumps(row, sort_keys=True))
         except OSError as exc:
             log.error("could not append to %s: %s", self.path, exc)
 

@@ -10,10 +10,9 @@ import anyio
 from daemon.errors import ServerError, TaskGoneError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
+from daemon.statuses import TERMINAL_STATUSES
 
 log = logging.getLogger(__name__)
-
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 
 
 async def poll_status(
@@ -31,7 +30,7 @@ async def poll_status(
         except ServerError as exc:
             log.debug("task %s: status poll failed: %s", short_id(task_id), exc)
             continue
-        if status in _TERMINAL:
+        if status in TERMINAL_STATUSES:
             log.warning("task %s: server says %s; stopping", short_id(task_id), status)
             stop("server_cancelled" if status == "cancelled" else "server_terminal")
             return

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
+from daemon.files import ensure_dir
 from daemon.logs import short_id
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
@@ -25,8 +26,7 @@ def work_dir(root: Path, task: Task) -> Path:
     """`<workspaces root>/<workspace id>/<short task id>/workdir`, created if missing."""
     workspace = _safe(task.workspace_id or "default")
     path = root / workspace / _safe(short_id(task.id)) / "workdir"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return ensure_dir(path)
 
 
 def _safe(part: str) -> str:

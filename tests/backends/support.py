@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import LineParser, Message, MessageType, ParseStep, RunResult, RunStatus
-from backends.proctree import ProcIdentity, identify, is_alive
+from backends.process import ProcIdentity, identify, is_alive
 
 
 @dataclass

@@ -76,6 +76,13 @@ def test_root_gets_is_sandbox() -> None:
     assert "IS_SANDBOX" not in ClaudeBackend("claude", is_root=False).env(spec())
 
 
+def test_root_overrides_a_host_is_sandbox_value() -> None:
+    """A host's `IS_SANDBOX=yes` is replaced by `1` as root, and passed through otherwise."""
+    host = spec(env={"IS_SANDBOX": "yes", "PATH": "/usr/bin"})
+    assert ClaudeBackend("claude", is_root=True).env(host)["IS_SANDBOX"] == "1"
+    assert ClaudeBackend("claude", is_root=False).env(host)["IS_SANDBOX"] == "yes"
+
+
 def test_prompt_is_one_stream_json_user_message() -> None:
     """The prompt goes in as a single newline-terminated user message."""
     line = prompt_line('say "hi"\nthen stop')

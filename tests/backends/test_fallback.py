@@ -12,8 +12,7 @@ import pytest
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.fallback import Launch, resume_or_fresh
-from backends.process import ProcessSpec
-from backends.proctree import identify
+from backends.process import ProcessSpec, identify
 from tests.backends.support import SLEEPER, python, survivors
 
 pytestmark = [

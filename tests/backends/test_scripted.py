@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType, RunResult, RunSpec, RunStatus, Usage
-from backends.proctree import ProcIdentity
+from backends.process import ProcIdentity
 from backends.scripted import Script, ScriptedBackend
 from tests.backends.support import RecordingObserver, identities, survivors, tree_pids
 

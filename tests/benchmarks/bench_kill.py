@@ -24,8 +24,15 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 import anyio
 
 from backends.lineproto import LineProtocolParser
-from backends.process import TRACKING_ENV, ProcessSpec, run_process
-from backends.proctree import ProcIdentity, identify, is_alive, tagged
+from backends.process import (
+    TRACKING_ENV,
+    ProcessSpec,
+    ProcIdentity,
+    identify,
+    is_alive,
+    run_process,
+    tagged,
+)
 
 AGENT = """
 import os, signal, subprocess, sys, time

@@ -15,8 +15,7 @@ from typing import Any
 
 import pytest
 
-from backends.process import TRACKING_ENV
-from backends.proctree import tagged
+from backends.process import TRACKING_ENV, tagged
 from tests.fakes.anthropic_api import ApiError, FakeAnthropic, Stall, Text, ToolUse, claude_env
 from tests.fakes.anthropic_api import fake_anthropic as fake_api
 from tests.fakes.real_cli import require_cli

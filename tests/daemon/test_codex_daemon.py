@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from backends.process import TRACKING_ENV
-from backends.proctree import tagged
+from backends.process import TRACKING_ENV, tagged
 from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall, codex_env, codex_home
 from tests.fakes.openai_api import fake_openai as fake_api
 from tests.fakes.real_cli import require_cli

@@ -17,9 +17,16 @@ import anyio
 import httpx
 import pytest
 
-from backends.process import TRACKING_ENV
-from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of, tagged
-from daemon.state.agents import AgentRecord, AgentRecords, boot_id
+from backends.process import (
+    TRACKING_ENV,
+    ProcIdentity,
+    boot_id,
+    identify,
+    is_alive,
+    signal_group_of,
+    tagged,
+)
+from daemon.state.agents import AgentRecord, AgentRecords
 from tests.helpers import (
     FINAL,
     daemon_env,
@@ -201,29 +208,31 @@ async def test_a_recorded_pid_now_used_by_a_stranger_is_left_alone(tmp_path: Pat
 
 
 ORPHAN_MAKER = """
-import json, os, subprocess, sys
+import json, os, subprocess, sys, time
 sys.stdin.read()
 flag, pidfile = sys.argv[1], sys.argv[2]
-wait_for_flag = (
-    "import os, sys, time\\n"
-    "for _ in range(1200):\\n"
-    "    if os.path.exists(sys.argv[1]): break\\n"
-    "    time.sleep(0.05)\\n"
-)
-# No tracking tag and its own session: nothing of the run's kill reaches it.
+# No tracking tag and its own session, started by a middle process that exits at once: the
+# sleeper is orphaned while the agent still runs, and nothing but the daemon adopts it.
 env = {k: v for k, v in os.environ.items() if k != "AGENT_DAEMON_TASK_ID"}
-orphan = subprocess.Popen(
-    [sys.executable, "-c", wait_for_flag, flag], env=env, start_new_session=True,
-    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+spawn = (
+    "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c',"
+    " 'import time; time.sleep(120)'], start_new_session=True, stdin=subprocess.DEVNULL,"
+    " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
 )
-with open(pidfile, "w") as fh:
-    fh.write(str(orphan.pid))
+middle = subprocess.run([sys.executable, "-c", spawn], env=env, capture_output=True, text=True)
+with open(pidfile + ".tmp", "w") as fh:
+    fh.write(middle.stdout.strip())
+os.replace(pidfile + ".tmp", pidfile)
+for _ in range(1200):
+    if os.path.exists(flag):
+        break
+    time.sleep(0.05)
 print(json.dumps({"type": "result", "output": "left an orphan"}), flush=True)
 """
 
 
-async def test_an_orphan_the_agent_left_is_adopted_and_reaped(tmp_path: Path) -> None:
-    """A process the agent left behind is re-parented to the daemon and reaped when it exits."""
+async def test_an_orphan_the_agent_left_is_adopted_killed_and_reaped(tmp_path: Path) -> None:
+    """A process orphaned by the agent is adopted by the daemon, killed with its task, reaped."""
     agent, flag, pidfile = tmp_path / "agent.py", tmp_path / "flag", tmp_path / "orphan.pid"
     agent.write_text(ORPHAN_MAKER)
     env_extra = {
@@ -238,15 +247,16 @@ async def test_an_orphan_the_agent_left_is_adopted_and_reaped(tmp_path: Path) ->
         ):
             body = {"prompt": "go", "backend": "command"}
             task_id = (await http.post("/api/tasks", json=body)).json()["id"]
+            await eventually(pidfile.exists, within=30)
+            orphan = identify(int(pidfile.read_text()))
+            assert orphan is not None
+            adopted = proc_stat(orphan.pid)
+            flag.touch()
 
             async def completed() -> bool:
                 return (await get_task(http, task_id))["status"] == "completed"
 
             await eventually(completed, within=30)
-            orphan = identify(int(pidfile.read_text()))
-            assert orphan is not None
-            adopted = proc_stat(orphan.pid)
-            flag.touch()
 
             def reaped() -> bool:
                 stat = proc_stat(orphan.pid)
@@ -260,3 +270,46 @@ async def test_an_orphan_the_agent_left_is_adopted_and_reaped(tmp_path: Path) ->
     assert adopted is not None
     state, ppid, _ = adopted
     assert ppid == daemon.pid and state != "Z"
+
+
+DETACHER = """
+import json, subprocess, sys
+sys.stdin.read()
+pidfile = sys.argv[1]
+# A tool shell detaching a sleeper with a clean environment in its own session, then exiting:
+# the sleeper carries no tag and its parent is gone before anyone could see it.
+subprocess.run(["sh", "-c", f"env -i setsid sleep 333 & echo $! > {pidfile}"], check=True)
+print(json.dumps({"type": "result", "output": "detached a sleeper"}), flush=True)
+"""
+
+
+async def test_a_detached_clean_env_process_dies_with_its_task(tmp_path: Path) -> None:
+    """`env -i setsid sleep 333 &` from an agent is gone once its task has ended."""
+    agent, pidfile = tmp_path / "agent.py", tmp_path / "sleeper.pid"
+    agent.write_text(DETACHER)
+    env_extra = {
+        "MULTICA_COMMAND_PATH": sys.executable,
+        "MULTICA_COMMAND_ARGS": f"{agent} {pidfile}",
+        "MULTICA_AGENT_KILL_GRACE": "2s",
+    }
+    sleeper: ProcIdentity | None = None
+    try:
+        async with (
+            server_and_api(tmp_path) as (url, http),
+            daemon_process(daemon_env(tmp_path, url, **env_extra)),
+        ):
+            body = {"prompt": "go", "backend": "command"}
+            task_id = (await http.post("/api/tasks", json=body)).json()["id"]
+            await eventually(lambda: bool(pidfile.exists() and pidfile.read_text()), within=30)
+            sleeper = identify(int(pidfile.read_text()))
+            assert sleeper is not None, "the sleeper never ran"
+
+            async def completed() -> bool:
+                return (await get_task(http, task_id))["status"] == "completed"
+
+            await eventually(completed, within=30)
+            # Within the kill grace (2 s) after the task ended, with a wide margin.
+            await eventually(lambda: not is_alive(sleeper), within=15)
+    finally:
+        if sleeper is not None:
+            signal_group_of(sleeper, signal.SIGKILL)

@@ -190,8 +190,8 @@ async def test_a_failure_at_each_step_fails_only_that_task(tmp_path: Path) -> No
 async def test_a_workspaces_root_under_a_file_fails_each_task_not_the_daemon(
     tmp_path: Path,
 ) -> None:
-    """With the workspaces root below a regular file (mkdir: ENOTDIR) every task fails with
-    that error, one after another, and the daemon keeps claiming."""
+    """With the workspaces root below a regular file (a directory that cannot be made) every
+    task fails with that error, one after another, and the daemon keeps claiming."""
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where a directory should be\n")
     async with embedded_server(tmp_path / "server.db") as url:
@@ -203,8 +203,9 @@ async def test_a_workspaces_root_under_a_file_fails_each_task_not_the_daemon(
             lines = incidents(d)
     for task in (first, second):
         assert task["status"] == "failed"
-        assert task["error"].startswith(
-            "could not prepare the work directory: [Errno 20] Not a directory"
+        # The directory that cannot be made is the file itself: EEXIST, naming it.
+        assert task["error"] == (
+            f"could not prepare the work directory: [Errno 17] File exists: '{blocker}'"
         )
     assert status == "running"
     assert [(line["scope"], line["action"]) for line in lines] == [("prepare", "fail")] * 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backends import proctree
+from backends import process
 
 REAL_CLI_DIR = Path(__file__).resolve().parent.parent / "real_cli"
 INSTALL_HINT = "npm install --prefix tests/real_cli"
@@ -37,12 +37,12 @@ def pinned_version(package: str) -> str:
     return str(manifest["dependencies"][package])
 
 
-def tree_of(pid: int) -> list[proctree.ProcIdentity]:
+def tree_of(pid: int) -> list[process.ProcIdentity]:
     """The process and all its descendants, as pid + start-time identities."""
-    leader = proctree.identify(pid)
-    return ([leader] if leader else []) + proctree.descendants(pid)
+    leader = process.identify(pid)
+    return ([leader] if leader else []) + process.descendants(pid)
 
 
-def survivors(tree: list[proctree.ProcIdentity]) -> list[int]:
+def survivors(tree: list[process.ProcIdentity]) -> list[int]:
     """Pids from `tree` that are still alive (a reused pid does not count)."""
-    return [p.pid for p in tree if proctree.is_alive(p)]
+    return [p.pid for p in tree if process.is_alive(p)]

@@ -22,6 +22,7 @@ from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.protocol.tasks_api import TasksApi
+from daemon.snapshot import DaemonSnapshot
 from tests.daemon_child import daemon_child, run_cli
 from tests.helpers import (
     daemon_env,
@@ -196,7 +197,7 @@ async def test_readyz_is_200_when_registered_and_503_while_the_circuit_is_open(
         running_daemon(tmp_path, url, MULTICA_DAEMON_HEARTBEAT_INTERVAL="1000h") as d,
         health_port() as (health, health_url),
     ):
-        health.attach(d.worker)
+        health.attach(d.worker.snapshot, d.worker.request_stop)
         ready = await get(f"{health_url}/readyz")
         for _ in range(3):
             d.worker.circuit.record_failure()
@@ -225,12 +226,9 @@ async def test_post_shutdown_stops_the_worker_gracefully(tmp_path: Path) -> None
     assert wrong_method.status_code == 405
 
 
-class BrokenWorker:
-    """A worker whose state cannot be read: stands in for a bug in the health document."""
-
-    @property
-    def runners(self) -> dict[str, Any]:
-        raise RuntimeError("state unreadable")
+def broken_snapshot() -> DaemonSnapshot:
+    """A snapshot that cannot be built: stands in for a bug in the health document."""
+    raise RuntimeError("state unreadable")
 
 
 async def test_a_failing_health_document_never_stops_the_port(
@@ -238,7 +236,7 @@ async def test_a_failing_health_document_never_stops_the_port(
 ) -> None:
     """The port keeps ticking and serves the last good document, logging the error once."""
     async with health_port(tick=0.05) as (server, url):
-        server.attach(BrokenWorker())  # type: ignore[arg-type]
+        server.attach(broken_snapshot, lambda: None)
         await anyio.sleep(0.3)
         live, health = [await get(f"{url}{p}") for p in ("/healthz", "/health")]
     assert live.status_code == 200

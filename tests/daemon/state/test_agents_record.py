@@ -17,9 +17,15 @@ from typing import Any
 
 import pytest
 
-from backends.process import TRACKING_ENV
-from backends.proctree import ProcIdentity, identify, is_alive, signal_group_of
-from daemon.state.agents import AgentRecord, AgentRecords, boot_id
+from backends.process import (
+    TRACKING_ENV,
+    ProcIdentity,
+    boot_id,
+    identify,
+    is_alive,
+    signal_group_of,
+)
+from daemon.state.agents import AgentRecord, AgentRecords
 from tests.backends.support import SLEEPER, TREE_CHILD, python, tree_pids
 from tests.helpers import eventually, serving_daemon
 

@@ -1,14 +1,12 @@
-"""Tests for the /proc helpers, on real processes."""
+"""Tests for finding and sweeping process trees, on real processes."""
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from backends.proctree import (
+from backends.process import (
     ProcIdentity,
     descendants,
     identify,
     is_alive,
-    kill_leftovers,
     signal_group_of,
+    sweep,
     tagged,
 )
 from tests.backends.support import (
@@ -36,8 +34,6 @@ from tests.backends.support import (
 )
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -188,26 +184,29 @@ def test_signal_group_of_never_signals_our_own_group(spawn: Children) -> None:
     assert ping(bystander) == "ping"
 
 
-def test_kill_leftovers_spares_a_reused_pid(spawn: Children, tag_var: str) -> None:
+@pytest.mark.anyio
+async def test_sweep_spares_a_reused_pid(spawn: Children, tag_var: str) -> None:
     """A record whose pid now belongs to another process (other start time) is left alone."""
     proc = pingable(spawn, start_new_session=True)
     identity = identify(proc.pid)
     assert identity is not None
     stale = ProcIdentity(proc.pid, identity.start_time - 1)
-    assert kill_leftovers([stale], tag_var, "task-gone", grace=0.1) == []
+    assert await sweep(stale, "task-gone", 0.1, tag_var=tag_var) == ([], [])
     assert ping(proc) == "ping"
 
 
-def test_kill_leftovers_kills_a_recorded_tagged_leftover(spawn: Children, tag_var: str) -> None:
+@pytest.mark.anyio
+async def test_sweep_kills_a_recorded_tagged_leftover(spawn: Children, tag_var: str) -> None:
     """A recorded leftover carrying the tag is stopped with SIGTERM."""
     proc = spawn.start(env={tag_var: "task-7"}, start_new_session=True)
     record = identify(proc.pid)
     assert record is not None
-    assert kill_leftovers([record], tag_var, "task-7", grace=5) == [proc.pid]
+    assert await sweep(record, "task-7", 5, tag_var=tag_var) == ([proc.pid], [])
     assert proc.wait(timeout=10) == -signal.SIGTERM
 
 
-def test_kill_leftovers_finds_unrecorded_tagged_processes(spawn: Children, tag_var: str) -> None:
+@pytest.mark.anyio
+async def test_sweep_finds_unrecorded_tagged_processes(spawn: Children, tag_var: str) -> None:
     """A tagged process missing from the records is found by its tag and stopped."""
     code = """
         import time
@@ -217,11 +216,12 @@ def test_kill_leftovers_finds_unrecorded_tagged_processes(spawn: Children, tag_v
     proc = spawn.start(code, env={tag_var: "task-8"}, start_new_session=True)
     # Only once it runs: a child still starting up may not show its environment yet.
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    assert kill_leftovers([], tag_var, "task-8", grace=5) == [proc.pid]
+    assert await sweep(None, "task-8", 5, tag_var=tag_var) == ([proc.pid], [])
     assert proc.wait(timeout=10) == -signal.SIGTERM
 
 
-def test_kill_leftovers_escalates_to_sigkill(spawn: Children, tag_var: str) -> None:
+@pytest.mark.anyio
+async def test_sweep_escalates_to_sigkill(spawn: Children, tag_var: str) -> None:
     """A leftover that ignores SIGTERM is killed with SIGKILL after the grace."""
     code = """
         import signal, time
@@ -234,53 +234,6 @@ def test_kill_leftovers_escalates_to_sigkill(spawn: Children, tag_var: str) -> N
     record = identify(proc.pid)
     assert record is not None
     started = time.monotonic()
-    assert kill_leftovers([record], tag_var, "", grace=0.3) == [proc.pid]
+    assert await sweep(record, "", 0.3, tag_var=tag_var) == ([proc.pid], [])
     assert proc.wait(timeout=10) == -signal.SIGKILL
     assert time.monotonic() - started >= 0.3
-
-
-SUBREAPER_SCENARIO = """
-import json, subprocess, sys, time
-from backends.proctree import become_subreaper, reap_orphans
-
-def state(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0]
-
-assert become_subreaper()
-# Our own agent-like child (its own session) and a helper in our session, both exiting.
-own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"], start_new_session=True)
-helper = subprocess.Popen([sys.executable, "-c", "raise SystemExit(5)"])
-# A middle process leaves an orphan in its own session behind; we adopt it.
-orphan_code = "import time; time.sleep(0.2)"
-middle = subprocess.Popen(
-    [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen("
-     f"[sys.executable, '-c', {orphan_code!r}], start_new_session=True).pid)"],
-    stdout=subprocess.PIPE,
-)
-orphan = int(middle.stdout.read())
-middle.wait()
-deadline = time.monotonic() + 30
-while any(state(p) != "Z" for p in (own.pid, helper.pid, orphan)):
-    assert time.monotonic() < deadline, "children never exited"
-    time.sleep(0.01)
-reaped = reap_orphans(exclude={own.pid})
-print(json.dumps({"orphan": orphan, "reaped": reaped, "own": own.wait(), "helper": helper.wait()}))
-"""
-
-
-def test_reap_orphans_reaps_only_adopted_orphans() -> None:
-    """As a subreaper, only the adopted orphan is reaped; our own children keep their status."""
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(SUBREAPER_SCENARIO)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
-    assert report["reaped"] == [report["orphan"]]
-    assert report["own"] == 7
-    assert report["helper"] == 5

@@ -1,4 +1,4 @@
-"""Process-tree facts from /proc: who descends from whom, who carries a tag, who is still alive.
+"""Finding a tree in /proc: who descends from whom, who carries a tag, who is still alive.
 
 A pid alone is not an identity: pids are reused. Every helper here pairs a pid with the
 process's start time (field 22 of `/proc/PID/stat`, clock ticks since boot) and signals a
@@ -10,12 +10,9 @@ pid alone, there are no descendants or tags to find, and a kill is a plain proce
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
-import signal
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +21,6 @@ log = logging.getLogger(__name__)
 
 _PROC = Path("/proc")
 _HAVE_PROC = sys.platform == "linux" and (_PROC / "self" / "stat").exists()
-_PR_SET_CHILD_SUBREAPER = 36
 _GONE_STATES = frozenset({"Z", "X", "x"})
 
 
@@ -37,7 +33,9 @@ class ProcIdentity:
 
 
 @dataclass(frozen=True, slots=True)
-class _Stat:
+class ProcStat:
+    """The fields of `/proc/PID/stat` that finding and reaping a tree needs."""
+
     pid: int
     state: str
     ppid: int
@@ -50,7 +48,7 @@ class _Stat:
         return self.state in _GONE_STATES
 
 
-def _read_stat(pid: int) -> _Stat | None:
+def _read_stat(pid: int) -> ProcStat | None:
     try:
         data = (_PROC / str(pid) / "stat").read_bytes()
     except OSError:
@@ -59,7 +57,7 @@ def _read_stat(pid: int) -> _Stat | None:
     # are fixed, starting with field 3 (state).
     try:
         rest = data[data.rindex(b")") + 2 :].split()
-        return _Stat(
+        return ProcStat(
             pid=pid,
             state=rest[0].decode("ascii", "replace"),
             ppid=int(rest[1]),
@@ -81,14 +79,17 @@ def _all_pids() -> Iterator[int]:
             yield int(entry.name)
 
 
-def _all_stats() -> Iterator[_Stat]:
+def all_stats() -> Iterator[ProcStat]:
+    """Every process's stat, zombies included (nothing where there is no /proc)."""
+    if not _HAVE_PROC:
+        return
     for pid in _all_pids():
         stat = _read_stat(pid)
         if stat is not None:
             yield stat
 
 
-def _live_stat(identity: ProcIdentity) -> _Stat | None:
+def _live_stat(identity: ProcIdentity) -> ProcStat | None:
     stat = _read_stat(identity.pid)
     if stat is None or stat.gone or stat.start_time != identity.start_time:
         return None
@@ -112,24 +113,41 @@ def is_alive(identity: ProcIdentity) -> bool:
     return _live_stat(identity) is not None
 
 
+class Snapshot:
+    """Every live process at one moment, by parent: one read of /proc answers many questions."""
+
+    def __init__(self, stats: Iterable[ProcStat]) -> None:
+        self._children: dict[int, list[ProcStat]] = {}
+        for stat in stats:
+            if not stat.gone:
+                self._children.setdefault(stat.ppid, []).append(stat)
+
+    def children(self, pid: int) -> list[ProcStat]:
+        """The live children of `pid`."""
+        return list(self._children.get(pid, []))
+
+    def descendants(self, pids: Iterable[int]) -> list[ProcIdentity]:
+        """Every live process below any of `pids`, by parent links (the roots excluded)."""
+        queue = list(pids)
+        seen = set(queue)
+        found: list[ProcIdentity] = []
+        while queue:
+            for child in self._children.get(queue.pop(), []):
+                if child.pid not in seen:
+                    seen.add(child.pid)
+                    found.append(ProcIdentity(child.pid, child.start_time))
+                    queue.append(child.pid)
+        return found
+
+
+def snapshot() -> Snapshot:
+    """Read every process's parent link now (empty where there is no /proc)."""
+    return Snapshot(all_stats())
+
+
 def descendants(pid: int) -> list[ProcIdentity]:
     """Every live process below `pid`, found by walking parent links (the root excluded)."""
-    if not _HAVE_PROC:
-        return []
-    children: dict[int, list[_Stat]] = {}
-    for stat in _all_stats():
-        if not stat.gone:
-            children.setdefault(stat.ppid, []).append(stat)
-    found: list[ProcIdentity] = []
-    queue = [pid]
-    seen = {pid}
-    while queue:
-        for child in children.get(queue.pop(), []):
-            if child.pid not in seen:
-                seen.add(child.pid)
-                found.append(ProcIdentity(child.pid, child.start_time))
-                queue.append(child.pid)
-    return found
+    return snapshot().descendants([pid])
 
 
 def tagged(tag_var: str, value: str) -> list[ProcIdentity]:
@@ -183,78 +201,28 @@ def signal_group_of(identity: ProcIdentity, sig: int) -> bool:
     return True
 
 
-def become_subreaper() -> bool:
-    """Adopt orphaned descendants (PR_SET_CHILD_SUBREAPER) so they cannot escape to PID 1."""
-    if sys.platform != "linux":
-        return False
+def cwd_of(pid: int) -> str:
+    """The working directory of a process ("" if gone, not ours to read, or no /proc)."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        ok = bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
-    except (OSError, AttributeError):
-        return False
-    if not ok:
-        log.warning("could not become a child subreaper: errno %d", ctypes.get_errno())
-    return ok
+        return os.readlink(_PROC / str(pid) / "cwd") if _HAVE_PROC else ""
+    except OSError:
+        return ""
 
 
-def reap_orphans(exclude: set[int]) -> list[int]:
-    """Reap zombie orphans adopted by this subreaper; returns the reaped pids.
-
-    Only zombies whose parent is this process, that are not in `exclude` (the children this
-    process spawned itself) and that live in another session than this process are reaped,
-    each by its own pid: `waitpid(-1)` would steal exit statuses from the event loop's child
-    watcher. Helper subprocesses spawned without a new session are therefore never touched.
-    """
-    if not _HAVE_PROC:
-        return []
-    me, my_session = os.getpid(), os.getsid(0)
-    reaped: list[int] = []
-    for stat in _all_stats():
-        if (
-            stat.state != "Z"
-            or stat.ppid != me
-            or stat.pid in exclude
-            or stat.session == my_session
-        ):
-            continue
-        try:
-            pid, _ = os.waitpid(stat.pid, os.WNOHANG)
-        except ChildProcessError:
-            continue
-        if pid == stat.pid:
-            reaped.append(pid)
-    return reaped
-
-
-def kill_leftovers(
-    records: Iterable[ProcIdentity], tag_var: str, tag_value: str, grace: float
-) -> list[int]:
-    """Kill what a previous daemon left running: SIGTERM by group, `grace`, then SIGKILL.
-
-    Only recorded processes whose start time still matches, and processes carrying
-    `tag_var=tag_value`, are signalled. Blocks for up to `grace` (plus a short SIGKILL wait);
-    call it from a worker thread inside the event loop. Returns the pids it signalled.
-    """
-    targets = {r.pid: r for r in records if is_alive(r)}
+def collect_tree(
+    leader: ProcIdentity | None, tag_var: str, tag_value: str, scan: Snapshot | None = None
+) -> list[ProcIdentity]:
+    """The live processes of a run: the leader, its descendants, and every tagged process."""
+    found: dict[int, ProcIdentity] = {}
+    if leader is not None and is_alive(leader):
+        below = (scan or snapshot()).descendants([leader.pid])
+        # Only trust the walk if the leader was the same process throughout it.
+        if is_alive(leader):
+            found[leader.pid] = leader
+            found.update((d.pid, d) for d in below)
     for identity in tagged(tag_var, tag_value):
-        targets.setdefault(identity.pid, identity)
-    signalled = [t.pid for t in targets.values() if signal_group_of(t, signal.SIGTERM)]
-    if not signalled:
-        return []
-    _wait_gone_blocking(targets.values(), grace)
-    for target in targets.values():
-        if is_alive(target) and signal_group_of(target, signal.SIGKILL):
-            log.warning("leftover pid %d ignored SIGTERM; sent SIGKILL", target.pid)
-    _wait_gone_blocking(targets.values(), 1.0)
-    return sorted(signalled)
-
-
-def _wait_gone_blocking(identities: Iterable[ProcIdentity], timeout: float) -> None:
-    pending = list(identities)
-    deadline = time.monotonic() + timeout
-    while pending and time.monotonic() < deadline:
-        time.sleep(0.01)
-        pending = [p for p in pending if is_alive(p)]
+        found.setdefault(identity.pid, identity)
+    return list(found.values())
 
 
 def _exists(pid: int) -> bool:

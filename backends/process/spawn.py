@@ -1,9 +1,10 @@
-"""The one place that spawns and kills agent processes.
+"""Spawning an agent: its pipes, its lines, its stderr tail, and its tree killed at the end.
 
 `run_process` starts an agent in its own session, feeds its stdin while reading its stdout
 (writing a big prompt before reading stdout deadlocks Claude Code), frames stdout into capped,
 cleaned lines for a `LineParser`, and keeps a bounded stderr tail. Leaving the context — in any
-way, including cancellation by the watchdog — kills the agent's whole tree (see `backends.killer`).
+way, including cancellation by the watchdog — kills the agent's whole tree (`kill.kill_tree`
+on what the run's `registry` collects).
 """
 
 from __future__ import annotations
@@ -15,36 +16,29 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from backends import proctree
 from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult
-from backends.killer import kill_tree
+from backends.process.kill import kill_tree
+from backends.process.lines import MAX_LINE_BYTES, LineFramer, Tail, clean_line
+from backends.process.registry import ProcessRegistry, current_registry
 
 log = logging.getLogger(__name__)
 
 TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
 """Set in every agent's environment to its task id; the kill sweeps processes carrying it."""
 
-MAX_LINE_BYTES = 32 * 1024 * 1024
 STDERR_TAIL_BYTES = 8 * 1024
 # Messages travel in batches, one per stdout read: a hand-off per message would cost an
 # event-loop round trip each and cap the drain far below what an agent can print.
 _BATCH_BUFFER = 64
 _STDIN_QUEUE = 1024
 _READ_CHUNK = 256 * 1024
-
-# Leaders spawned here and not yet known to be reaped; `reap_orphans` must never touch them.
-_SPAWNED: set[int] = set()
-
-
-def spawned_pids() -> frozenset[int]:
-    """Pids of agent processes started here whose exit status the event loop still owns."""
-    return frozenset(_SPAWNED)
 
 
 @dataclass(frozen=True)
@@ -64,65 +58,23 @@ class ProcessSpec:
     stderr_tail_bytes: int = STDERR_TAIL_BYTES
 
 
-class LineFramer:
-    """Splits a byte stream into lines, cutting any line at `cap` bytes with bounded memory."""
-
-    def __init__(self, cap: int) -> None:
-        self._cap = cap
-        self._buf = bytearray()
-        self._discarding = False
-        self.cut_lines = 0
-
-    def feed(self, chunk: bytes) -> list[bytes]:
-        """Return the lines completed by `chunk` (without their newline)."""
-        lines: list[bytes] = []
-        start = 0
-        while (newline := chunk.find(b"\n", start)) >= 0:
-            if self._discarding:
-                self._discarding = False
-            else:
-                self._buf += chunk[start:newline]
-                lines.append(self._take())
-            start = newline + 1
-        if not self._discarding:
-            self._buf += chunk[start:]
-            if len(self._buf) > self._cap:
-                # Deliver the cut line now and drop the rest of it up to its newline.
-                lines.append(self._take())
-                self._discarding = True
-        return lines
-
-    def flush(self) -> bytes | None:
-        """The unterminated last line at end of stream, if any."""
-        if self._discarding or not self._buf:
-            return None
-        return self._take()
-
-    def _take(self) -> bytes:
-        if len(self._buf) > self._cap:
-            self.cut_lines += 1
-            line = bytes(self._buf[: self._cap])
-        else:
-            line = bytes(self._buf)
-        self._buf.clear()
-        return line
-
-
-def clean_line(raw: bytes) -> str:
-    """Agent output is untrusted: drop NUL bytes and replace invalid UTF-8."""
-    text = raw.replace(b"\0", b"").decode("utf-8", errors="replace")
-    return text[:-1] if text.endswith("\r") else text
-
-
 class ProcessRun:
     """A running agent process; implements `backends.base.AgentRun`."""
 
-    def __init__(self, spec: ProcessSpec, parser: LineParser, process: Process, tag: str) -> None:
+    def __init__(
+        self,
+        spec: ProcessSpec,
+        parser: LineParser,
+        process: Process,
+        tag: str,
+        registry: ProcessRegistry,
+    ) -> None:
         self._spec = spec
         self._parser = parser
         self._process = process
         self.tag = tag
-        self.leader = proctree.identify(process.pid)
+        self._registry = registry
+        self.leader = registry.spawned(tag, process.pid, spec.cwd)
         self._msg_tx: MemoryObjectSendStream[list[Message]]
         self._msg_rx: MemoryObjectReceiveStream[list[Message]]
         self._msg_tx, self._msg_rx = anyio.create_memory_object_stream[list[Message]](_BATCH_BUFFER)
@@ -133,10 +85,11 @@ class ProcessRun:
         self._stdin_tx, self._stdin_rx = anyio.create_memory_object_stream[bytes | None](
             _STDIN_QUEUE
         )
-        self._stderr = bytearray()
+        self._stderr = Tail(spec.stderr_tail_bytes)
         self._stdout_done = anyio.Event()
         self._stderr_done = anyio.Event()
         self._io_scopes = [anyio.CancelScope(shield=True) for _ in range(3)]
+        self._tracking = anyio.CancelScope()
         self._result: RunResult | None = None
 
     @property
@@ -173,7 +126,7 @@ class ProcessRun:
 
     def stderr_tail(self) -> str:
         """The last bytes the agent wrote to stderr, cleaned."""
-        return clean_line(bytes(self._stderr)).strip()
+        return self._stderr.text()
 
     async def write_line(self, data: bytes) -> None:
         """Queue one line for the agent's stdin (after any earlier input, in order)."""
@@ -272,24 +225,23 @@ class ProcessRun:
     async def _pump_stderr(self) -> None:
         stderr = self._process.stderr
         assert stderr is not None
-        cap = self._spec.stderr_tail_bytes
         try:
             while True:
                 try:
-                    chunk = await stderr.receive(_READ_CHUNK)
+                    self._stderr.add(await stderr.receive(_READ_CHUNK))
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     break
-                self._stderr += chunk
-                if len(self._stderr) > cap:
-                    del self._stderr[: len(self._stderr) - cap]
         finally:
             self._stderr_done.set()
 
     async def _shutdown(self) -> None:
         """Kill the tree, then stop the pumps and close the pipes; always bounded."""
-        spec = self._spec
+        spec, registry = self._spec, self._registry
+        self._tracking.cancel()
+        collect = partial(registry.collect, self.pid, TRACKING_ENV)
         with anyio.move_on_after(spec.kill_grace + 3.0):
-            await kill_tree(self.leader, TRACKING_ENV, self.tag, spec.kill_grace, spec.observer)
+            await kill_tree(collect, spec.kill_grace, spec.observer, self.tag)
+        registry.forget(self.pid)
         self._msg_rx.close()  # a pump blocked on a full queue drops the rest instead
         self._stdin_tx.close()
         with anyio.move_on_after(2.0):
@@ -304,9 +256,9 @@ class ProcessRun:
         if self._process.returncode is None:
             log.error("pid %d survived SIGKILL; its pipes are left open", self.pid)
             return
-        _SPAWNED.discard(self.pid)
+        registry.released(self.pid)
         await self._process.aclose()
-        reaped = proctree.reap_orphans(exclude=set(_SPAWNED))
+        reaped = registry.reap()
         if reaped:
             log.debug("reaped adopted orphans %s", reaped)
 
@@ -325,14 +277,15 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
-    _SPAWNED.add(process.pid)
-    run = ProcessRun(spec, parser, process, tag)
+    # Registered before any await, so the reaper can never take this agent's exit status.
+    run = ProcessRun(spec, parser, process, tag, current_registry())
     log.debug("spawned pid %d for %s (%s)", process.pid, tag, spec.argv[0])
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
         pumps = (run._pump_stdout, run._pump_stderr, run._pump_stdin)
         for scope, pump in zip(run._io_scopes, pumps, strict=True):
             tg.start_soon(run._guarded, scope, pump)
+        tg.start_soon(run._guarded, run._tracking, partial(run._registry.track, process.pid))
         try:
             yield run
         except BaseException as exc:
@@ -344,15 +297,3 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
                 await run._shutdown()
     if failure is not None:
         raise failure
-
-
-__all__ = [
-    "MAX_LINE_BYTES",
-    "TRACKING_ENV",
-    "LineFramer",
-    "ProcessRun",
-    "ProcessSpec",
-    "clean_line",
-    "run_process",
-    "spawned_pids",
-]

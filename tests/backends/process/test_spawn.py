@@ -18,12 +18,16 @@ from backends.process import (
     MAX_LINE_BYTES,
     TRACKING_ENV,
     LineFramer,
+    ProcessRegistry,
     ProcessRun,
     ProcessSpec,
+    ProcIdentity,
     clean_line,
+    descendants,
+    identify,
     run_process,
+    tagged,
 )
-from backends.proctree import ProcIdentity, identify, tagged
 from tests.backends.support import (
     TREE_CHILD,
     LinesParser,
@@ -33,6 +37,7 @@ from tests.backends.support import (
     survivors,
     tree_pids,
 )
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
 
@@ -359,6 +364,43 @@ async def test_strays_left_by_a_finished_leader_are_swept_by_tag(tmp_path: Path)
         assert tagged(TRACKING_ENV, spec.task_id) == stray
     assert survivors(stray) == []
     assert observer_of(spec).signals == ["SIGTERM"]
+
+
+DETACHES_AFTER_A_WHILE = """
+    import subprocess, sys, time
+    # A middle process with a clean environment starts a sleeper in its own session, in /,
+    # and exits once told to: the sleeper then has no tag, no parent link and no work dir.
+    middle_code = (
+        "import os, subprocess, sys; os.chdir('/');"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL);"
+        "print(c.pid, flush=True); sys.stdin.read()"
+    )
+    middle = subprocess.Popen(
+        [sys.executable, "-c", middle_code], env={}, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    print(int(middle.stdout.readline()), flush=True)
+    sys.stdin.readline()
+    middle.stdin.close()
+    middle.wait()
+    print("detached", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.mark.anyio
+async def test_a_process_seen_below_the_agent_dies_after_it_detached(tmp_path: Path) -> None:
+    """A sleeper once seen below the agent is killed even after it lost tag, parent and cwd."""
+    registry = ProcessRegistry()
+    spec = spec_for(DETACHES_AFTER_A_WHILE, tmp_path, keep_stdin_open=True, kill_grace=2.0)
+    with registry.installed(), anyio.fail_after(60):
+        async with run_process(spec, LinesParser()) as run:
+            sleeper = identities([int(await next_content(run))])
+            await eventually(lambda: sleeper[0] in registry.members(run.pid), within=30)
+            await run.write_line(b"detach")
+            assert await next_content(run) == "detached"
+            assert sleeper[0] not in descendants(run.pid)
+    assert survivors(sleeper) == []
 
 
 @pytest.mark.anyio

@@ -1,12 +1,13 @@
-"""Ending an agent's process tree: SIGTERM every group, a grace, SIGKILL, then a sweep by tag.
+"""The one kill routine: SIGTERM every group of a tree, a grace, SIGKILL what is left.
 
-A group kill of the agent alone is not enough: Claude Code runs each Bash tool in a shell with
-its own session, so `sleep 300` started by a tool sits in another group and, once the CLI dies,
-is reparented to PID 1. The tree is therefore collected from /proc before anything is
-signalled (the leader, its descendants by parent link, and every process carrying the run's
-tracking tag), each distinct group is signalled, and the wait is keyed on every collected
-process being gone — not on the leader. Every signalled process is first checked to still be
-the one collected (pid and start time), so a recycled pid is never hit.
+Used for a live run when its context ends and for the crash-recovery sweep alike. A group kill
+of the agent alone is not enough: Claude Code runs each Bash tool in a shell with its own
+session, so `sleep 300` started by a tool sits in another group. The caller therefore hands in
+a `collect` function that finds the whole tree (see `tree` and `registry`); it is called before
+anything is signalled and again after the grace, so anything forked or detached meanwhile is
+caught too. The wait is keyed on every collected process being gone — not on the leader — and
+every signalled process is first checked to still be the one collected (pid and start time),
+so a recycled pid is never hit.
 """
 
 from __future__ import annotations
@@ -14,19 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import anyio
 
 from backends.base import RunObserver
-from backends.proctree import (
-    ProcIdentity,
-    descendants,
-    group_of,
-    is_alive,
-    signal_group_of,
-    tagged,
-)
+from backends.process.tree import ProcIdentity, descendants, group_of, is_alive, signal_group_of
 
 log = logging.getLogger(__name__)
 
@@ -37,20 +31,19 @@ _POLL_FIRST, _POLL_MAX = 0.002, 0.02
 
 
 async def kill_tree(
-    leader: ProcIdentity | None,
-    tag_var: str,
-    tag_value: str,
+    collect: Callable[[], list[ProcIdentity]],
     grace: float,
     observer: RunObserver,
+    label: str,
 ) -> bool:
-    """Stop everything of the tree still alive; returns whether any signal was sent.
+    """Stop everything `collect` finds still alive; returns whether any signal was sent.
 
     A tree whose processes have all exited already gets no signal at all.
     """
-    members = collect_tree(leader, tag_var, tag_value)
+    members = collect()
     if not members:
         return False
-    log.info("stopping %s: SIGTERM to %d process(es)", tag_value, len(members))
+    log.info("stopping %s: SIGTERM to %d process(es)", label, len(members))
     _signal_groups(members, signal.SIGTERM, observer)
     if grace > 0:
         await _wait_gone(members, grace)
@@ -60,29 +53,15 @@ async def kill_tree(
         for child in descendants(survivor.pid):
             survivors.setdefault(child.pid, child)
     if survivors:
-        log.warning("stopping %s: SIGKILL to %d survivor(s)", tag_value, len(survivors))
+        log.warning("stopping %s: SIGKILL to %d survivor(s)", label, len(survivors))
         _signal_groups(survivors.values(), signal.SIGKILL, observer)
-    # Descendants that left the tree before it was collected still carry the tag.
-    swept = [p for p in tagged(tag_var, tag_value) if p.pid not in survivors]
+    # Processes that left the tree before it was first collected, or during the grace.
+    swept = [p for p in collect() if p.pid not in survivors]
     if swept:
-        log.warning("stopping %s: SIGKILL to %d tagged stray(s)", tag_value, len(swept))
+        log.warning("stopping %s: SIGKILL to %d stray(s)", label, len(swept))
         _signal_groups(swept, signal.SIGKILL, observer)
     await _wait_gone([*survivors.values(), *swept], SIGKILL_WAIT)
     return True
-
-
-def collect_tree(leader: ProcIdentity | None, tag_var: str, tag_value: str) -> list[ProcIdentity]:
-    """The live processes of a run: the leader, its descendants, and every tagged process."""
-    found: dict[int, ProcIdentity] = {}
-    if leader is not None and is_alive(leader):
-        below = descendants(leader.pid)
-        # Only trust the walk if the leader was the same process throughout it.
-        if is_alive(leader):
-            found[leader.pid] = leader
-            found.update((d.pid, d) for d in below)
-    for identity in tagged(tag_var, tag_value):
-        found.setdefault(identity.pid, identity)
-    return list(found.values())
 
 
 def _signal_groups(

@@ -1,0 +1,225 @@
+"""The agent processes one daemon spawned, what each run was seen to start, and its orphans.
+
+An agent can detach a process however it likes — `env -i setsid sleep 333 &` drops the
+tracking tag and the session, and once the shell in between exits the sleeper is no longer
+below the agent. A registry keeps what is needed to find it anyway:
+
+* every run's members: a scan every `TRACK_INTERVAL` records the processes below the agent
+  and below every member seen before, so a process seen once stays the run's after it detaches;
+* as a child subreaper the daemon adopts every orphan of its agents; an adopted orphan (a child
+  of the daemon it did not spawn, in another session) belongs to the run whose members it was
+  seen among, or whose work directory it still runs in.
+
+The daemon makes one registry and installs it (`installed()`) around the task group its runs
+live in; `run_process` picks it up from there, so backends need no argument for it. A run
+started with no registry installed gets a private one (its own tree only).
+
+A per-task cgroup (`cgroup.kill`) would find such a process without attribution, but the daemon
+may rarely create one: it needs a delegated, writable cgroup v2 subtree (systemd's `Delegate=`,
+not given to ordinary services; containers mount cgroupfs read-only), and moving the agent in
+after the spawn races its first fork (anyio offers no pre-exec hook or `CLONE_INTO_CGROUP`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+
+from backends.process.linux import become_subreaper
+from backends.process.tree import (
+    ProcIdentity,
+    Snapshot,
+    all_stats,
+    collect_tree,
+    cwd_of,
+    identify,
+    is_alive,
+    snapshot,
+)
+
+log = logging.getLogger(__name__)
+
+TRACK_INTERVAL = 0.5
+"""Seconds between two scans of a running agent's tree."""
+REAP_INTERVAL = 2.0
+"""How often a subreaper daemon looks for adopted orphans that died (one syscall if none)."""
+
+_CURRENT: ContextVar[ProcessRegistry | None] = ContextVar("process_registry", default=None)
+
+
+@dataclass
+class _Run:
+    tag: str
+    leader: ProcIdentity | None
+    cwd: str
+    members: dict[int, ProcIdentity] = field(default_factory=dict)
+
+
+class ProcessRegistry:
+    """One daemon's agent processes: leaders not yet reaped, and each run's members."""
+
+    def __init__(self) -> None:
+        self._leaders: set[int] = set()
+        self._runs: dict[int, _Run] = {}
+        """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
+        self.adopts_orphans = False
+        self._last_scan: tuple[float, Snapshot] | None = None
+
+    @contextmanager
+    def installed(self) -> Iterator[ProcessRegistry]:
+        """Make this the registry of every run started inside the block (and its tasks)."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
+    def adopt_orphans(self) -> bool:
+        """Become the child subreaper of every agent tree; logs once whether that worked."""
+        self.adopts_orphans = become_subreaper()
+        if self.adopts_orphans:
+            log.info("child subreaper: orphaned agent processes come back to the daemon")
+        else:
+            log.warning("not a child subreaper: orphans of agents are re-parented to init")
+        return self.adopts_orphans
+
+    def spawned(self, tag: str, pid: int, cwd: Path) -> ProcIdentity | None:
+        """Register a just-spawned agent; call it with no await since the spawn returned."""
+        self._leaders.add(pid)
+        leader = identify(pid)
+        self._runs[pid] = _Run(tag, leader, os.path.realpath(cwd))
+        return leader
+
+    def released(self, pid: int) -> None:
+        """The agent `pid` was reaped by the event loop: it is no longer ours to skip."""
+        self._leaders.discard(pid)
+
+    def forget(self, pid: int) -> None:
+        """The run of agent `pid` is over and its tree killed."""
+        self._runs.pop(pid, None)
+
+    def note(self, pid: int, scan: Snapshot) -> None:
+        """Record every process found below agent `pid` and its members in `scan`."""
+        run = self._runs.get(pid)
+        if run is None:
+            return
+        roots = [*run.members, *([run.leader.pid] if run.leader else [])]
+        for member in scan.descendants(roots):
+            run.members.setdefault(member.pid, member)
+
+    def members(self, pid: int) -> list[ProcIdentity]:
+        """The processes seen below agent `pid` so far, alive or not."""
+        run = self._runs.get(pid)
+        return list(run.members.values()) if run else []
+
+    async def track(self, pid: int, interval: float = TRACK_INTERVAL) -> None:
+        """Scan the tree of agent `pid` every `interval` until cancelled."""
+        while True:
+            await anyio.sleep(interval)
+            self.note(pid, await self._scan(fresher_than=interval / 2))
+
+    async def _scan(self, fresher_than: float) -> Snapshot:
+        # Runs share a recent scan: the cost stays near two scans per interval however many
+        # agents run, instead of one scan per agent.
+        now = anyio.current_time()
+        if self._last_scan is None or now - self._last_scan[0] > fresher_than:
+            self._last_scan = (now, await anyio.to_thread.run_sync(snapshot))
+        return self._last_scan[1]
+
+    def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
+        """The live processes of agent `pid`'s run: its tree, its tagged and tracked members,
+        and the adopted orphans that are its own."""
+        run = self._runs.get(pid)
+        if run is None:
+            return []
+        if not run.members and not self.adopts_orphans:
+            return collect_tree(run.leader, tag_var, run.tag)  # nothing else to look for
+        scan = snapshot()
+        found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag, scan)}
+        roots = {p.pid: p for p in run.members.values() if is_alive(p)}
+        if self.adopts_orphans:
+            roots.update((p.pid, p) for p in self._orphans_of(run, scan))
+        found.update(roots)
+        for below in scan.descendants(list(roots)):
+            found.setdefault(below.pid, below)
+        return list(found.values())
+
+    def _orphans_of(self, run: _Run, scan: Snapshot) -> list[ProcIdentity]:
+        me, my_session = os.getpid(), os.getsid(0)
+        own: list[ProcIdentity] = []
+        for child in scan.children(me):
+            if child.pid in self._leaders or child.session == my_session:
+                continue
+            identity = ProcIdentity(child.pid, child.start_time)
+            where = cwd_of(child.pid)
+            if run.members.get(child.pid) == identity or _within(where, run.cwd):
+                own.append(identity)
+        return own
+
+    def reap(self) -> list[int]:
+        """Reap zombie orphans adopted by this subreaper; returns the reaped pids.
+
+        Only zombies whose parent is this process, that are not agents it spawned and that
+        live in another session than this process are reaped, each by its own pid:
+        `waitpid(-1)` would steal exit statuses from the event loop's child watcher. Helper
+        subprocesses spawned without a new session are therefore never touched.
+        """
+        if not self.adopts_orphans:
+            return []  # only a subreaper is handed orphans; the rest are the event loop's
+        me, my_session = os.getpid(), os.getsid(0)
+        reaped: list[int] = []
+        for stat in all_stats():
+            if (
+                stat.state != "Z"
+                or stat.ppid != me
+                or stat.pid in self._leaders
+                or stat.session == my_session
+            ):
+                continue
+            try:
+                pid, _ = os.waitpid(stat.pid, os.WNOHANG)
+            except ChildProcessError:
+                continue
+            if pid == stat.pid:
+                reaped.append(pid)
+        return reaped
+
+    async def reap_adopted(self, interval: float = REAP_INTERVAL) -> None:
+        """Reap adopted orphans that died, every `interval`, for as long as the daemon runs."""
+        while True:
+            await anyio.sleep(interval)
+            # In the event loop's thread on purpose: a fresh agent is registered with no await
+            # after its spawn returned, so its exit status is never stolen here.
+            if _exited_child():
+                reaped = self.reap()
+                if reaped:
+                    log.info("reaped %d adopted orphan(s): pids %s", len(reaped), reaped)
+
+
+def current_registry() -> ProcessRegistry:
+    """The registry installed around the caller, or a private one for a single run."""
+    return _CURRENT.get() or ProcessRegistry()
+
+
+def _within(path: str, directory: str) -> bool:
+    # A run in "/" (never a work directory) would claim every orphan.
+    if not path or directory == "/":
+        return False
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _exited_child() -> bool:
+    """Whether any child waits to be reaped, without reaping it (one syscall)."""
+    if not hasattr(os, "waitid"):
+        return True
+    try:
+        return os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return False

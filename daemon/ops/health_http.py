@@ -1,0 +1,229 @@
+"""The health port's HTTP transport: bounded connections, a deadline per request, one thread.
+
+One thread accepts connections and reads each request's head itself (non-blocking, through a
+selector), so an idle or trickling client costs a file descriptor, never a thread. A request
+whose head is complete goes to a short-lived thread of its own for the answer. At most
+`max_connections` are open at once: past that, the oldest connection still sending its head is
+closed to make room (a real probe sends its head at once, so a slow-loris flood cannot keep
+`/healthz` out), and a connection older than `deadline` is closed whatever it is doing. The
+answer is one request per connection (`Connection: close`), so the deadline is per request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from daemon.addresses import join_host_port, listen
+from daemon.errors import AlreadyRunningError, ConfigError
+from daemon.ops.health_request import Route, answer
+
+log = logging.getLogger(__name__)
+
+MAX_CONNECTIONS = 64
+"""Open connections the health port holds at most; the oldest unfinished request makes room."""
+REQUEST_DEADLINE = 10.0
+"""Seconds a connection may take from accept to the end of its answer."""
+_HEAD_LIMIT = 70 * 1024
+"""Bytes of request head read before the handler judges it (it answers 414/431 past its limits)."""
+_SELECT_TICK = 0.1
+_FD_ERRORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port; a taken address means another daemon runs there."""
+    shown = join_host_port(host, port)
+    try:
+        return listen(host, port)
+    except OSError as exc:
+        # Linux refuses a second listener on one address: that makes the port a lock.
+        if exc.errno == errno.EADDRINUSE:
+            raise AlreadyRunningError(
+                f"another daemon is already running on {shown} (its health port is taken; "
+                "stop it, or set MULTICA_DAEMON_HEALTH_ADDR to run a second one)"
+            ) from exc
+        raise ConfigError(f"the health port cannot listen on {shown}: {exc}") from exc
+
+
+@dataclass(eq=False, slots=True)
+class _Connection:
+    sock: socket.socket
+    peer: str
+    opened: float
+    head: bytearray = field(default_factory=bytearray)
+    answering: bool = False
+
+
+class HttpPort:
+    """Serves `route` on a bound socket from one thread until `stop()`."""
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        route: Route,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        deadline: float = REQUEST_DEADLINE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._listener = sock
+        self._route = route
+        self._max = max_connections
+        self.deadline = deadline
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._open: dict[socket.socket, _Connection] = {}  # oldest first
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="health-port", daemon=True)
+        self._fd_error_logged = 0.0
+
+    def start(self) -> None:
+        """Begin accepting connections."""
+        self._listener.setblocking(False)
+        self._thread.start()
+
+    def stop(self, wait: float = 5.0) -> None:
+        """Stop accepting, close every connection and the socket; blocks up to `wait` seconds."""
+        self._stopping.set()
+        if self._thread.is_alive():
+            self._thread.join(wait)
+        with self._lock:
+            for conn in list(self._open.values()):
+                self._end(conn)
+        self._listener.close()
+
+    def open_connections(self) -> int:
+        """How many connections the port holds now."""
+        with self._lock:
+            return len(self._open)
+
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._listener, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                ready = selector.select(_SELECT_TICK)
+                # Heads first, one accept after: a connection whose request has arrived is
+                # never the one an accept pushes out.
+                for key, _ in ready:
+                    if key.fileobj is not self._listener:
+                        self._read_head(selector, key.data)
+                if any(key.fileobj is self._listener for key, _ in ready):
+                    self._accept(selector)
+                self._expire(selector)
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        try:
+            sock, address = self._listener.accept()
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            # Out of file descriptors (this process or the system): make room if possible,
+            # else let the listen queue hold the client a moment; never end the thread.
+            if exc.errno not in _FD_ERRORS:
+                log.warning("health port: accept failed: %s", exc)
+            else:
+                self._log_fd_error(exc)
+                if not self._make_room(selector):
+                    time.sleep(_SELECT_TICK)
+            return
+        conn = _Connection(sock, str(address[0]), self._clock())
+        with self._lock:
+            full = len(self._open) >= self._max
+        if full and not self._make_room(selector):
+            sock.close()  # every slot is answering a request: refuse this one
+            return
+        sock.setblocking(False)
+        with self._lock:
+            self._open[sock] = conn
+        selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _make_room(self, selector: selectors.BaseSelector) -> bool:
+        """Close the oldest connection still sending its head; False when there is none."""
+        with self._lock:
+            oldest = next((c for c in self._open.values() if not c.answering), None)
+        if oldest is None:
+            return False
+        selector.unregister(oldest.sock)
+        with self._lock:
+            self._close(oldest)
+        return True
+
+    def _read_head(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
+        try:
+            chunk = conn.sock.recv(16384)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            selector.unregister(conn.sock)
+            with self._lock:
+                self._close(conn)
+            return
+        conn.head += chunk
+        if b"\r\n\r\n" not in conn.head and len(conn.head) < _HEAD_LIMIT:
+            return
+        selector.unregister(conn.sock)
+        conn.answering = True
+        try:
+            threading.Thread(
+                target=self._answer, args=(conn,), name="health-request", daemon=True
+            ).start()
+        except RuntimeError as exc:  # no thread to be had: this request is refused
+            log.warning("health port: cannot answer a request: %s", exc)
+            with self._lock:
+                self._close(conn)
+
+    def _answer(self, conn: _Connection) -> None:
+        try:
+            remaining = conn.opened + self.deadline - self._clock()
+            conn.sock.settimeout(max(0.01, remaining))
+            answer(conn.sock, bytes(conn.head), conn.peer, self._route)
+        except Exception as exc:  # a broken connection is that client's problem only
+            log.debug("health port: request from %s ended: %r", conn.peer, exc)
+        finally:
+            with self._lock:
+                self._close(conn)
+
+    def _expire(self, selector: selectors.BaseSelector) -> None:
+        limit = self._clock() - self.deadline
+        with self._lock:
+            late = [c for c in self._open.values() if c.opened < limit]
+        for conn in late:
+            if not conn.answering:
+                selector.unregister(conn.sock)
+            with self._lock:
+                self._end(conn)
+
+    def _end(self, conn: _Connection) -> None:
+        """End `conn` (the lock held): an answering one is cut, and closed by its own thread."""
+        if not conn.answering:
+            self._close(conn)
+            return
+        _cut(conn.sock)
+
+    def _close(self, conn: _Connection) -> None:
+        """Close `conn` (the lock held); a request thread blocked on it wakes with an error."""
+        if self._open.pop(conn.sock, None) is None:
+            return
+        _cut(conn.sock)
+        conn.sock.close()
+
+    def _log_fd_error(self, exc: OSError) -> None:
+        now = self._clock()
+        if now - self._fd_error_logged >= 10.0:
+            self._fd_error_logged = now
+            log.error("health port: out of file descriptors (%s); closing idle connections", exc)
+
+
+def _cut(sock: socket.socket) -> None:
+    """Shut both directions: a thread blocked reading `sock` wakes at once."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)

@@ -1,0 +1,54 @@
+"""What the daemon publishes for operations: a frozen picture of itself and its running tasks.
+
+The worker builds one on the event loop; the health port, the health document and systemd's
+status line read only this, never the worker or a task's run, so operations depend on the core
+through plain values and the core never imports operations' view of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSnapshot:
+    """One tool call in flight."""
+
+    name: str
+    call_id: str
+    running_for: float
+
+
+@dataclass(frozen=True, slots=True)
+class RunSnapshot:
+    """One running task as operations see it (no token, no prompt)."""
+
+    id: str
+    backend: str
+    pid: int | None
+    started_wall: float
+    idle_seconds: float
+    tools_in_flight: tuple[ToolSnapshot, ...]
+    watchdog_scope: str
+    threshold_seconds: float
+    retry: int
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonSnapshot:
+    """The daemon at one moment: its state, its registration and its running tasks."""
+
+    status: str
+    daemon_id: str
+    device_name: str
+    server_url: str
+    registered: bool
+    max_concurrent_tasks: int
+    agents: tuple[tuple[str, str], ...]
+    """(backend name, version) of each backend found."""
+    workspaces: tuple[tuple[str, str], ...]
+    """(id, name) of each workspace registered in."""
+    server_circuit: str
+    outbox_depth: int
+    runs: tuple[RunSnapshot, ...]

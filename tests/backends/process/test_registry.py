@@ -1,0 +1,119 @@
+"""Tests for the process registry as a child subreaper: reaping and attributing orphans.
+
+Each scenario runs in a fresh interpreter, which may become a subreaper without changing the
+test process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers are Linux only")
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def run_scenario(code: str, *args: str) -> dict[str, Any]:
+    """Run `code` in a fresh interpreter (free to become a subreaper); its JSON report."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+SUBREAPER_SCENARIO = """
+import json, subprocess, sys, time
+from pathlib import Path
+from backends.process import ProcessRegistry
+
+def state(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+registry = ProcessRegistry()
+assert registry.adopt_orphans()
+# Our own agent-like child (its own session) and a helper in our session, both exiting.
+own = subprocess.Popen([sys.executable, "-c", "raise SystemExit(7)"], start_new_session=True)
+registry.spawned("own", own.pid, Path("."))
+helper = subprocess.Popen([sys.executable, "-c", "raise SystemExit(5)"])
+# A middle process leaves an orphan in its own session behind; we adopt it.
+orphan_code = "import time; time.sleep(0.2)"
+middle = subprocess.Popen(
+    [sys.executable, "-c", "import subprocess, sys; print(subprocess.Popen("
+     f"[sys.executable, '-c', {orphan_code!r}], start_new_session=True).pid)"],
+    stdout=subprocess.PIPE,
+)
+orphan = int(middle.stdout.read())
+middle.wait()
+deadline = time.monotonic() + 30
+while any(state(p) != "Z" for p in (own.pid, helper.pid, orphan)):
+    assert time.monotonic() < deadline, "children never exited"
+    time.sleep(0.01)
+reaped = registry.reap()
+print(json.dumps({"orphan": orphan, "reaped": reaped, "own": own.wait(), "helper": helper.wait()}))
+"""
+
+
+def test_reap_reaps_only_adopted_orphans() -> None:
+    """As a subreaper, only the adopted orphan is reaped; our own children keep their status."""
+    report = run_scenario(SUBREAPER_SCENARIO)
+    assert report["reaped"] == [report["orphan"]]
+    assert report["own"] == 7
+    assert report["helper"] == 5
+
+
+ATTRIBUTION_SCENARIO = """
+import json, sys
+from pathlib import Path
+import anyio
+from backends.process import ProcessRegistry, ProcessSpec, identify, is_alive, run_process
+from tests.backends.support import LinesParser
+
+# An agent whose tool shell detaches a clean-environment sleeper and exits at once.
+AGENT = (
+    "import subprocess, sys;"
+    "subprocess.run(['sh', '-c', 'env -i setsid sleep 333 & echo $!']);"
+    "sys.stdin.read()"
+)
+
+async def main():
+    registry = ProcessRegistry()
+    assert registry.adopt_orphans()
+    dirs = [Path(sys.argv[1], name) for name in ("a", "b")]
+    specs = [
+        ProcessSpec([sys.executable, "-c", AGENT], d, {"PATH": "/usr/bin:/bin"},
+                    keep_stdin_open=True, kill_grace=2.0)
+        for d in dirs
+    ]
+    for d in dirs:
+        d.mkdir()
+    with registry.installed():
+        async with run_process(specs[1], LinesParser()) as b:
+            b_sleeper = identify(int((await anext(aiter(b.messages()))).content))
+            async with run_process(specs[0], LinesParser()) as a:
+                a_sleeper = identify(int((await anext(aiter(a.messages()))).content))
+            after_a = [is_alive(a_sleeper), is_alive(b_sleeper)]
+        after_b = [is_alive(a_sleeper), is_alive(b_sleeper)]
+    print(json.dumps({"after_a": after_a, "after_b": after_b}))
+
+anyio.run(main)
+"""
+
+
+def test_an_adopted_orphan_dies_with_its_own_run_only(tmp_path: Path) -> None:
+    """As subreaper, a detached sleeper dies when its run ends; another run's sleeper lives on."""
+    report = run_scenario(ATTRIBUTION_SCENARIO, str(tmp_path))
+    assert report == {"after_a": [False, True], "after_b": [False, False]}
