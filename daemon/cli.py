@@ -14,6 +14,7 @@ import anyio
 import httpx
 
 import daemon
+from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.config import Settings
 from daemon.discovery import available
@@ -23,7 +24,6 @@ from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.ops.status_view import check, status
-from daemon.platform import hide_from_agents
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi

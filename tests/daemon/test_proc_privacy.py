@@ -147,7 +147,7 @@ def test_hiding_makes_the_process_non_dumpable() -> None:
     """`hide_from_agents` clears the dumpable flag, as PR_GET_DUMPABLE reads it back (run in a
     child, so the test process itself stays as it was)."""
     code = (
-        "from daemon.platform import dumpable, hide_from_agents; "
+        "from backends.process.linux import dumpable, hide_from_agents; "
         "before = dumpable(); ok = hide_from_agents(); print(before, ok, dumpable())"
     )
     done = subprocess.run(
