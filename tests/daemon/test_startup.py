@@ -65,20 +65,25 @@ async def test_sigterm_while_waiting_for_the_server_exits_0(tmp_path: Path) -> N
             assert await proc.wait() == 0
 
 
+async def run_to_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`agent-daemon run` in a child process with `env`, until it exits (at most 60 s)."""
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    return await anyio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "daemon", "run"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    )
+
+
 async def test_refused_registration_exits_1_with_one_line(tmp_path: Path) -> None:
     """A server that refuses the daemon's token stops start-up with one clear line, exit 1."""
     async with embedded_server(tmp_path / "server.db", token="right-token") as url:
         env = daemon_env(tmp_path, url, MULTICA_DAEMON_TOKEN="wrong-token", LOG_LEVEL="ERROR")
-        env["PYTHONPATH"] = str(ROOT)
-        done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(
-                [sys.executable, "-m", "daemon", "run"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        )
+        done = await run_to_exit(env)
     assert done.returncode == 1
     assert "refused the daemon's registration" in done.stderr
     assert "Traceback" not in done.stderr
@@ -115,16 +120,7 @@ async def test_an_unusable_state_directory_is_one_line_and_exit_1(
     directory, without a traceback, and exits 1."""
     with unusable_state_dir(tmp_path, kind) as state:
         env = daemon_env(tmp_path, "http://127.0.0.1:9", MULTICA_DAEMON_STATE_DIR=str(state))
-        env["PYTHONPATH"] = str(ROOT)
-        done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(
-                [sys.executable, "-m", "daemon", "run"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        )
+        done = await run_to_exit(env)
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         f"agent-daemon: cannot use the state directory {state}: {reason}"
