@@ -142,6 +142,8 @@ class RunSpec:
     exit_wait: float = 5.0
     """Seconds to wait for the process to exit once its stdout closed (then it is killed)."""
     observer: RunObserver = field(default_factory=NullObserver)
+    mcp_config: Path | None = None
+    """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
 
 
 @dataclass(slots=True)

@@ -108,10 +108,12 @@ class HealthServer:
         self._sent_status = ""
         self._pinged_at = -float("inf")
         self._last_error = ""
+        self.bound_port = self.port
 
     def attach(self, worker: Worker) -> None:
         """Show `worker` from the next tick on; call on the event loop."""
         self._worker = worker
+        worker.health_port = self.bound_port  # agents get it as MULTICA_DAEMON_PORT
         self.tick()
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -121,7 +123,7 @@ class HealthServer:
         is taken, before anything else starts.
         """
         sock = _bind(self.host, self.port)
-        port = int(sock.getsockname()[1])
+        port = self.bound_port = int(sock.getsockname()[1])
         http = _HttpServer(sock, self)
         thread = threading.Thread(
             target=http.serve_forever,
