@@ -60,6 +60,8 @@ class Message:
     session_id: str = ""
     is_error: bool = False
     usage: tuple[Usage, ...] = ()
+    heartbeat: bool = False
+    """A keep-alive the CLI prints while a tool runs: shown on that tool, never activity."""
 
 
 class RunStatus(enum.StrEnum):
