@@ -116,8 +116,6 @@ class TaskRun:
             dirs = self._prepare()
             ending = await self._execute(dirs)
         finally:
-            if dirs is not None:
-                shutil.rmtree(dirs.temp_dir, ignore_errors=True)
             with anyio.CancelScope(shield=True):
                 outcome = decide(ending, str(dirs.work_dir if dirs else ""))
                 m.tasks_running.dec()
@@ -125,6 +123,9 @@ class TaskRun:
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
                 m.task_duration.labels(backend).observe(self._clock() - begun)
+                if dirs is not None:
+                    # The task's private temp dir goes with it (the work dir stays for reuse).
+                    await anyio.to_thread.run_sync(_remove_tree, dirs.temp_dir)
         return outcome
 
     def _prepare(self) -> TaskDirs:
@@ -262,3 +263,7 @@ class TaskRun:
                 "exit_grace", grace, action, self.retry, self.pid, result.tools, result.lingered
             )
         return None
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
