@@ -32,6 +32,7 @@ from backends.proctree import (
     reap_orphans,
 )
 from daemon.logs import short_id
+from daemon.paths import path_part
 
 log = logging.getLogger(__name__)
 
@@ -192,9 +193,8 @@ class AgentRecords:
             log.warning("agent records in %s unreadable: %s", self.directory, exc)
 
     def _path(self, task_id: str) -> Path:
-        # Task ids come from the server: keep them from naming a path outside the directory.
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)
-        return self.directory / f"{safe}.json"
+        # Task ids come from the server: one file each, never a path outside the directory.
+        return self.directory / f"{path_part(task_id)}.json"
 
 
 def _kill_recorded(

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from daemon.errors import PermanentServerError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
+from daemon.paths import path_part
 from daemon.protocol.api import TaskServer
 from daemon.protocol.models import TerminalReport, UsageEntry
 
@@ -191,8 +192,8 @@ class Outbox:
         return self.depth()
 
     def _path(self, task_id: str) -> Path:
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in task_id)
-        return self.directory / f"{safe}.json"
+        # Task ids come from the server: one file each, never a path outside the directory.
+        return self.directory / f"{path_part(task_id)}.json"
 
     def _update_depth(self) -> None:
         self._metrics.outbox_depth.set(self.depth())

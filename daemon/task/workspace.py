@@ -6,23 +6,22 @@
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `path_part`, which keeps a plain id as it is and turns
-anything else into a short, hashed, collision-free name. A follow-up task may run in the
+Ids become path components through `daemon.paths.path_part`, which keeps a plain id as it is
+and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
+from daemon.paths import path_part
 from daemon.protocol.models import Task
 from daemon.task.agent_env import make_temp_dir
 from daemon.task.files import read_under, write_under
@@ -34,22 +33,6 @@ MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
 EXIT_WAIT = 5.0
 """Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
-
-_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
-
-def path_part(value: str) -> str:
-    """`value` as one safe path component: itself when plain (a UUID), else a hashed name.
-
-    Plain means letters, digits, `-` and `_`, at most 64 characters; anything else keeps a
-    readable prefix and gains `.<sha256 prefix>`. No plain value contains a dot, so the two
-    kinds never meet, and `a.b`, `a_b`, `../x` and a 300-character id all stay distinct and short.
-    """
-    if _PLAIN.fullmatch(value):
-        return value
-    readable = _UNSAFE.sub("_", value)[:40].strip("_-") or "_"
-    return f"{readable}.{hashlib.sha256(value.encode()).hexdigest()[:16]}"
 
 
 @dataclass(frozen=True, slots=True)
