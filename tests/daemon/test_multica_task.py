@@ -277,3 +277,15 @@ async def test_claude_gets_its_brief_skills_and_mcp_config(tmp_path: Path) -> No
     assert (skill / "checklists" / "a.md").read_text() == "- one"
     assert not _found(tmp_path, "escape.md")
     assert stat.S_IMODE((work.parent / "mcp-config.json").stat().st_mode) == 0o600
+
+
+async def test_tasks_running_at_once_get_their_own_slots(tmp_path: Path) -> None:
+    """Two tasks claimed together see MULTICA_TASK_SLOT 0 and 1."""
+    async with (
+        multica_server() as fake,
+        running_daemon(tmp_path, fake.url, **_echo_agent(tmp_path)),
+    ):
+        ids = [fake.queue_issue(provider="command") for _ in range(2)]
+        tasks = [await _finished(fake, task_id) for task_id in ids]
+    slots = {json.loads(t.output)["env"]["MULTICA_TASK_SLOT"] for t in tasks}
+    assert slots == {"0", "1"}
