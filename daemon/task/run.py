@@ -136,18 +136,35 @@ class TaskRun:
         self._mcp_config = write_mcp_config(dirs, task)
         return dirs
 
-    async def _execute(self, dirs: TaskDirs) -> Ending:
+    async def _start(self) -> Ending | None:
+        """Acknowledge the start; the run's ending instead when the task must not run."""
         try:
             await self._client.start_task(self.task.id)
         except TaskGoneError:
             return Ending(stopped="gone")
         except PermanentServerError as exc:
+            # A start sent again after its answer was lost is refused too: the first one
+            # made the task `running`, and only this daemon's start could have.
+            if await self._running_already():
+                return None
             # As Go's `runTask`: the server no longer has the task dispatched (cancelled or
             # reassigned meanwhile), so nothing runs and the task is failed for the record.
             log.warning("task %s: start refused, not running it: %s", self.id, exc)
             return Ending(error=f"start task failed: {exc}", failure_reason="")
         except ServerError as exc:
             log.warning("task %s: start not acknowledged, running anyway: %s", self.id, exc)
+        return None
+
+    async def _running_already(self) -> bool:
+        try:
+            return await self._client.task_status(self.task.id) == "running"
+        except ServerError:
+            return False
+
+    async def _execute(self, dirs: TaskDirs) -> Ending:
+        refused = await self._start()
+        if refused is not None:
+            return refused
         try:
             spec = self._spec(dirs)
         except TaskTokenError as exc:

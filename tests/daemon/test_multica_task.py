@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from daemon.protocol.failure import REASONS
+from daemon.protocol.retry import RetryPolicy
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import eventually, running_daemon
 
@@ -289,3 +290,19 @@ async def test_tasks_running_at_once_get_their_own_slots(tmp_path: Path) -> None
         tasks = [await _finished(fake, task_id) for task_id in ids]
     slots = {json.loads(t.output)["env"]["MULTICA_TASK_SLOT"] for t in tasks}
     assert slots == {"0", "1"}
+
+
+async def test_a_start_whose_answer_was_lost_still_runs(tmp_path: Path) -> None:
+    """The server started the task but the answer was lost; the retry is refused (no longer
+    `dispatched`), and the daemon, finding the task `running`, runs it rather than failing it."""
+    fast = RetryPolicy((0.05, 0.1))
+    async with (
+        multica_server() as fake,
+        running_daemon(tmp_path, fake.url, policy=fast, **_echo_agent(tmp_path)),
+    ):
+        fake.drop_answers("start")
+        task_id = fake.queue_issue(provider="command")
+        task = await _finished(fake, task_id)
+    assert task.status == "completed"
+    assert [r.route for r in fake.seen("start")] == ["start", "start"]
+    assert fake.seen("fail") == []
