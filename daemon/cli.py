@@ -121,7 +121,7 @@ async def _run_locked(settings: Settings) -> int:
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
         # First: the health port is the single-instance lock, and serves `starting` from here.
-        await tg.start(health.serve)
+        health_port = await tg.start(health.serve)
         url, token = settings.server_url, settings.token
         if settings.embedded:
             host, port = split_host_port(settings.embedded_listen)
@@ -154,6 +154,7 @@ async def _run_locked(settings: Settings) -> int:
                 budget=budget,
                 subreaper=True,
             )
+            worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
         tg.cancel_scope.cancel()

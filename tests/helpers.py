@@ -199,6 +199,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     server = HealthServer("127.0.0.1:0", metrics, **options)
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
+        worker.health_port = port
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from daemon.errors import PermanentServerError
-from daemon.files import ensure_dir, safe_name, write_atomic
+from daemon.files import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -213,7 +213,7 @@ class Outbox:
         return self.depth()
 
     def _path(self, task_id: str) -> Path:
-        return self.directory / f"{safe_name(task_id)}.json"
+        return self.directory / f"{path_part(task_id)}.json"
 
     def _update_depth(self) -> None:
         self._metrics.outbox_depth.set(self.depth())

@@ -26,8 +26,10 @@ from tests.helpers import (
 
 pytestmark = pytest.mark.anyio
 
-LONG_WORKSPACE = "w" * 300
-"""A workspace id whose directory name is longer than any file system takes (ENAMETOOLONG)."""
+BLOCKED_WORKSPACE = "blocked"
+"""A workspace whose directory is taken by a regular file: its work dirs cannot be made."""
+FULL_WORKSPACE = "full"
+"""A workspace whose directory is a full file system: its instructions cannot be written."""
 DONE = {"steps": [{"text": "working"}, {"result": {"output": "done"}}]}
 SLOW = {"steps": [{"text": "still here"}, {"sleep": 2.0}, {"result": {"output": "outlived them"}}]}
 
@@ -110,14 +112,15 @@ def failing_calls(start: set[str], report_once: set[str]) -> type[ServerClient]:
 
 
 async def test_a_failure_at_each_step_fails_only_that_task(tmp_path: Path) -> None:
-    """Work dir (ENAMETOOLONG), instructions (ENOSPC on a full disk), start ack, spawn, drain
-    and report each fail in one task; each is reported once (the report's own failure is
+    """Work dir (a file in its way), instructions (ENOSPC on a full disk), start ack, spawn,
+    drain and report each fail in one task; each is reported once (the report's own failure is
     delivered later from the outbox), logged as an incident, and a task running all along
     completes, as does one claimed afterwards."""
     async with embedded_server(tmp_path / "server.db") as url, server_client(url) as user:
         api = TasksApi(user)
-        created = await user.post("/api/workspaces", json={"id": LONG_WORKSPACE, "name": "long"})
-        assert created.status_code == 201
+        for workspace in (BLOCKED_WORKSPACE, FULL_WORKSPACE):
+            created = await user.post("/api/workspaces", json={"id": workspace, "name": workspace})
+            assert created.status_code == 201
         slow = await api.create_task(json.dumps(SLOW), backend="scripted")
 
         async def submit(backend: str, **options: object) -> str:
@@ -125,8 +128,10 @@ async def test_a_failure_at_each_step_fails_only_that_task(tmp_path: Path) -> No
             return str(task["id"])
 
         ids = {
-            "workdir": await submit("scripted", workspace_id=LONG_WORKSPACE),
-            "instructions": await submit("scripted", agent={"instructions": "be brief"}),
+            "workdir": await submit("scripted", workspace_id=BLOCKED_WORKSPACE),
+            "instructions": await submit(
+                "scripted", workspace_id=FULL_WORKSPACE, agent={"instructions": "be brief"}
+            ),
             "start": await submit("scripted"),
             "spawn": await submit("broken"),
             "drain": await submit("choking"),
@@ -134,7 +139,9 @@ async def test_a_failure_at_each_step_fails_only_that_task(tmp_path: Path) -> No
         }
         client_type = failing_calls({ids["start"]}, {ids["report"]})
         backends = {"broken": (BrokenStart(), "1"), "choking": (ChokingDrain(), "1")}
-        with full_disk(tmp_path / "workspaces"):
+        (tmp_path / "workspaces").mkdir()
+        (tmp_path / "workspaces" / BLOCKED_WORKSPACE).write_text("a file, not a directory\n")
+        with full_disk(tmp_path / "workspaces" / FULL_WORKSPACE):
             async with running_daemon(
                 tmp_path,
                 url,
@@ -156,7 +163,7 @@ async def test_a_failure_at_each_step_fails_only_that_task(tmp_path: Path) -> No
         dict.fromkeys(failed, (1, 0))
     )
     errors = {step: t["error"] for step, t in failed.items()}
-    assert errors["workdir"].startswith("could not prepare the work directory: [Errno 36]")
+    assert errors["workdir"].startswith("could not prepare the work directory: [Errno 17]")
     assert errors["instructions"].startswith(
         "could not prepare the work directory: [Errno 28] No space left on device"
     )
