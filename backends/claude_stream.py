@@ -37,7 +37,8 @@ from backends.base import (
     Usage,
     ended_early,
 )
-from backends.lineproto import json_object
+from backends.claude_blocks import control_reply, progress, tool_result, tool_results
+from backends.lineproto import int_field, json_object, str_field
 
 # What the CLI says when the session to resume does not exist (or is not a session id).
 SESSION_MISSING = ("No conversation found", "requires a valid session ID")
@@ -62,7 +63,7 @@ class ClaudeStreamParser:
         if event is None:
             return ParseStep(invalid=True)
         kind = event.get("type")
-        sid = _str(event.get("session_id"))
+        sid = str_field(event.get("session_id"))
         if sid and not self.session_not_found:
             self.session_id = sid
         if kind == "system":
@@ -70,13 +71,13 @@ class ClaudeStreamParser:
         if kind == "assistant":
             return ParseStep(messages=self._assistant(event))
         if kind == "user":
-            return ParseStep(messages=_tool_results(event))
+            return ParseStep(messages=tool_results(event))
         if kind == "tool_progress":
-            return ParseStep(messages=[_progress(event)])
+            return ParseStep(messages=[progress(event)])
         if kind == "result":
             return self._on_result(event)
         if kind == "control_request":
-            return ParseStep(replies=[_control_reply(event)])
+            return ParseStep(replies=[control_reply(event)])
         if kind in ("stream_event", "control_response", "control_cancel_request", "keep_alive"):
             return ParseStep()
         return ParseStep(messages=[Message(MessageType.LOG, content=f"claude event: {kind}")])
@@ -95,7 +96,7 @@ class ClaudeStreamParser:
                 self._last_text,
                 self.session_id,
             )
-        text = _str(result.get("result"))
+        text = str_field(result.get("result"))
         usage = result_usage(result)
         if _failed(result):
             return RunResult(
@@ -117,10 +118,10 @@ class ClaudeStreamParser:
         )
 
     def _system(self, event: Mapping[str, Any]) -> Message:
-        subtype = _str(event.get("subtype"))
+        subtype = str_field(event.get("subtype"))
         if subtype == "init":
-            version = _str(event.get("claude_code_version"))
-            model = _str(event.get("model"))
+            version = str_field(event.get("claude_code_version"))
+            model = str_field(event.get("model"))
             content = " ".join(
                 p
                 for p in ("Claude Code", version, "session", self.session_id, f"({model})")
@@ -132,18 +133,18 @@ class ClaudeStreamParser:
             return Message(
                 MessageType.STATUS,
                 content=(
-                    f"API error {status} ({_str(event.get('error'))}); retry "
+                    f"API error {status} ({str_field(event.get('error'))}); retry "
                     f"{event.get('attempt')} of {event.get('max_retries')} in "
                     f"{event.get('retry_delay_ms')} ms"
                 ),
             )
         detail = (
-            _str(event.get("message"))
-            or _str(event.get("description"))
-            or _str(event.get("summary"))
-            or _str(event.get("status"))
+            str_field(event.get("message"))
+            or str_field(event.get("description"))
+            or str_field(event.get("summary"))
+            or str_field(event.get("status"))
         )
-        tool = _str(event.get("tool_name"))
+        tool = str_field(event.get("tool_name"))
         content = " ".join(p for p in ("claude", subtype, tool) if p)
         if detail:
             content += f": {detail}"
@@ -151,7 +152,7 @@ class ClaudeStreamParser:
             MessageType.LOG,
             content=_cut(content),
             tool=tool,
-            call_id=_str(event.get("tool_use_id")),
+            call_id=str_field(event.get("tool_use_id")),
         )
 
     def _assistant(self, event: Mapping[str, Any]) -> list[Message]:
@@ -166,14 +167,14 @@ class ClaudeStreamParser:
                 continue
             kind = block.get("type")
             if kind == "text":
-                text = _str(block.get("text"))
+                text = str_field(block.get("text"))
                 if api_error:
                     out.append(Message(MessageType.ERROR, content=text, is_error=True))
                 else:
                     self._last_text = text
                     out.append(Message(MessageType.TEXT, content=text))
             elif kind == "thinking":
-                out.append(Message(MessageType.THINKING, content=_str(block.get("thinking"))))
+                out.append(Message(MessageType.THINKING, content=str_field(block.get("thinking"))))
             elif kind == "redacted_thinking":
                 out.append(Message(MessageType.THINKING, content="[redacted thinking]"))
             elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
@@ -181,14 +182,14 @@ class ClaudeStreamParser:
                 out.append(
                     Message(
                         MessageType.TOOL_USE,
-                        tool=_str(block.get("name")),
-                        call_id=_str(block.get("id")),
+                        tool=str_field(block.get("name")),
+                        call_id=str_field(block.get("id")),
                         input=raw if isinstance(raw, dict) else {"value": raw},
                     )
                 )
             elif isinstance(kind, str) and kind.endswith("tool_result"):
                 # Server-side tools (web search) answer inside the assistant message itself.
-                out.append(_tool_result(block))
+                out.append(tool_result(block))
         return out
 
     def _on_result(self, event: dict[str, Any]) -> ParseStep:
@@ -203,7 +204,7 @@ class ClaudeStreamParser:
             self.session_id = ""
             return ParseStep(close_stdin=True)
         self._result = event
-        text = _str(event.get("result"))
+        text = str_field(event.get("result"))
         failed = _failed(event)
         return ParseStep(
             messages=[
@@ -239,10 +240,10 @@ def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
             Usage(
                 provider="anthropic",
                 model=str(model),
-                input_tokens=_int(counts.get("inputTokens")),
-                output_tokens=_int(counts.get("outputTokens")),
-                cache_read_tokens=_int(counts.get("cacheReadInputTokens")),
-                cache_write_tokens=_int(counts.get("cacheCreationInputTokens")),
+                input_tokens=int_field(counts.get("inputTokens")),
+                output_tokens=int_field(counts.get("outputTokens")),
+                cache_read_tokens=int_field(counts.get("cacheReadInputTokens")),
+                cache_write_tokens=int_field(counts.get("cacheCreationInputTokens")),
             )
         )
     return tuple(usage)
@@ -259,96 +260,17 @@ def _failed(result: Mapping[str, Any]) -> bool:
 def _result_error(result: Mapping[str, Any], stderr_tail: str) -> str:
     errors = result.get("errors")
     if isinstance(errors, list) and errors:
-        text = "; ".join(_str(e) or json.dumps(e) for e in errors)
+        text = "; ".join(str_field(e) or json.dumps(e) for e in errors)
     else:
-        text = _str(result.get("result"))
+        text = str_field(result.get("result"))
     if not text:
-        text = f"claude reported {_str(result.get('subtype')) or 'an error'}"
-        reason = _str(result.get("terminal_reason"))
+        text = f"claude reported {str_field(result.get('subtype')) or 'an error'}"
+        reason = str_field(result.get("terminal_reason"))
         if reason:
             text += f" ({reason})"
         if stderr_tail.strip():
             text += f"; stderr: {stderr_tail.strip()}"
     return text
-
-
-def _tool_results(event: Mapping[str, Any]) -> list[Message]:
-    message = event.get("message")
-    blocks = message.get("content") if isinstance(message, dict) else None
-    if not isinstance(blocks, list):
-        return []
-    return [
-        _tool_result(b) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
-    ]
-
-
-def _tool_result(block: Mapping[str, Any]) -> Message:
-    return Message(
-        MessageType.TOOL_RESULT,
-        call_id=_str(block.get("tool_use_id")),
-        output=_flatten(block.get("content")),
-        is_error=bool(block.get("is_error")),
-    )
-
-
-def _progress(event: Mapping[str, Any]) -> Message:
-    tool = _str(event.get("tool_name"))
-    elapsed = event.get("elapsed_time_seconds")
-    return Message(
-        MessageType.LOG,
-        content=f"{tool or 'tool'} still running ({elapsed}s)",
-        tool=tool,
-        call_id=_str(event.get("parent_tool_use_id")) or _str(event.get("tool_use_id")),
-        heartbeat=True,
-    )
-
-
-def _control_reply(event: Mapping[str, Any]) -> bytes:
-    """Allow every tool the CLI asks about; refuse control requests the daemon has no use for."""
-    request_id = _str(event.get("request_id"))
-    request = event.get("request")
-    request = request if isinstance(request, dict) else {}
-    if request.get("subtype") == "can_use_tool":
-        tool_input = request.get("input")
-        response: dict[str, Any] = {
-            "subtype": "success",
-            "request_id": request_id,
-            "response": {
-                "behavior": "allow",
-                "updatedInput": tool_input if isinstance(tool_input, dict) else {},
-            },
-        }
-    else:
-        response = {
-            "subtype": "error",
-            "request_id": request_id,
-            "error": f"unsupported control request: {request.get('subtype')}",
-        }
-    return (json.dumps({"type": "control_response", "response": response}) + "\n").encode()
-
-
-def _flatten(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for item in content:
-            if isinstance(item, dict) and item.get("type") == "text":
-                parts.append(_str(item.get("text")))
-            elif isinstance(item, dict):
-                parts.append(f"[{item.get('type', 'content')}]")
-            else:
-                parts.append(str(item))
-        return "\n".join(parts)
-    return "" if content is None else json.dumps(content)
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _cut(text: str) -> str:

@@ -33,7 +33,7 @@ from backends.base import (
     Usage,
     ended_early,
 )
-from backends.lineproto import json_object
+from backends.lineproto import int_field, json_object, str_field
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
@@ -68,7 +68,7 @@ class CodexEventParser:
         event = json_object(line)
         if event is None:
             return ParseStep(invalid=True)
-        kind = _str(event.get("type"))
+        kind = str_field(event.get("type"))
         if kind == "thread.started":
             return ParseStep(messages=self._thread_started(event))
         if kind == "turn.started":
@@ -81,7 +81,7 @@ class CodexEventParser:
         if kind in ("turn.completed", "turn.failed"):
             return ParseStep(messages=[self._turn_end(event)])
         if kind == "error":
-            return ParseStep(messages=[_error(_str(event.get("message")))])
+            return ParseStep(messages=[_error(str_field(event.get("message")))])
         return ParseStep(messages=[Message(MessageType.LOG, content=f"codex event: {kind}")])
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
@@ -108,7 +108,7 @@ class CodexEventParser:
         )
 
     def _thread_started(self, event: Mapping[str, Any]) -> list[Message]:
-        self.thread_id = _str(event.get("thread_id"))
+        self.thread_id = str_field(event.get("thread_id"))
         messages = [
             Message(
                 MessageType.STATUS,
@@ -129,8 +129,8 @@ class CodexEventParser:
         return messages
 
     def _item(self, phase: str, item: Mapping[str, Any]) -> list[Message]:
-        kind = _str(item.get("type"))
-        item_id = _str(item.get("id"))
+        kind = str_field(item.get("type"))
+        item_id = str_field(item.get("id"))
         if kind in _TOOL_ITEMS:
             if phase == "started":
                 self._started.add(item_id)
@@ -147,12 +147,12 @@ class CodexEventParser:
         if phase != "completed":
             return []
         if kind == "agent_message":
-            self._last_text = _str(item.get("text"))
+            self._last_text = str_field(item.get("text"))
             return [Message(MessageType.TEXT, content=self._last_text)]
         if kind == "reasoning":
-            return [Message(MessageType.THINKING, content=_str(item.get("text")))]
+            return [Message(MessageType.THINKING, content=str_field(item.get("text")))]
         if kind == "error":
-            return [_error(_str(item.get("message")))]
+            return [_error(str_field(item.get("message")))]
         if kind == "todo_list":
             return [Message(MessageType.LOG, content=_plan(item))]
         return [Message(MessageType.LOG, content=f"codex item: {kind}")]
@@ -162,7 +162,7 @@ class CodexEventParser:
             return Message(MessageType.LOG, content="codex ended another turn")
         if event.get("type") == "turn.failed":
             error = event.get("error")
-            text = _str(error.get("message")) if isinstance(error, dict) else ""
+            text = str_field(error.get("message")) if isinstance(error, dict) else ""
             self._final = Message(
                 MessageType.RESULT,
                 content=text or "codex reported a failed turn",
@@ -183,7 +183,7 @@ class CodexEventParser:
     def _usage(self, raw: Any) -> tuple[Usage, ...]:
         if not isinstance(raw, dict):
             return ()
-        spent = {k: max(0, _int(raw.get(k)) - self.baseline.get(k, 0)) for k in _USAGE_KEYS}
+        spent = {k: max(0, int_field(raw.get(k)) - self.baseline.get(k, 0)) for k in _USAGE_KEYS}
         cached = spent["cached_input_tokens"]
         return (
             Usage(
@@ -199,30 +199,32 @@ class CodexEventParser:
 
 def thread_totals(token_count: Mapping[str, Any]) -> dict[str, int]:
     """A thread's usage totals from a rollout `token_count` payload's `total_token_usage`."""
-    return {k: _int(token_count.get(k)) for k in _USAGE_KEYS}
+    return {k: int_field(token_count.get(k)) for k in _USAGE_KEYS}
 
 
 def _tool_use(kind: str, item: Mapping[str, Any]) -> Message:
     tool = _TOOL_ITEMS[kind]
     arguments: dict[str, Any]
     if kind == "command_execution":
-        arguments = {"command": _str(item.get("command"))}
+        arguments = {"command": str_field(item.get("command"))}
     elif kind == "file_change":
         arguments = {"changes": item.get("changes") or []}
     elif kind == "mcp_tool_call":
-        tool = f"{_str(item.get('server'))}.{_str(item.get('tool'))}"
+        tool = f"{str_field(item.get('server'))}.{str_field(item.get('tool'))}"
         raw = item.get("arguments")
         arguments = raw if isinstance(raw, dict) else {"arguments": raw}
     else:
-        arguments = {"query": _str(item.get("query"))}
-    return Message(MessageType.TOOL_USE, tool=tool, call_id=_str(item.get("id")), input=arguments)
+        arguments = {"query": str_field(item.get("query"))}
+    return Message(
+        MessageType.TOOL_USE, tool=tool, call_id=str_field(item.get("id")), input=arguments
+    )
 
 
 def _tool_result(kind: str, item: Mapping[str, Any]) -> Message:
-    status = _str(item.get("status"))
+    status = str_field(item.get("status"))
     failed = status in ("failed", "declined")
     if kind == "command_execution":
-        output = _str(item.get("aggregated_output"))
+        output = str_field(item.get("aggregated_output"))
         exit_code = item.get("exit_code")
         failed = failed or (isinstance(exit_code, int) and exit_code != 0)
     elif kind == "file_change":
@@ -235,16 +237,16 @@ def _tool_result(kind: str, item: Mapping[str, Any]) -> Message:
         failed = failed or bool(error)
         output = json.dumps(error if error else item.get("result"))
     else:
-        output = _str(item.get("query"))
+        output = str_field(item.get("query"))
     return Message(
-        MessageType.TOOL_RESULT, call_id=_str(item.get("id")), output=output, is_error=failed
+        MessageType.TOOL_RESULT, call_id=str_field(item.get("id")), output=output, is_error=failed
     )
 
 
 def _plan(item: Mapping[str, Any]) -> str:
     steps = item.get("items") or []
     lines = [
-        ("[x] " if s.get("completed") else "[ ] ") + _str(s.get("text"))
+        ("[x] " if s.get("completed") else "[ ] ") + str_field(s.get("text"))
         for s in steps
         if isinstance(s, dict)
     ]
@@ -257,11 +259,3 @@ def _error(text: str) -> Message:
 
 def _session_missing(text: str) -> bool:
     return any(marker in text for marker in SESSION_MISSING)
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -203,3 +203,13 @@ def run_line_agent(
         observer=spec.observer,
     )
     return run_process(process_spec, LineProtocolParser(provider=provider))
+
+
+def str_field(value: Any) -> str:
+    """A JSON field that should be a string: itself, or "" for anything else."""
+    return value if isinstance(value, str) else ""
+
+
+def int_field(value: Any) -> int:
+    """A JSON field that should be an integer: itself, or 0 (a bool is not a count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
