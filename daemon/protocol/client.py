@@ -25,7 +25,9 @@ from daemon.errors import (
     PermanentServerError,
     ServerError,
     TransientServerError,
+    UnconfirmedError,
 )
+from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.models import (
@@ -49,6 +51,7 @@ from daemon.protocol.models import (
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
+    DEDUPE_HEADER,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
@@ -56,6 +59,7 @@ from daemon.protocol.wire import (
     parse_claim,
     parse_model,
     parse_workspaces,
+    refuses_task,
     request_budget,
     task_path,
 )
@@ -68,6 +72,18 @@ T = TypeVar("T")
 
 _SINGLE_TRY = RetryPolicy.never()
 _JSON_HEADERS = {"Content-Type": "application/json"}
+# Failures that leave no doubt the server never read the whole request: no connection, or the
+# request not fully written. Any other transport error (a read timeout, a connection dropped
+# while waiting for the answer) may come after the server acted on it.
+_UNSENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+    httpx.LocalProtocolError,
+    httpx.ProxyError,
+)
 
 
 class ServerClient:
@@ -89,6 +105,8 @@ class ServerClient:
         self._policy = policy or RetryPolicy()
         self._report_policy = report_policy or RetryPolicy.for_reports()
         self.budget = budget or ShutdownBudget()
+        self.dedupes = False
+        """Whether the server's last transcript answer said it stores each (task, seq) once."""
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
@@ -160,7 +178,9 @@ class ServerClient:
     ) -> None:
         """Append a batch of transcript messages (models, or dicts already in wire shape).
 
-        `retry=False` tries once (the outbox re-sends on its own schedule).
+        `retry=False` tries once (the outbox re-sends on its own schedule). A batch that may
+        have been stored but whose answer was lost is sent again only to a server that said it
+        stores each (task, seq) once (`dedupes`); otherwise that is `UnconfirmedError`.
         """
         # The transcript hands in plain dicts on its hot path; validating 1,000 of them again
         # per batch would cost more than draining them did.
@@ -170,7 +190,10 @@ class ServerClient:
         ]
         policy = None if retry else _SINGLE_TRY
         path = task_path(task_id, "messages")
-        await self._call("messages", "POST", path, ignore_body, {"messages": wire}, policy)
+        body = {"messages": wire}
+        await self._call(
+            "messages", "POST", path, self._note_dedupe, body, policy, resend=self.dedupes
+        )
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
@@ -197,11 +220,28 @@ class ServerClient:
         policy = self._report_policy if retry else _SINGLE_TRY
         deadline = self.report_deadline(retry=retry)
         endpoint = report.kind
-        path = task_path(task_id, report.endpoint)
         scope = anyio.CancelScope(deadline=anyio.current_time() + deadline, shield=True)
         with scope, self.budget.bounding(scope, REPORT_CALL):
-            await self._call(endpoint, "POST", path, ignore_body, report.body(), policy)
-            return
+            while True:
+                path = task_path(task_id, report.endpoint)
+                try:
+                    await self._call(report.kind, "POST", path, ignore_body, report.body(), policy)
+                    return
+                except PermanentServerError as exc:
+                    # A refused result must not leave the task running forever: it goes again
+                    # shorter, then as a failure saying why. A task gone or a token refused
+                    # would refuse any report.
+                    instead = None if refuses_task(exc) else report.after_refusal(exc.message)
+                    if instead is None:
+                        raise
+                    log.error(
+                        "task %s: server refused the %s (%s); sending a %s instead",
+                        short_id(task_id),
+                        report.kind,
+                        exc,
+                        "shorter one" if instead.kind == report.kind else instead.kind,
+                    )
+                    report = instead
         if self.circuit is not None:
             self.circuit.record_failure()
         raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")
@@ -215,6 +255,10 @@ class ServerClient:
         """How long one terminal report may take in all: its policy's waits plus one request."""
         waits = self._report_policy.budget() if retry else 0.0
         return waits + request_budget(self._http)
+
+    def _note_dedupe(self, response: httpx.Response) -> None:
+        # Asked on every answer: a server swapped behind the same URL may stop deduplicating.
+        self.dedupes = response.headers.get(DEDUPE_HEADER, "").strip().lower() == "seq"
 
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(
@@ -235,7 +279,11 @@ class ServerClient:
         parse: Callable[[httpx.Response], T],
         body: WireModel | dict[str, Any] | None = None,
         policy: RetryPolicy | None = None,
+        *,
+        resend: bool = True,
     ) -> T:
+        """One call with retries; `resend=False`: a request that may have reached the server
+        is not sent again (`UnconfirmedError`), only one that surely did not."""
         policy = policy or self._policy
         payload = (
             body.model_dump(mode="json", exclude_none=True) if isinstance(body, WireModel) else body
@@ -254,7 +302,12 @@ class ServerClient:
                 raise PermanentServerError(endpoint, describe_transport_error(exc)) from exc
             except httpx.RequestError as exc:
                 self._observe(endpoint, "transient", started, reached=False)
-                error: ServerError = TransientServerError(endpoint, describe_transport_error(exc))
+                text = describe_transport_error(exc)
+                error: ServerError = (
+                    TransientServerError(endpoint, text)
+                    if resend or isinstance(exc, _UNSENT)
+                    else UnconfirmedError(endpoint, text)
+                )
             else:
                 if response.is_success:
                     try:
@@ -274,9 +327,12 @@ class ServerClient:
                 self._observe(endpoint, "transient", started, reached=False)
                 throttled = response.status_code == 429
                 retry_after = response.headers.get("Retry-After")
+                if not resend and response.status_code >= 500:
+                    # A 5xx may come after the handler stored part of the batch.
+                    error = UnconfirmedError(endpoint, error.message, response.status_code)
             failures += 1
             delay = policy.delay(failures, throttled=throttled, retry_after=retry_after)
-            if delay is None:
+            if delay is None or isinstance(error, UnconfirmedError):
                 if self.circuit is not None:
                     self.circuit.record_failure()
                 raise error

@@ -86,6 +86,12 @@ def error_for_response(endpoint: str, response: httpx.Response) -> ServerError:
     return PermanentServerError(endpoint, text, status)
 
 
+def refuses_task(exc: ServerError) -> bool:
+    """Whether the server refuses everything about this task: it is gone, or the daemon's
+    token is refused (401) or not the task's holder (403). Any other 4xx is about the request."""
+    return isinstance(exc, TaskGoneError) or exc.status in (401, 403)
+
+
 def error_text(response: httpx.Response) -> str:
     """The server's `{"error": ...}` text, else the start of the body, else the reason."""
     text = ""

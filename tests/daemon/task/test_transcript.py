@@ -100,7 +100,12 @@ async def test_cap_in_messages_drops_the_oldest_and_counts_them() -> None:
         t.add(text(f"m{i}"))
     assert [m["seq"] for m in t.pending()] == [4, 5, 6, 7, 8]
     assert t.dropped == 3
-    assert metrics.registry.get_sample_value("agent_daemon_transcript_messages_dropped_total") == 3
+    assert (
+        metrics.registry.get_sample_value(
+            "agent_daemon_transcript_messages_dropped_total", {"reason": "queue_full"}
+        )
+        == 3
+    )
 
 
 async def test_cap_in_bytes_drops_the_oldest() -> None:
