@@ -20,10 +20,15 @@ AGENT = (
 MIB = 1024 * 1024
 
 
-def command_agent(tmp_path: Path) -> dict[str, str]:
+async def run(tmp_path: Path, code: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run `code` as a task's agent on the embedded server: the task and its transcript."""
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
-    return {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(agent)}
+    env = {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(agent)}
+    async with serving_daemon(tmp_path, **env) as d:
+        task_id = await d.submit(code, backend="command")
+        task = await d.wait(task_id, within=120)
+        return task, await d.api.messages(task_id)
 
 
 async def test_megabyte_lines_are_all_stored_and_the_longest_cut(tmp_path: Path) -> None:
@@ -36,10 +41,7 @@ async def test_megabyte_lines_are_all_stored_and_the_longest_cut(tmp_path: Path)
         "emit({'type': 'text', 'content': 'after'})\n"
         "emit({'type': 'result', 'output': 'done'})\n"
     )
-    async with serving_daemon(tmp_path, **command_agent(tmp_path)) as d:
-        task_id = await d.submit(code, backend="command")
-        task = await d.wait(task_id, within=120)
-        messages = await d.api.messages(task_id)
+    task, messages = await run(tmp_path, code)
     assert task["status"] == "completed"
     assert [m["seq"] for m in messages] == list(range(1, 23))
     assert [m["content"] for m in messages[:20]] == [str(i % 10) * MIB for i in range(20)]
@@ -52,9 +54,7 @@ async def test_megabyte_lines_are_all_stored_and_the_longest_cut(tmp_path: Path)
 async def test_a_twenty_megabyte_result_completes_cut(tmp_path: Path) -> None:
     """A 20 MiB result is cut to its cap with a marker and the task completes."""
     code = "emit({'type': 'result', 'output': 'r' * (20 << 20)})\n"
-    async with serving_daemon(tmp_path, **command_agent(tmp_path)) as d:
-        task_id = await d.submit(code, backend="command")
-        task = await d.wait(task_id, within=120)
+    task, _ = await run(tmp_path, code)
     assert task["status"] == "completed", task["status"]
     output = task["output"]
     assert len(output.encode()) <= RESULT_CAP
@@ -86,10 +86,7 @@ async def test_a_tool_input_nested_198_deep_does_not_cost_the_transcript(tmp_pat
         "emit({'type': 'text', 'content': 'after'})\n"
         "emit({'type': 'result', 'output': 'done'})\n"
     )
-    async with serving_daemon(tmp_path, **command_agent(tmp_path)) as d:
-        task_id = await d.submit(code, backend="command")
-        task = await d.wait(task_id)
-        messages = await d.api.messages(task_id)
+    task, messages = await run(tmp_path, code)
     assert task["status"] == "completed"
     assert [(m["seq"], m["type"]) for m in messages] == [
         (1, "text"),
