@@ -106,7 +106,8 @@ class ServerClient:
         self._report_policy = report_policy or RetryPolicy.for_reports()
         self.budget = budget or ShutdownBudget()
         self.dedupes = False
-        """Whether the server's last transcript answer said it stores each (task, seq) once."""
+        """Whether the server's last register or transcript answer said it stores each
+        (task, seq) once (`X-Message-Dedupe: seq`)."""
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
@@ -130,9 +131,7 @@ class ServerClient:
             cli_version=cli_version,
             runtimes=list(runtimes),
         )
-        return await self._call(
-            "register", "POST", "/api/daemon/register", parse_model(RegisterResponse), body
-        )
+        return await self._call("register", "POST", "/api/daemon/register", self._registered, body)
 
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
@@ -257,8 +256,13 @@ class ServerClient:
         return waits + request_budget(self._http)
 
     def _note_dedupe(self, response: httpx.Response) -> None:
-        # Asked on every answer: a server swapped behind the same URL may stop deduplicating.
+        # Asked on every register and transcript answer: a server swapped behind the same URL
+        # may stop deduplicating.
         self.dedupes = response.headers.get(DEDUPE_HEADER, "").strip().lower() == "seq"
+
+    def _registered(self, response: httpx.Response) -> RegisterResponse:
+        self._note_dedupe(response)
+        return RegisterResponse.model_validate(response.json())
 
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(

@@ -15,6 +15,8 @@ from pydantic_core import PydanticSerializationError, to_json
 
 CONTENT_CAP = 1024 * 1024
 """UTF-8 bytes of one transcript message's text (text, thinking, error)."""
+NAME_CAP = 1024
+"""UTF-8 bytes of a tool's name or a session id (never this long from a sane agent)."""
 TOOL_OUTPUT_CAP = 8 * 1024
 """UTF-8 bytes of one tool result's output (the transcript shows its start)."""
 INPUT_CAP = 256 * 1024
@@ -72,8 +74,7 @@ def bounded_input(value: Mapping[str, Any]) -> dict[str, Any]:
     """A tool input the server can take: nesting past `INPUT_DEPTH` and strings past
     `INPUT_CAP` replaced by markers, and the whole, if still over `INPUT_CAP`, by the start of
     its JSON text under the key `truncated`."""
-    shaped = _bounded(value, INPUT_DEPTH)
-    assert isinstance(shaped, dict)
+    shaped = {clean(str(k)): _bounded(v, INPUT_DEPTH - 1) for k, v in value.items()}
     try:
         size = len(to_json(shaped))
     except PydanticSerializationError:  # a value JSON has no form for (never from a parser)

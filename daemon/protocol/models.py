@@ -13,7 +13,14 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from backends.base import Usage
-from daemon.protocol.limits import ERROR_CAP, RESULT_CAP, SHORT_ERROR, SHORT_RESULT, fit
+from daemon.protocol.limits import (
+    ERROR_CAP,
+    NAME_CAP,
+    RESULT_CAP,
+    SHORT_ERROR,
+    SHORT_RESULT,
+    fit,
+)
 
 
 def _empty_text(value: Any) -> Any:
@@ -243,7 +250,7 @@ class TerminalReport(BaseModel):
     output: Annotated[str, AfterValidator(lambda text: fit(text, RESULT_CAP))] = ""
     error: Annotated[str, AfterValidator(lambda text: fit(text, ERROR_CAP))] = ""
     failure_reason: str = ""
-    session_id: str = ""
+    session_id: Annotated[str, AfterValidator(lambda text: fit(text, NAME_CAP))] = ""
     work_dir: str = ""
 
     @property

@@ -33,6 +33,7 @@ from daemon.protocol.batches import (
 )
 from daemon.protocol.limits import (
     CONTENT_CAP,
+    NAME_CAP,
     TOOL_OUTPUT_CAP,
     bounded_input,
     cap,
@@ -103,7 +104,7 @@ class Transcript:
         entry: dict[str, Any] = {
             "seq": self._next_seq,
             "type": message.type.value,
-            "tool": message.tool,
+            "tool": cap(message.tool, NAME_CAP),
             "content": content,
             "output": output,
         }

@@ -4,14 +4,18 @@ and a refused result never left unsaid."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import httpx
 import pytest
 
 from daemon.errors import TaskGoneError, UnconfirmedError
-from daemon.protocol.models import TerminalReport
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.models import RuntimeInfo, TerminalReport
 from daemon.protocol.wire import DEDUPE_HEADER
 from tests.daemon.protocol.test_client import make_harness
+from tests.fakes.multica_server import multica_server
+from tests.helpers import TOKEN, embedded_server
 
 pytestmark = pytest.mark.anyio
 
@@ -111,3 +115,20 @@ async def test_a_result_for_a_gone_task_is_not_turned_into_a_failure() -> None:
     with pytest.raises(TaskGoneError):
         await h.client.send_report("t1", TerminalReport(kind="complete", output="done"))
     assert fail.call_count == 0
+
+
+async def test_a_deduplicating_server_is_known_from_its_register_answer(tmp_path: Path) -> None:
+    """The embedded server says it dedupes when the daemon registers, before any transcript;
+    the Multica-faithful one does not."""
+    runtime = [RuntimeInfo(name="s", type="scripted", version="1")]
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        make_http_client(url, TOKEN, "test") as http,
+    ):
+        client = ServerClient(http)
+        await client.register("default", "d-1", "host", "1", runtime)
+        assert client.dedupes
+    async with multica_server() as fake, make_http_client(fake.url, "", "test") as http:
+        client = ServerClient(http)
+        await client.register(fake.workspace_id, "d-1", "host", "1", runtime)
+        assert not client.dedupes
