@@ -27,7 +27,7 @@ async def run(tmp_path: Path, code: str) -> tuple[dict[str, Any], list[dict[str,
     env = {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(agent)}
     async with serving_daemon(tmp_path, **env) as d:
         task_id = await d.submit(code, backend="command")
-        task = await d.wait(task_id, within=120)
+        task = await d.wait(task_id, within=60)
         return task, await d.api.messages(task_id)
 
 
