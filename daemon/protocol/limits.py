@@ -70,19 +70,29 @@ def fit(text: str, limit: int) -> str:
     return cap(text, limit - _MARKER_ROOM)
 
 
-def bounded_input(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A tool input the server can take: nesting past `INPUT_DEPTH` and strings past
-    `INPUT_CAP` replaced by markers, and the whole, if still over `INPUT_CAP`, by the start of
-    its JSON text under the key `truncated`."""
+def bounded_input(value: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+    """A tool input the server can take, and its size as JSON: nesting past `INPUT_DEPTH` and
+    strings past `INPUT_CAP` replaced by markers, and the whole, if still over `INPUT_CAP`, by
+    the start of its JSON text under the key `truncated`."""
+    try:
+        data = to_json(value)
+    except PydanticSerializationError:  # e.g. a lone surrogate: cleaned below
+        data = b""
+    # The usual input (a few flat fields) as it is: the number of brackets bounds its depth,
+    # and it holds no NUL, which a PostgreSQL jsonb column refuses.
+    brackets = data.count(b"{") + data.count(b"[")
+    if data and len(data) <= INPUT_CAP and brackets <= INPUT_DEPTH and b"\\u0000" not in data:
+        return dict(value), len(data)
     shaped = {clean(str(k)): _bounded(v, INPUT_DEPTH - 1) for k, v in value.items()}
     try:
-        size = len(to_json(shaped))
+        data = to_json(shaped)
     except PydanticSerializationError:  # a value JSON has no form for (never from a parser)
-        return {"truncated": "… [not serialisable, not sent]"}
-    if size <= INPUT_CAP:
-        return shaped
-    text = to_json(shaped).decode("utf-8", "replace")
-    return {"truncated": fit(text, INPUT_CAP // 2)}
+        shaped = {"truncated": "… [not serialisable, not sent]"}
+        return shaped, input_size(shaped)
+    if len(data) > INPUT_CAP:
+        shaped = {"truncated": fit(data.decode("utf-8", "replace"), INPUT_CAP // 2)}
+        return shaped, input_size(shaped)
+    return shaped, len(data)
 
 
 def input_size(value: Mapping[str, Any]) -> int:

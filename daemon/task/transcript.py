@@ -38,7 +38,6 @@ from daemon.protocol.limits import (
     bounded_input,
     cap,
     clean,
-    input_size,
 )
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
@@ -97,21 +96,30 @@ class Transcript:
         """Queue one message if it belongs in the transcript (status and log do not)."""
         if message.type not in _SENT_TYPES or self.gone:
             return
-        output = cap(clean(message.output), TOOL_OUTPUT_CAP) if message.output else ""
-        content = cap(clean(message.content), CONTENT_CAP) if message.content else ""
+        output = clean(message.output) if message.output else ""
+        content = clean(message.content) if message.content else ""
+        tool = message.tool
+        # Length checks first (no UTF-8 character is over 4 bytes): this is the drain's hot
+        # path, and nearly every message is far below its caps.
+        if len(output) * 4 > TOOL_OUTPUT_CAP:
+            output = cap(output, TOOL_OUTPUT_CAP)
+        if len(content) * 4 > CONTENT_CAP:
+            content = cap(content, CONTENT_CAP)
+        if len(tool) * 4 > NAME_CAP:
+            tool = cap(tool, NAME_CAP)
         # A plain dict in the wire shape of `TranscriptMessage`: building a model per message
         # costs more than the rest of the drain loop together.
         entry: dict[str, Any] = {
             "seq": self._next_seq,
             "type": message.type.value,
-            "tool": cap(message.tool, NAME_CAP),
+            "tool": tool,
             "content": content,
             "output": output,
         }
         size = len(content) + len(output) + ENTRY_OVERHEAD
         if message.input is not None:
-            entry["input"] = tool_input = bounded_input(message.input)
-            size += input_size(tool_input)
+            entry["input"], input_bytes = bounded_input(message.input)
+            size += input_bytes
         self._next_seq += 1
         self._queue.append((entry, size))
         self._queued_bytes += size

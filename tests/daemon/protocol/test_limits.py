@@ -48,7 +48,7 @@ def test_clean_drops_nul_and_lone_surrogates() -> None:
 def test_a_small_input_is_kept_as_it_is() -> None:
     """An ordinary tool input goes through unchanged."""
     value = {"command": "ls -la", "timeout": 120, "flags": [1, 2, {"a": None}]}
-    assert bounded_input(value) == value
+    assert bounded_input(value) == (value, len(json.dumps(value, separators=(",", ":"))))
 
 
 def test_a_deep_input_is_cut_at_the_depth_limit() -> None:
@@ -58,7 +58,7 @@ def test_a_deep_input_is_cut_at_the_depth_limit() -> None:
     for _ in range(300):
         cur["a"] = nxt = {}
         cur = nxt
-    shaped = bounded_input(deep)
+    shaped, _ = bounded_input(deep)
     levels, value = 0, shaped
     while isinstance(value, dict):
         value = value["a"]
@@ -71,7 +71,8 @@ def test_a_deep_input_is_cut_at_the_depth_limit() -> None:
 def test_a_huge_input_becomes_the_start_of_its_json() -> None:
     """An input over INPUT_CAP in all is replaced by the start of its JSON text, marked."""
     value = {f"k{i}": "v" * 1000 for i in range(1000)}
-    shaped = bounded_input(value)
+    shaped, size = bounded_input(value)
+    assert size < INPUT_CAP
     assert list(shaped) == ["truncated"]
     assert shaped["truncated"].startswith('{"k0":"vvv')
     assert shaped["truncated"].endswith("more bytes not sent]")
@@ -100,3 +101,11 @@ def test_a_refused_result_goes_shorter_then_as_a_failure() -> None:
     assert failed.error == "the server refused the task's result: too large"
     assert failed.after_refusal("no") is None
     assert TerminalReport(kind="cancel_ack").after_refusal("no") is None
+
+
+def test_an_input_with_nul_or_a_lone_surrogate_is_cleaned() -> None:
+    """NUL (refused by a PostgreSQL jsonb column) and lone surrogates (not JSON-encodable) are
+    cleaned out of a tool input's strings, nested ones too."""
+    shaped, _ = bounded_input({"a": "x\x00y", "b": ["\ud800z"]})
+    assert shaped["a"] == "xy"
+    assert json.dumps(shaped, ensure_ascii=False).encode("utf-8")
