@@ -52,6 +52,11 @@ def transcript(server: FakeServer, metrics: Metrics | None = None, **options: An
     return Transcript(server, "task-1", metrics or Metrics(), **options)
 
 
+def dropped(metrics: Metrics, reason: str) -> float | None:
+    name = "agent_daemon_transcript_messages_dropped_total"
+    return metrics.registry.get_sample_value(name, {"reason": reason})
+
+
 def down() -> TransientServerError:
     return TransientServerError("messages", "connection refused")
 
@@ -101,12 +106,7 @@ async def test_cap_in_messages_drops_the_oldest_and_counts_them() -> None:
         t.add(text(f"m{i}"))
     assert [m["seq"] for m in t.pending()] == [4, 5, 6, 7, 8]
     assert t.dropped == 3
-    assert (
-        metrics.registry.get_sample_value(
-            "agent_daemon_transcript_messages_dropped_total", {"reason": "queue_full"}
-        )
-        == 3
-    )
+    assert dropped(metrics, "queue_full") == 3
 
 
 async def test_cap_in_bytes_drops_the_oldest() -> None:
@@ -241,12 +241,7 @@ async def test_a_refused_message_is_dropped_alone_and_the_transcript_goes_on() -
     assert await t.flush()
     assert server.seqs() == [1, 2, 4, 5]
     assert not t.gone
-    assert (
-        metrics.registry.get_sample_value(
-            "agent_daemon_transcript_messages_dropped_total", {"reason": "refused"}
-        )
-        == 1
-    )
+    assert dropped(metrics, "refused") == 1
 
 
 async def test_long_text_is_capped_and_batches_fit_the_byte_budget() -> None:
