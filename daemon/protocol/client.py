@@ -1,35 +1,30 @@
 """The daemon's client of the server protocol (PROTOCOL.md), over an injected httpx client.
 
-Every call retries transient failures per its `RetryPolicy`, maps the rest onto
-daemon/errors.py, records its outcome on the circuit breaker and in the metrics, and turns a 2xx
-body that does not parse into `MalformedResponseError` for that one call. Terminal reports use
-the longer report policy inside a shielded cancel scope with its own deadline, so cancelling the
-caller cannot cut a task's result short; only the shutdown budget (a stopping daemon) shortens
-them, and what then does not get through is kept in the outbox.
+Every call goes through `Caller` (caller.py): retries per its `RetryPolicy`, errors mapped onto
+daemon/errors.py, the circuit breaker and the metrics. Terminal reports use the longer report
+policy inside a shielded cancel scope with its own deadline, so cancelling the caller cannot cut
+a task's result short; only the shutdown budget (a stopping daemon) shortens them, and what then
+does not get through is kept in the outbox. A result the server refuses goes again shorter,
+then as a `fail` saying why.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import anyio
 import httpx
-from pydantic_core import to_json
 
 from daemon.errors import (
-    MalformedResponseError,
     PermanentServerError,
     ServerError,
     TransientServerError,
-    UnconfirmedError,
 )
 from daemon.logs import short_id
-from daemon.ops.metrics import Metrics
-from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.caller import Caller
 from daemon.protocol.models import (
     ClaimRequest,
     DeregisterRequest,
@@ -51,63 +46,23 @@ from daemon.protocol.models import (
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
-    DEDUPE_HEADER,
-    describe_parse_error,
-    describe_transport_error,
-    error_for_response,
     ignore_body,
     parse_claim,
     parse_model,
     parse_workspaces,
     refuses_task,
-    request_budget,
     task_path,
 )
 from daemon.protocol.wire import make_http_client as make_http_client
-from daemon.shutdown import REPORT_CALL, ShutdownBudget
+from daemon.shutdown import REPORT_CALL
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 _SINGLE_TRY = RetryPolicy.never()
-_JSON_HEADERS = {"Content-Type": "application/json"}
-# Failures that leave no doubt the server never read the whole request: no connection, or the
-# request not fully written. Any other transport error (a read timeout, a connection dropped
-# while waiting for the answer) may come after the server acted on it.
-_UNSENT = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.WriteError,
-    httpx.WriteTimeout,
-    httpx.LocalProtocolError,
-    httpx.ProxyError,
-)
 
 
-class ServerClient:
+class ServerClient(Caller):
     """Calls the server's daemon endpoints with retries, error mapping and metrics."""
-
-    def __init__(
-        self,
-        http: httpx.AsyncClient,
-        *,
-        metrics: Metrics | None = None,
-        circuit: CircuitBreaker | None = None,
-        policy: RetryPolicy | None = None,
-        report_policy: RetryPolicy | None = None,
-        budget: ShutdownBudget | None = None,
-    ) -> None:
-        self._http = http
-        self._metrics = metrics
-        self.circuit = circuit
-        self._policy = policy or RetryPolicy()
-        self._report_policy = report_policy or RetryPolicy.for_reports()
-        self.budget = budget or ShutdownBudget()
-        self.dedupes = False
-        """Whether the server's last register or transcript answer said it stores each
-        (task, seq) once (`X-Message-Dedupe: seq`)."""
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
@@ -250,16 +205,6 @@ class ServerClient:
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
         await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
 
-    def report_deadline(self, *, retry: bool = True) -> float:
-        """How long one terminal report may take in all: its policy's waits plus one request."""
-        waits = self._report_policy.budget() if retry else 0.0
-        return waits + request_budget(self._http)
-
-    def _note_dedupe(self, response: httpx.Response) -> None:
-        # Asked on every register and transcript answer: a server swapped behind the same URL
-        # may stop deduplicating.
-        self.dedupes = response.headers.get(DEDUPE_HEADER, "").strip().lower() == "seq"
-
     def _registered(self, response: httpx.Response) -> RegisterResponse:
         self._note_dedupe(response)
         return RegisterResponse.model_validate(response.json())
@@ -274,88 +219,3 @@ class ServerClient:
             await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
-
-    async def _call(
-        self,
-        endpoint: str,
-        method: str,
-        path: str,
-        parse: Callable[[httpx.Response], T],
-        body: WireModel | dict[str, Any] | None = None,
-        policy: RetryPolicy | None = None,
-        *,
-        resend: bool = True,
-    ) -> T:
-        """One call with retries; `resend=False`: a request that may have reached the server
-        is not sent again (`UnconfirmedError`), only one that surely did not."""
-        policy = policy or self._policy
-        payload = (
-            body.model_dump(mode="json", exclude_none=True) if isinstance(body, WireModel) else body
-        )
-        content = None if payload is None else to_json(payload)
-        headers = None if payload is None else _JSON_HEADERS
-        failures = 0
-        while True:
-            started = time.perf_counter()
-            throttled, retry_after = False, None
-            try:
-                # pydantic-core serialises a 1,000-message batch several times faster than json.
-                response = await self._http.request(method, path, content=content, headers=headers)
-            except httpx.UnsupportedProtocol as exc:  # a bad server URL: no retry helps
-                self._observe(endpoint, "permanent", started, reached=False)
-                raise PermanentServerError(endpoint, describe_transport_error(exc)) from exc
-            except httpx.RequestError as exc:
-                self._observe(endpoint, "transient", started, reached=False)
-                text = describe_transport_error(exc)
-                error: ServerError = (
-                    TransientServerError(endpoint, text)
-                    if resend or isinstance(exc, _UNSENT)
-                    else UnconfirmedError(endpoint, text)
-                )
-            else:
-                if response.is_success:
-                    try:
-                        result = parse(response)
-                    except ValueError as exc:
-                        self._observe(endpoint, "malformed", started, reached=True)
-                        # `from None`: the validation error quotes the body (maybe a token).
-                        raise MalformedResponseError(
-                            endpoint, describe_parse_error(exc), response.status_code
-                        ) from None
-                    self._observe(endpoint, "ok", started, reached=True)
-                    return result
-                error = error_for_response(endpoint, response)
-                if not isinstance(error, TransientServerError):
-                    self._observe(endpoint, "permanent", started, reached=True)
-                    raise error
-                self._observe(endpoint, "transient", started, reached=False)
-                throttled = response.status_code == 429
-                retry_after = response.headers.get("Retry-After")
-                if not resend and response.status_code >= 500:
-                    # A 5xx may come after the handler stored part of the batch.
-                    error = UnconfirmedError(endpoint, error.message, response.status_code)
-            failures += 1
-            delay = policy.delay(failures, throttled=throttled, retry_after=retry_after)
-            if delay is None or isinstance(error, UnconfirmedError):
-                if self.circuit is not None:
-                    self.circuit.record_failure()
-                raise error
-            log.warning(
-                "server %s attempt %d failed (%s); retrying in %.1fs",
-                endpoint,
-                failures,
-                error,
-                delay,
-            )
-            if self._metrics is not None:
-                self._metrics.server_retries.labels(endpoint).inc()
-            await policy.sleep(delay)
-
-    def _observe(self, endpoint: str, outcome: str, started: float, *, reached: bool) -> None:
-        if reached and self.circuit is not None:
-            self.circuit.record_success()
-        if self._metrics is not None:
-            self._metrics.server_requests.labels(endpoint, outcome).inc()
-            self._metrics.server_request_duration.labels(endpoint).observe(
-                time.perf_counter() - started
-            )
