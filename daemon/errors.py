@@ -6,6 +6,7 @@
     ├── TaskTokenError           the claimed task has no task-scoped token: that task fails
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
+        │   └── UnconfirmedError         a transcript batch may have been stored, its answer lost
         ├── PermanentServerError     any other 4xx — never retried
         │   ├── TaskGoneError            404 "task not found": interrupt the agent
         │   └── RuntimeGoneError         404 "runtime not found": register again
@@ -45,6 +46,12 @@ class ServerError(DaemonError):
 
 class TransientServerError(ServerError):
     """The server may succeed later (transport error, 5xx, 408, 429)."""
+
+
+class UnconfirmedError(TransientServerError):
+    """A transcript request may have reached the server, but its answer was lost (a read
+    timeout, a connection dropped after sending, a 5xx), and the server did not say it stores
+    each `seq` once: sending it again could store its messages twice."""
 
 
 class PermanentServerError(ServerError):

@@ -22,6 +22,9 @@ _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14
 _REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
+DROP_REASONS = ("queue_full", "refused", "unconfirmed")
+"""Why transcript messages were given up: the buffer cap while the server was down, the server
+refused that message, or its answer was lost and the server does not deduplicate."""
 
 
 class Metrics:
@@ -82,9 +85,14 @@ class Metrics:
         )
         self.transcript_dropped = Counter(
             f"{p}transcript_messages_dropped",
-            "Transcript messages dropped (buffer cap while the server was down)",
+            "Transcript messages given up, by reason: queue_full (buffer cap while the server "
+            "was down), refused (the server refused that message), unconfirmed (its answer was "
+            "lost, it may be stored, and the server does not deduplicate a re-send)",
+            ["reason"],
             registry=r,
         )
+        for reason in DROP_REASONS:  # shown as 0 before the first drop
+            self.transcript_dropped.labels(reason)
         self.outbox_depth = Gauge(
             f"{p}outbox_depth",
             "Tasks whose report, transcript rest or usage waits in the durable outbox",

@@ -1,33 +1,30 @@
 """The daemon's client of the server protocol (PROTOCOL.md), over an injected httpx client.
 
-Every call retries transient failures per its `RetryPolicy`, maps the rest onto
-daemon/errors.py, records its outcome on the circuit breaker and in the metrics, and turns a 2xx
-body that does not parse into `MalformedResponseError` for that one call. Terminal reports use
-the longer report policy inside a shielded cancel scope with its own deadline, so cancelling the
-caller cannot cut a task's result short; only the shutdown budget (a stopping daemon) shortens
-them, and what then does not get through is kept in the outbox.
+Every call goes through `Caller` (caller.py): retries per its `RetryPolicy`, errors mapped onto
+daemon/errors.py, the circuit breaker and the metrics. Terminal reports use the longer report
+policy inside a shielded cancel scope with its own deadline, so cancelling the caller cannot cut
+a task's result short; only the shutdown budget (a stopping daemon) shortens them, and what then
+does not get through is kept in the outbox. A result the server refuses goes again shorter,
+then as a `fail` saying why.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import quote
 
 import anyio
 import httpx
-from pydantic_core import to_json
 
 from daemon.errors import (
-    MalformedResponseError,
     PermanentServerError,
     ServerError,
     TransientServerError,
 )
-from daemon.ops.metrics import Metrics
-from daemon.protocol.circuit import CircuitBreaker
+from daemon.logs import short_id
+from daemon.protocol.caller import Caller
 from daemon.protocol.models import (
     ClaimRequest,
     DeregisterRequest,
@@ -49,46 +46,23 @@ from daemon.protocol.models import (
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
-    describe_parse_error,
-    describe_transport_error,
-    error_for_response,
     ignore_body,
     parse_claim,
     parse_model,
     parse_workspaces,
-    request_budget,
+    refuses_task,
     task_path,
 )
 from daemon.protocol.wire import make_http_client as make_http_client
-from daemon.shutdown import REPORT_CALL, ShutdownBudget
+from daemon.shutdown import REPORT_CALL
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-
 _SINGLE_TRY = RetryPolicy.never()
-_JSON_HEADERS = {"Content-Type": "application/json"}
 
 
-class ServerClient:
+class ServerClient(Caller):
     """Calls the server's daemon endpoints with retries, error mapping and metrics."""
-
-    def __init__(
-        self,
-        http: httpx.AsyncClient,
-        *,
-        metrics: Metrics | None = None,
-        circuit: CircuitBreaker | None = None,
-        policy: RetryPolicy | None = None,
-        report_policy: RetryPolicy | None = None,
-        budget: ShutdownBudget | None = None,
-    ) -> None:
-        self._http = http
-        self._metrics = metrics
-        self.circuit = circuit
-        self._policy = policy or RetryPolicy()
-        self._report_policy = report_policy or RetryPolicy.for_reports()
-        self.budget = budget or ShutdownBudget()
 
     async def workspaces(self) -> list[Workspace]:
         """The workspaces this daemon's token serves."""
@@ -112,9 +86,7 @@ class ServerClient:
             cli_version=cli_version,
             runtimes=list(runtimes),
         )
-        return await self._call(
-            "register", "POST", "/api/daemon/register", parse_model(RegisterResponse), body
-        )
+        return await self._call("register", "POST", "/api/daemon/register", self._registered, body)
 
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
@@ -160,7 +132,9 @@ class ServerClient:
     ) -> None:
         """Append a batch of transcript messages (models, or dicts already in wire shape).
 
-        `retry=False` tries once (the outbox re-sends on its own schedule).
+        `retry=False` tries once (the outbox re-sends on its own schedule). A batch that may
+        have been stored but whose answer was lost is sent again only to a server that said it
+        stores each (task, seq) once (`dedupes`); otherwise that is `UnconfirmedError`.
         """
         # The transcript hands in plain dicts on its hot path; validating 1,000 of them again
         # per batch would cost more than draining them did.
@@ -170,7 +144,10 @@ class ServerClient:
         ]
         policy = None if retry else _SINGLE_TRY
         path = task_path(task_id, "messages")
-        await self._call("messages", "POST", path, ignore_body, {"messages": wire}, policy)
+        body = {"messages": wire}
+        await self._call(
+            "messages", "POST", path, self._note_dedupe, body, policy, resend=self.dedupes
+        )
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
@@ -197,11 +174,28 @@ class ServerClient:
         policy = self._report_policy if retry else _SINGLE_TRY
         deadline = self.report_deadline(retry=retry)
         endpoint = report.kind
-        path = task_path(task_id, report.endpoint)
         scope = anyio.CancelScope(deadline=anyio.current_time() + deadline, shield=True)
         with scope, self.budget.bounding(scope, REPORT_CALL):
-            await self._call(endpoint, "POST", path, ignore_body, report.body(), policy)
-            return
+            while True:
+                path = task_path(task_id, report.endpoint)
+                try:
+                    await self._call(report.kind, "POST", path, ignore_body, report.body(), policy)
+                    return
+                except PermanentServerError as exc:
+                    # A refused result must not leave the task running forever: it goes again
+                    # shorter, then as a failure saying why. A task gone or a token refused
+                    # would refuse any report.
+                    instead = None if refuses_task(exc) else report.after_refusal(exc.message)
+                    if instead is None:
+                        raise
+                    log.error(
+                        "task %s: server refused the %s (%s); sending a %s instead",
+                        short_id(task_id),
+                        report.kind,
+                        exc,
+                        "shorter one" if instead.kind == report.kind else instead.kind,
+                    )
+                    report = instead
         if self.circuit is not None:
             self.circuit.record_failure()
         raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")
@@ -211,10 +205,9 @@ class ServerClient:
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
         await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
 
-    def report_deadline(self, *, retry: bool = True) -> float:
-        """How long one terminal report may take in all: its policy's waits plus one request."""
-        waits = self._report_policy.budget() if retry else 0.0
-        return waits + request_budget(self._http)
+    def _registered(self, response: httpx.Response) -> RegisterResponse:
+        self._note_dedupe(response)
+        return RegisterResponse.model_validate(response.json())
 
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(
@@ -226,76 +219,3 @@ class ServerClient:
             await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
-
-    async def _call(
-        self,
-        endpoint: str,
-        method: str,
-        path: str,
-        parse: Callable[[httpx.Response], T],
-        body: WireModel | dict[str, Any] | None = None,
-        policy: RetryPolicy | None = None,
-    ) -> T:
-        policy = policy or self._policy
-        payload = (
-            body.model_dump(mode="json", exclude_none=True) if isinstance(body, WireModel) else body
-        )
-        content = None if payload is None else to_json(payload)
-        headers = None if payload is None else _JSON_HEADERS
-        failures = 0
-        while True:
-            started = time.perf_counter()
-            throttled, retry_after = False, None
-            try:
-                # pydantic-core serialises a 1,000-message batch several times faster than json.
-                response = await self._http.request(method, path, content=content, headers=headers)
-            except httpx.UnsupportedProtocol as exc:  # a bad server URL: no retry helps
-                self._observe(endpoint, "permanent", started, reached=False)
-                raise PermanentServerError(endpoint, describe_transport_error(exc)) from exc
-            except httpx.RequestError as exc:
-                self._observe(endpoint, "transient", started, reached=False)
-                error: ServerError = TransientServerError(endpoint, describe_transport_error(exc))
-            else:
-                if response.is_success:
-                    try:
-                        result = parse(response)
-                    except ValueError as exc:
-                        self._observe(endpoint, "malformed", started, reached=True)
-                        # `from None`: the validation error quotes the body (maybe a token).
-                        raise MalformedResponseError(
-                            endpoint, describe_parse_error(exc), response.status_code
-                        ) from None
-                    self._observe(endpoint, "ok", started, reached=True)
-                    return result
-                error = error_for_response(endpoint, response)
-                if not isinstance(error, TransientServerError):
-                    self._observe(endpoint, "permanent", started, reached=True)
-                    raise error
-                self._observe(endpoint, "transient", started, reached=False)
-                throttled = response.status_code == 429
-                retry_after = response.headers.get("Retry-After")
-            failures += 1
-            delay = policy.delay(failures, throttled=throttled, retry_after=retry_after)
-            if delay is None:
-                if self.circuit is not None:
-                    self.circuit.record_failure()
-                raise error
-            log.warning(
-                "server %s attempt %d failed (%s); retrying in %.1fs",
-                endpoint,
-                failures,
-                error,
-                delay,
-            )
-            if self._metrics is not None:
-                self._metrics.server_retries.labels(endpoint).inc()
-            await policy.sleep(delay)
-
-    def _observe(self, endpoint: str, outcome: str, started: float, *, reached: bool) -> None:
-        if reached and self.circuit is not None:
-            self.circuit.record_success()
-        if self._metrics is not None:
-            self._metrics.server_requests.labels(endpoint, outcome).inc()
-            self._metrics.server_request_duration.labels(endpoint).observe(
-                time.perf_counter() - started
-            )

@@ -10,9 +10,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from backends.base import Usage
+from daemon.protocol.limits import (
+    ERROR_CAP,
+    NAME_CAP,
+    RESULT_CAP,
+    SHORT_ERROR,
+    SHORT_RESULT,
+    fit,
+)
 
 
 def _empty_text(value: Any) -> Any:
@@ -272,10 +280,10 @@ class TerminalReport(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: ReportKind
-    output: str = ""
-    error: str = ""
+    output: Annotated[str, AfterValidator(lambda text: fit(text, RESULT_CAP))] = ""
+    error: Annotated[str, AfterValidator(lambda text: fit(text, ERROR_CAP))] = ""
     failure_reason: str = ""
-    session_id: str = ""
+    session_id: Annotated[str, AfterValidator(lambda text: fit(text, NAME_CAP))] = ""
     work_dir: str = ""
 
     @property
@@ -286,6 +294,23 @@ class TerminalReport(BaseModel):
     def body(self) -> dict[str, str]:
         """The request body of this kind's endpoint."""
         return self.model_dump(include=_BODY_FIELDS[self.kind])
+
+    def after_refusal(self, why: str) -> TerminalReport | None:
+        """What to send once the server refused this report for `why` (not a gone task): a
+        result cut to `SHORT_RESULT`, then a `fail` saying why; an error cut to `SHORT_ERROR`;
+        None when nothing shorter is left to try."""
+        if self.kind == "complete":
+            shorter = fit(self.output, SHORT_RESULT)
+            if shorter != self.output:
+                return self.model_copy(update={"output": shorter})
+            return TerminalReport(
+                kind="fail",
+                error=f"the server refused the task's result: {why}",
+                session_id=self.session_id,
+                work_dir=self.work_dir,
+            )
+        shorter = fit(self.error, SHORT_ERROR)
+        return self.model_copy(update={"error": shorter}) if shorter != self.error else None
 
 
 class DeregisterRequest(WireModel):

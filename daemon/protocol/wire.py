@@ -86,6 +86,13 @@ def error_for_response(endpoint: str, response: httpx.Response) -> ServerError:
     return PermanentServerError(endpoint, text, status)
 
 
+def refuses_task(exc: ServerError) -> bool:
+    """Whether the server refuses anything about this task: it is gone (404, 410), or the
+    daemon's token is refused (401) or not the task's holder (403). Any other 4xx (400, 413,
+    422, ...) is about what the request held."""
+    return isinstance(exc, TaskGoneError) or exc.status in (401, 403, 404, 410)
+
+
 def error_text(response: httpx.Response) -> str:
     """The server's `{"error": ...}` text, else the start of the body, else the reason."""
     text = ""

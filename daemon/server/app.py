@@ -144,8 +144,11 @@ class _Routes:
             body.workspace_id,
             ", ".join(r["provider"] for r in runtimes) or "no runtimes",
         )
+        # Said here too, so a daemon knows before its first transcript batch that re-sending
+        # one whose answer was lost is safe.
         return JSONResponse(
-            {"runtimes": runtimes, "daemon_id": body.daemon_id, "workspace_id": body.workspace_id}
+            {"runtimes": runtimes, "daemon_id": body.daemon_id, "workspace_id": body.workspace_id},
+            headers={DEDUPE_HEADER: "seq"},
         )
 
     # register, recover-orphans, heartbeat: Multica's DaemonRegister, RecoverOrphanedTasks and

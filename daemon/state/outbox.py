@@ -7,9 +7,10 @@ Files are re-sent in the background and at the next start until the server answe
 permanent 4xx for each part. The parts go in the order the server would have seen them live —
 transcript, usage, terminal report — and each is forgotten as soon as it is delivered, so a
 re-send never repeats a part the server already took (transcript messages keep their `seq`, and
-the server stores each `(task, seq)` once anyway). A report that cannot be written (a full
-disk, a read-only file system) is held in memory instead, counted in the depth, and sent or
-written at the next round; only a daemon that also stops before either loses it.
+a batch that may have been stored is sent again only to a server that stores each seq once).
+A report that cannot be written (a full disk, a read-only file system) is held in memory
+instead, counted in the depth, and sent or written at the next round; only a daemon that also
+stops before either loses it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable
-from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,10 @@ from daemon.files import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
+from daemon.protocol.batches import batch_end, send_batch, wire_size
 from daemon.protocol.models import TerminalReport, UsageEntry
 
 log = logging.getLogger(__name__)
-
-MESSAGE_BATCH = 1000
-"""Transcript messages per request when the outbox re-sends a task's transcript."""
 
 FORMAT = 2
 """Version of the outbox file. Version 1 (no `format` key) kept the call as `kind` + `body`."""
@@ -77,9 +75,10 @@ class Delivery:
     cut short by a deadline or cancellation still says exactly what remains for the outbox.
     """
 
-    def __init__(self, leftover: Leftover) -> None:
+    def __init__(self, leftover: Leftover, metrics: Metrics | None = None) -> None:
         self.left = leftover
         self.error: Exception | None = None
+        self._metrics = metrics
 
     async def send(self, client: TaskServer, *, retry: bool = True) -> Leftover:
         """Try every part once through `client` (with its retries unless `retry=False`).
@@ -89,12 +88,15 @@ class Delivery:
         """
         task_id = self.left.task_id
         while self.left.messages:
-            batch = list(islice(self.left.messages, MESSAGE_BATCH))
-            sent = await self._part("transcript", client.send_messages(task_id, batch, retry=retry))
-            if sent == "failed":
-                break
-            rest = self.left.messages[len(batch) :] if sent == "delivered" else ()
+            # Sized to fit the server, split where it refuses, never re-sent unconfirmed to a
+            # server that does not deduplicate (daemon/protocol/batches.py).
+            batch = self.left.messages[: batch_end(map(wire_size, self.left.messages))]
+            sent = await send_batch(client, task_id, batch, self._metrics, retry=retry)
+            rest = () if sent.gone else self.left.messages[sent.handled :]
             self.left = self.left.model_copy(update={"messages": rest})
+            if sent.error is not None:
+                self.error = sent.error
+                break
         if self.left.usage:
             call = client.report_usage(task_id, self.left.usage, retry=retry)
             if await self._part("usage", call) != "failed":
@@ -193,7 +195,7 @@ class Outbox:
     async def flush(self, client: TaskServer) -> int:
         """Try each stored report once; return how many are still waiting."""
         for report in self.reports():
-            delivery = Delivery(report)
+            delivery = Delivery(report, self._metrics)
             try:
                 left = await delivery.send(client, retry=False)
             finally:

@@ -38,6 +38,7 @@ class Reporter:
         self._client = client
         self._outbox = outbox
         self._budget = budget
+        self._metrics = metrics
         self.transcript = Transcript(client, task_id, metrics, budget=budget)
         self.id = short_id(task_id)
 
@@ -60,7 +61,7 @@ class Reporter:
             messages=tuple(self.transcript.pending()),
             usage=outcome.usage,
         )
-        delivery = Delivery(leftover)
+        delivery = Delivery(leftover, self._metrics)
         # Once the daemon is stopping, the report gets a short allowance and a single try.
         stopping = self._budget.stopping
         with anyio.CancelScope() as scope, self._budget.bounding(scope, REPORT):

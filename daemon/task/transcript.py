@@ -1,11 +1,14 @@
-"""A task's live transcript: numbered, cleaned, batched to the server, kept while it is down.
+"""A task's live transcript: numbered, cleaned, capped, batched to the server, kept while it is
+down.
 
-Messages get increasing `seq` numbers as they arrive. Every `interval` (500 ms) and at the end
-the unsent ones go out in batches. A batch that fails transiently stays queued and is re-sent
-with the same `seq` numbers, so a server blip loses nothing and the server's once-per-`(task,
-seq)` storage removes duplicates. While the server is down the queue is capped in messages and
-bytes; past the cap the oldest are dropped and counted. What is still unsent when the run ends
-(`pending()`) goes into the durable outbox with the task's terminal report.
+Messages get increasing `seq` numbers as they arrive; every field is cut to its cap
+(daemon/protocol/limits.py). Every `interval` (500 ms) and at the end the unsent ones go out in
+batches sized by count and bytes (daemon/protocol/batches.py). A batch that fails transiently
+stays queued and is re-sent with the same `seq` numbers — by the client only where the server
+stores each `(task, seq)` once, or where the request surely never reached it. A message the
+server refuses is dropped alone and counted. While the server is down the queue is capped in
+messages and bytes; past the cap the oldest are dropped and counted. What is still unsent when
+the run ends (`pending()`) goes into the durable outbox with the task's terminal report.
 """
 
 from __future__ import annotations
@@ -18,16 +21,31 @@ from typing import Any
 import anyio
 
 from backends.base import Message, MessageType
-from daemon.errors import PermanentServerError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
+from daemon.protocol.batches import (
+    BATCH_MESSAGES,
+    ENTRY_OVERHEAD,
+    QUEUE_FULL,
+    batch_end,
+    send_batch,
+)
+from daemon.protocol.limits import (
+    CONTENT_CAP,
+    NAME_CAP,
+    TOOL_OUTPUT_CAP,
+    bounded_input,
+    cap,
+    clean,
+)
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
 
 log = logging.getLogger(__name__)
 
-TOOL_OUTPUT_CAP = 8 * 1024
+__all__ = ["CLOSE_RETRY", "TOOL_OUTPUT_CAP", "Transcript"]
+
 CLOSE_RETRY = RetryPolicy((1.0,), max_tries=0, growth=1.0, jitter=0.0)
 """The final flush tries again every second until its deadline."""
 _SENT_TYPES = frozenset(
@@ -41,30 +59,6 @@ _SENT_TYPES = frozenset(
 )
 
 
-def clean(text: str) -> str:
-    """Drop NUL bytes and lone surrogates, which JSON decoding can let through."""
-    if "\x00" in text:
-        text = text.replace("\x00", "")
-    if text.isascii():  # the common case, and it cannot hold a surrogate
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-    return text
-
-
-def cap(text: str, limit: int = TOOL_OUTPUT_CAP) -> str:
-    """Cut `text` to at most `limit` UTF-8 bytes, saying how much was cut."""
-    if len(text) * 4 <= limit:  # no UTF-8 character is longer than 4 bytes
-        return text
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    kept = data[:limit].decode("utf-8", "ignore")
-    return f"{kept}\n… [{len(data) - limit} more bytes not sent]"
-
-
 class Transcript:
     """Numbers, cleans and batches one task's messages to the server."""
 
@@ -76,7 +70,7 @@ class Transcript:
         *,
         budget: ShutdownBudget | None = None,
         interval: float = 0.5,
-        batch_size: int = 1000,
+        batch_size: int = BATCH_MESSAGES,
         max_messages: int = 100_000,
         max_bytes: int = 64 * 1024 * 1024,
     ) -> None:
@@ -102,28 +96,38 @@ class Transcript:
         """Queue one message if it belongs in the transcript (status and log do not)."""
         if message.type not in _SENT_TYPES or self.gone:
             return
-        output = cap(clean(message.output)) if message.output else ""
+        output = clean(message.output) if message.output else ""
         content = clean(message.content) if message.content else ""
+        tool = message.tool
+        # Length checks first (no UTF-8 character is over 4 bytes): this is the drain's hot
+        # path, and nearly every message is far below its caps.
+        if len(output) * 4 > TOOL_OUTPUT_CAP:
+            output = cap(output, TOOL_OUTPUT_CAP)
+        if len(content) * 4 > CONTENT_CAP:
+            content = cap(content, CONTENT_CAP)
+        if len(tool) * 4 > NAME_CAP:
+            tool = cap(tool, NAME_CAP)
         # A plain dict in the wire shape of `TranscriptMessage`: building a model per message
         # costs more than the rest of the drain loop together.
         entry: dict[str, Any] = {
             "seq": self._next_seq,
             "type": message.type.value,
-            "tool": message.tool,
+            "tool": tool,
             "content": content,
             "output": output,
         }
+        size = len(content) + len(output) + ENTRY_OVERHEAD
         if message.input is not None:
-            entry["input"] = dict(message.input)
+            entry["input"], input_bytes = bounded_input(message.input)
+            size += input_bytes
         self._next_seq += 1
-        size = len(content) + len(output) + 64
         self._queue.append((entry, size))
         self._queued_bytes += size
         while len(self._queue) > self._max_messages or self._queued_bytes > self._max_bytes:
             _, dropped_size = self._queue.popleft()
             self._queued_bytes -= dropped_size
             self.dropped += 1
-            self._metrics.transcript_dropped.inc()
+            self._metrics.transcript_dropped.labels(QUEUE_FULL).inc()
 
     async def keep_up(self) -> None:
         """Backpressure: while the server takes batches, never let the queue outgrow them.
@@ -154,35 +158,37 @@ class Transcript:
         """Send everything queued; False if something is still unsent (server trouble)."""
         async with self._lock:
             while self._queue and not self.gone:
-                batch = [entry for entry, _ in islice(self._queue, self._batch_size)]
-                try:
-                    await self._client.send_messages(self._task_id, batch)
-                except PermanentServerError as exc:
-                    # The server refuses this task's transcript for good (task gone, 4xx):
-                    # keeping it would only grow memory.
-                    log.warning("transcript %s refused: %s", short_id(self._task_id), exc)
+                count = batch_end((size for _, size in self._queue), self._batch_size)
+                batch = [entry for entry, _ in islice(self._queue, count)]
+                sent = await send_batch(self._client, self._task_id, batch, self._metrics)
+                if sent.handled:
+                    self._forget(through=batch[sent.handled - 1]["seq"])
+                if sent.gone is not None:
+                    # The task is gone or no longer ours: keeping its transcript would only
+                    # grow memory.
                     self.gone = True
                     self._queue.clear()
                     self._queued_bytes = 0
                     return False
-                except ServerError as exc:
-                    self._failing = True
+                self._failing = sent.error is not None
+                if sent.error is not None:
                     log.info(
                         "transcript %s: %d messages kept for retry: %s",
                         short_id(self._task_id),
                         len(self._queue),
-                        exc,
+                        sent.error,
                     )
                     return False
-                self._failing = False
-                # By `seq`, not by count: while the batch was on its way the cap may have
-                # dropped some of its oldest entries, and the newer ones behind must stay.
-                last = batch[-1]["seq"]
-                while self._queue and self._queue[0][0]["seq"] <= last:
-                    _, size = self._queue.popleft()
-                    self._queued_bytes -= size
-                    self.sent += 1
             return not self._queue
+
+    def _forget(self, through: int) -> None:
+        """Forget the messages up to `seq` `through`, which the server took or were given up."""
+        # By `seq`, not by count: while the batch was on its way the cap may have dropped
+        # some of its oldest entries, and the newer ones behind must stay.
+        while self._queue and self._queue[0][0]["seq"] <= through:
+            _, size = self._queue.popleft()
+            self._queued_bytes -= size
+            self.sent += 1
 
     async def close(self, within: float) -> None:
         """Final flush at the end of a run, retried for `within` seconds, shielded.

@@ -5,13 +5,14 @@
         await proxy.set_mode("500")      # every request answered 500 by the proxy
         await proxy.set_mode("429")      # 429 with `Retry-After: 1`
         await proxy.set_mode("reset")    # the connection is reset mid-request
+        await proxy.set_mode("cut")      # forwarded to the server, then reset: answer lost
         await proxy.set_mode("down")     # nothing listens: connects are refused
         await proxy.set_mode("pass")     # listening again on the same port, passing through
         await proxy.set_mode("500", only={"complete"})   # fail only these endpoints
 
-Only `pass` forwards anything to the server: a failure the proxy makes up never reaches it, so
-the server's own counters (e.g. terminal reports per task) show exactly what the daemon
-delivered. Going `down` lets requests already being forwarded finish, then closes every other
+Only `pass` and `cut` forward anything to the server: a failure the proxy makes up never
+reaches it, so the server's own counters (e.g. terminal reports per task) show exactly what the
+daemon delivered. Going `down` lets requests already being forwarded finish, then closes every other
 connection; requests are recorded per endpoint and mode in `seen` (a refused connect cannot be).
 """
 
@@ -30,8 +31,8 @@ import httpx
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-Mode = Literal["pass", "500", "429", "reset", "down"]
-MODES: tuple[Mode, ...] = ("pass", "500", "429", "reset", "down")
+Mode = Literal["pass", "500", "429", "reset", "down", "cut"]
+MODES: tuple[Mode, ...] = ("pass", "500", "429", "reset", "down", "cut")
 _MAX_HEAD = 64 * 1024
 _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "content-encoding"}
@@ -200,6 +201,11 @@ class ChaosProxy:
             except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError):
                 return
             self.seen.append(Seen(time.monotonic(), mode, method, target, body))
+            if mode == "cut":
+                # The server acts on the request; its answer is lost with the connection.
+                await self._forward(method, target, headers, body)
+                _reset(conn.stream)
+                return
             if mode == "pass":
                 reply = await self._forward(method, target, headers, body)
             else:

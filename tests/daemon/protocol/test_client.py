@@ -582,6 +582,7 @@ async def test_metrics_count_requests_retries_and_latency() -> None:
     h.router.post("/api/daemon/tasks/task-abc123/start").mock(
         return_value=httpx.Response(422, json={"error": "bad"})
     )
+    h.client.dedupes = True  # a server that stores each seq once: the 500 is retried
     await h.client.send_messages("task-abc123", [TranscriptMessage(seq=1, type="text")])
     with pytest.raises(PermanentServerError):
         await h.client.start_task("task-abc123")

@@ -18,6 +18,7 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.state.outbox import Leftover, Outbox
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
+from tests.fakes.multica_server import multica_server
 from tests.helpers import TOKEN, embedded_server, eventually, running_daemon, server_client
 
 pytestmark = pytest.mark.anyio
@@ -277,3 +278,47 @@ def test_files_carry_their_format_version(tmp_path: Path) -> None:
     outbox = Outbox(tmp_path / "outbox", Metrics())
     outbox.put(complete("t-1"))
     assert stored(outbox)["t-1.json"]["format"] == 2
+
+
+def dropped(metrics: Metrics, reason: str) -> float | None:
+    name = "agent_daemon_transcript_messages_dropped_total"
+    return metrics.registry.get_sample_value(name, {"reason": reason})
+
+
+async def test_a_message_the_server_refuses_costs_only_itself(tmp_path: Path) -> None:
+    """A leftover transcript holding one message the real server refuses (a seq past SQLite's
+    range: 400): the rest is stored, the report delivered, the refusal counted."""
+    metrics = Metrics()
+    outbox = Outbox(tmp_path / "outbox", metrics)
+    messages = [{"seq": i, "type": "text", "content": f"m{i}"} for i in range(1, 11)]
+    messages.insert(4, {"seq": 2**63, "type": "text", "content": "poison"})
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        client_for(url) as client,
+        server_client(url) as direct,
+    ):
+        api = TasksApi(direct)
+        task_id = await claimed_task(api, client)
+        outbox.put(complete(task_id, messages=tuple(messages)))
+        assert await outbox.flush(client) == 0
+        task = await api.get_task(task_id)
+        transcript = await api.messages(task_id)
+    assert [m["seq"] for m in transcript] == list(range(1, 11))
+    assert task["status"] == "completed"
+    assert dropped(metrics, "refused") == 1
+
+
+async def test_a_leftover_batch_whose_answer_is_lost_is_not_sent_twice(tmp_path: Path) -> None:
+    """Against a server that stores duplicates (Multica), a leftover batch whose answer was
+    lost is given up and counted, never re-sent: each seq is stored once."""
+    metrics = Metrics()
+    outbox = Outbox(tmp_path / "outbox", metrics)
+    messages = tuple({"seq": i, "type": "text", "content": f"m{i}"} for i in range(1, 6))
+    async with multica_server() as fake, client_for(fake.url) as client:
+        task_id = fake.queue_issue("issue-1")
+        outbox.put(complete(task_id, messages=messages))
+        fake.drop_answers("messages", 1)
+        assert await outbox.flush(client) == 0
+        rows = fake.messages_of(task_id)
+    assert [m["seq"] for m in rows] == [1, 2, 3, 4, 5]
+    assert dropped(metrics, "unconfirmed") == 5

@@ -10,8 +10,9 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType
-from daemon.errors import ServerError, TaskGoneError, TransientServerError
+from daemon.errors import PermanentServerError, ServerError, TaskGoneError, TransientServerError
 from daemon.ops.metrics import Metrics
+from daemon.protocol.limits import BATCH_BYTES, CONTENT_CAP
 from daemon.shutdown import ShutdownBudget
 from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript
 
@@ -49,6 +50,11 @@ def text(content: str) -> Message:
 
 def transcript(server: FakeServer, metrics: Metrics | None = None, **options: Any) -> Transcript:
     return Transcript(server, "task-1", metrics or Metrics(), **options)
+
+
+def dropped(metrics: Metrics, reason: str) -> float | None:
+    name = "agent_daemon_transcript_messages_dropped_total"
+    return metrics.registry.get_sample_value(name, {"reason": reason})
 
 
 def down() -> TransientServerError:
@@ -100,7 +106,7 @@ async def test_cap_in_messages_drops_the_oldest_and_counts_them() -> None:
         t.add(text(f"m{i}"))
     assert [m["seq"] for m in t.pending()] == [4, 5, 6, 7, 8]
     assert t.dropped == 3
-    assert metrics.registry.get_sample_value("agent_daemon_transcript_messages_dropped_total") == 3
+    assert dropped(metrics, "queue_full") == 3
 
 
 async def test_cap_in_bytes_drops_the_oldest() -> None:
@@ -208,3 +214,43 @@ async def test_tool_output_is_capped_and_nul_bytes_removed() -> None:
     assert output.startswith("x" * TOOL_OUTPUT_CAP)
     assert output.endswith(f"[{20_000 - TOOL_OUTPUT_CAP} more bytes not sent]")
     assert content == "ab"
+
+
+class PickyServer(FakeServer):
+    """Refuses (400) every batch that holds the text `poison`, as a server refuses a body."""
+
+    async def send_messages(
+        self, task_id: str, batch: Sequence[dict[str, Any]], *, retry: bool = True
+    ) -> None:
+        if any(m["content"] == "poison" for m in batch):
+            self.attempts.append([dict(m) for m in batch])
+            raise PermanentServerError("messages", "content: invalid", 400)
+        await super().send_messages(task_id, batch, retry=retry)
+
+
+async def test_a_refused_message_is_dropped_alone_and_the_transcript_goes_on() -> None:
+    """A 400 for one message costs that message only (counted as `refused`); the messages
+    around it and after it are stored."""
+    metrics = Metrics()
+    server = PickyServer()
+    t = transcript(server, metrics)
+    for word in ("a", "b", "poison", "c"):
+        t.add(text(word))
+    assert await t.flush()
+    t.add(text("d"))
+    assert await t.flush()
+    assert server.seqs() == [1, 2, 4, 5]
+    assert not t.gone
+    assert dropped(metrics, "refused") == 1
+
+
+async def test_long_text_is_capped_and_batches_fit_the_byte_budget() -> None:
+    """Text past its cap is cut with a marker; megabyte messages go a few per request."""
+    server = FakeServer()
+    t = transcript(server)
+    for _ in range(10):
+        t.add(text("x" * CONTENT_CAP))
+    t.add(text("y" * (CONTENT_CAP + 5)))
+    assert await t.flush()
+    assert server.stored[-1]["content"].endswith("[5 more bytes not sent]")
+    assert max(len(a) for a in server.attempts) <= BATCH_BYTES // CONTENT_CAP

@@ -1,0 +1,171 @@
+"""How the daemon makes one server call: retries per policy, errors mapped onto daemon/errors.py,
+the outcome recorded on the circuit breaker and in the metrics, and a 2xx body that does not
+parse turned into `MalformedResponseError` for that one call (the endpoints: client.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import httpx
+from pydantic_core import to_json
+
+from daemon.errors import (
+    MalformedResponseError,
+    PermanentServerError,
+    ServerError,
+    TransientServerError,
+    UnconfirmedError,
+)
+from daemon.ops.metrics import Metrics
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.models import WireModel
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.wire import (
+    DEDUPE_HEADER,
+    describe_parse_error,
+    describe_transport_error,
+    error_for_response,
+    request_budget,
+)
+from daemon.shutdown import ShutdownBudget
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_JSON_HEADERS = {"Content-Type": "application/json"}
+# Failures that leave no doubt the server never read the whole request: no connection, or the
+# request not fully written. Any other transport error (a read timeout, a connection dropped
+# while waiting for the answer) may come after the server acted on it.
+_UNSENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.WriteError,
+    httpx.WriteTimeout,
+    httpx.LocalProtocolError,
+    httpx.ProxyError,
+)
+
+
+class Caller:
+    """Makes calls to the server with retries, error mapping, circuit and metrics."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        metrics: Metrics | None = None,
+        circuit: CircuitBreaker | None = None,
+        policy: RetryPolicy | None = None,
+        report_policy: RetryPolicy | None = None,
+        budget: ShutdownBudget | None = None,
+    ) -> None:
+        self._http = http
+        self._metrics = metrics
+        self.circuit = circuit
+        self._policy = policy or RetryPolicy()
+        self._report_policy = report_policy or RetryPolicy.for_reports()
+        self.budget = budget or ShutdownBudget()
+        self.dedupes = False
+        """Whether the server's last register or transcript answer said it stores each
+        (task, seq) once (`X-Message-Dedupe: seq`)."""
+
+    def report_deadline(self, *, retry: bool = True) -> float:
+        """How long one terminal report may take in all: its policy's waits plus one request."""
+        waits = self._report_policy.budget() if retry else 0.0
+        return waits + request_budget(self._http)
+
+    def _note_dedupe(self, response: httpx.Response) -> None:
+        # Asked on every register and transcript answer: a server swapped behind the same URL
+        # may stop deduplicating.
+        self.dedupes = response.headers.get(DEDUPE_HEADER, "").strip().lower() == "seq"
+
+    async def _call(
+        self,
+        endpoint: str,
+        method: str,
+        path: str,
+        parse: Callable[[httpx.Response], T],
+        body: WireModel | dict[str, Any] | None = None,
+        policy: RetryPolicy | None = None,
+        *,
+        resend: bool = True,
+    ) -> T:
+        """One call with retries; `resend=False`: a request that may have reached the server
+        is not sent again (`UnconfirmedError`), only one that surely did not."""
+        policy = policy or self._policy
+        payload = (
+            body.model_dump(mode="json", exclude_none=True) if isinstance(body, WireModel) else body
+        )
+        content = None if payload is None else to_json(payload)
+        headers = None if payload is None else _JSON_HEADERS
+        failures = 0
+        while True:
+            started = time.perf_counter()
+            throttled, retry_after = False, None
+            try:
+                # pydantic-core serialises a 1,000-message batch several times faster than json.
+                response = await self._http.request(method, path, content=content, headers=headers)
+            except httpx.UnsupportedProtocol as exc:  # a bad server URL: no retry helps
+                self._observe(endpoint, "permanent", started, reached=False)
+                raise PermanentServerError(endpoint, describe_transport_error(exc)) from exc
+            except httpx.RequestError as exc:
+                self._observe(endpoint, "transient", started, reached=False)
+                text = describe_transport_error(exc)
+                error: ServerError = (
+                    TransientServerError(endpoint, text)
+                    if resend or isinstance(exc, _UNSENT)
+                    else UnconfirmedError(endpoint, text)
+                )
+            else:
+                if response.is_success:
+                    try:
+                        result = parse(response)
+                    except ValueError as exc:
+                        self._observe(endpoint, "malformed", started, reached=True)
+                        # `from None`: the validation error quotes the body (maybe a token).
+                        raise MalformedResponseError(
+                            endpoint, describe_parse_error(exc), response.status_code
+                        ) from None
+                    self._observe(endpoint, "ok", started, reached=True)
+                    return result
+                error = error_for_response(endpoint, response)
+                if not isinstance(error, TransientServerError):
+                    self._observe(endpoint, "permanent", started, reached=True)
+                    raise error
+                self._observe(endpoint, "transient", started, reached=False)
+                throttled = response.status_code == 429
+                retry_after = response.headers.get("Retry-After")
+                if not resend and response.status_code >= 500:
+                    # A 5xx may come after the handler stored part of the batch.
+                    error = UnconfirmedError(endpoint, error.message, response.status_code)
+            failures += 1
+            delay = policy.delay(failures, throttled=throttled, retry_after=retry_after)
+            if delay is None or isinstance(error, UnconfirmedError):
+                if self.circuit is not None:
+                    self.circuit.record_failure()
+                raise error
+            log.warning(
+                "server %s attempt %d failed (%s); retrying in %.1fs",
+                endpoint,
+                failures,
+                error,
+                delay,
+            )
+            if self._metrics is not None:
+                self._metrics.server_retries.labels(endpoint).inc()
+            await policy.sleep(delay)
+
+    def _observe(self, endpoint: str, outcome: str, started: float, *, reached: bool) -> None:
+        if reached and self.circuit is not None:
+            self.circuit.record_success()
+        if self._metrics is not None:
+            self._metrics.server_requests.labels(endpoint, outcome).inc()
+            self._metrics.server_request_duration.labels(endpoint).observe(
+                time.perf_counter() - started
+            )
