@@ -113,8 +113,12 @@ def _reason(doc: Mapping[str, Any], code: int) -> str:
 
 def render(doc: Mapping[str, Any]) -> str:
     """The /health document as a few summary lines and a table of running tasks."""
-    agents = ", ".join(f"{a.get('name')} {a.get('version')}" for a in doc.get("agents") or [])
-    workspaces = ", ".join(str(w.get("name") or w.get("id")) for w in doc.get("workspaces") or [])
+    versions = doc.get("agent_versions") or {}
+    agents = ", ".join(f"{a} {versions.get(a, '?')}" for a in doc.get("agents") or [])
+    workspaces = ", ".join(
+        f"{w.get('name') or w.get('id')} ({len(w.get('runtimes') or [])} runtimes)"
+        for w in doc.get("workspaces") or []
+    )
     lines = [
         f"agent-daemon {doc.get('cli_version', '?')}  {doc.get('status', '?')}  "
         f"pid {doc.get('pid', '?')}  up {doc.get('uptime', '?')}",

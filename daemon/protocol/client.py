@@ -65,6 +65,7 @@ from daemon.shutdown import REPORT_CALL, ShutdownBudget
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+Parse = Callable[[httpx.Response], T]
 
 _SINGLE_TRY = RetryPolicy.never()
 _JSON_HEADERS = {"Content-Type": "application/json"}
@@ -119,24 +120,18 @@ class ServerClient:
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
         path = f"/api/daemon/runtimes/{quote(runtime_id, safe='')}/recover-orphans"
-        return await self._call(
-            "recover_orphans", "POST", path, parse_model(RecoverOrphansResponse), {}
-        )
+        parse = parse_model(RecoverOrphansResponse)
+        return await self._call("recover_orphans", "POST", path, parse, {})
 
     async def heartbeat(self, runtime_id: str) -> HeartbeatResponse:
         """Tell the server this runtime is alive."""
-        body = HeartbeatRequest(runtime_id=runtime_id)
-        return await self._call(
-            "heartbeat", "POST", "/api/daemon/heartbeat", parse_model(HeartbeatResponse), body
-        )
+        body, parse = HeartbeatRequest(runtime_id=runtime_id), parse_model(HeartbeatResponse)
+        return await self._call("heartbeat", "POST", "/api/daemon/heartbeat", parse, body)
 
     async def claim(self, daemon_id: str, runtime_ids: Sequence[str], max_tasks: int) -> list[Task]:
-        """Claim up to `max_tasks` tasks; the caller asks `circuit.allow()` first.
-
-        A task in the answer that does not fit the protocol does not cost the others: it is
-        logged and failed on the server (`failure_reason: "invalid_task"`), so it is not left
-        dispatched to this daemon forever.
-        """
+        """Claim up to `max_tasks` tasks; the caller asks `circuit.allow()` first. A task that
+        does not fit the protocol is logged and failed on the server (`invalid_task`), so it
+        neither costs the others nor stays dispatched to this daemon forever."""
         body = ClaimRequest(daemon_id=daemon_id, runtime_ids=list(runtime_ids), max_tasks=max_tasks)
         tasks, rejected = await self._call(
             "claim", "POST", "/api/daemon/tasks/claim", parse_claim, body
@@ -174,10 +169,8 @@ class ServerClient:
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
-        answer = await self._call(
-            "status", "GET", task_path(task_id, "status"), parse_model(TaskStatusResponse)
-        )
-        return answer.status
+        path = task_path(task_id, "status")
+        return (await self._call("status", "GET", path, parse_model(TaskStatusResponse))).status
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
@@ -211,6 +204,10 @@ class ServerClient:
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
         await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
 
+    async def post(self, endpoint: str, path: str, body: dict[str, Any], parse: Parse[T]) -> T:
+        """One POST tried once, with this client's error mapping and metrics (protocol/ calls)."""
+        return await self._call(endpoint, "POST", path, parse, body, _SINGLE_TRY)
+
     def report_deadline(self, *, retry: bool = True) -> float:
         """How long one terminal report may take in all: its policy's waits plus one request."""
         waits = self._report_policy.budget() if retry else 0.0
@@ -232,7 +229,7 @@ class ServerClient:
         endpoint: str,
         method: str,
         path: str,
-        parse: Callable[[httpx.Response], T],
+        parse: Parse[T],
         body: WireModel | dict[str, Any] | None = None,
         policy: RetryPolicy | None = None,
     ) -> T:

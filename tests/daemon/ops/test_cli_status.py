@@ -75,6 +75,9 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     assert d.worker.daemon_id in out
     assert f"server     {d.settings.server_url}  circuit closed  outbox 0" in lines
     assert "tasks      1 active, 1 running, 20 slots" in lines
+    assert f"agents     scripted {d.worker.backends['scripted'][1]}" in lines
+    (workspace,) = d.worker.workspaces
+    assert f"workspaces {workspace['name'] or workspace['id']} (1 runtimes)" in lines
     header = next(line for line in lines if line.startswith("TASK"))
     assert header.split() == [
         "TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS", "IN", "FLIGHT", "WATCHDOG"
