@@ -130,6 +130,7 @@ class Registration:
         for gone in [w for w in self.by_workspace if w not in listed_ids]:
             log.info("workspace %s: no longer served: dropping its runtimes", gone)
             del self.by_workspace[gone]
+            self.names.pop(gone, None)
             changed = True
         if changed:
             self._notify()

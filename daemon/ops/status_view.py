@@ -122,7 +122,8 @@ def render(doc: Mapping[str, Any]) -> str:
     lines = [
         f"agent-daemon {doc.get('cli_version', '?')}  {doc.get('status', '?')}  "
         f"pid {doc.get('pid', '?')}  up {doc.get('uptime', '?')}",
-        f"daemon     {doc.get('daemon_id') or '-'} on {doc.get('device_name') or '-'}",
+        f"daemon     {doc.get('daemon_id') or '-'} on {doc.get('device_name') or '-'}"
+        + (f"  profile {doc['profile']}" if doc.get("profile") else ""),
         f"server     {doc.get('server_url') or '-'}  circuit {doc.get('server_circuit', '?')}  "
         f"outbox {doc.get('outbox_depth', 0)}",
         f"agents     {agents or '-'}",

@@ -102,6 +102,14 @@ async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
     assert doc["tasks"][0]["tools_in_flight"][0]["call_id"] == "c7"
 
 
+async def test_status_names_the_multica_profile(tmp_path: Path) -> None:
+    """A daemon under MULTICA_PROFILE says so in /health and on the status daemon line."""
+    async with serving_daemon(tmp_path, health=True, MULTICA_PROFILE="work") as d:
+        code, out, _ = await run_cli("status", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    assert code == 0
+    assert f"daemon     {d.worker.daemon_id} on {d.settings.device_name}  profile work" in out
+
+
 async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
     """A registered daemon with a closed circuit passes `check`."""
     async with serving_daemon(tmp_path, health=True) as d:
