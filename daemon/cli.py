@@ -14,6 +14,7 @@ import anyio
 import httpx
 
 import daemon
+from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.config import Settings
 from daemon.discovery import available
@@ -107,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon, holding its state directory: the embedded server if wanted, the worker."""
+    # Before any agent exists: they run as our user and could otherwise read our token in
+    # /proc/<pid>/environ.
+    hide_from_agents()
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
         return await _run_locked(settings)
@@ -117,7 +121,7 @@ async def _run_locked(settings: Settings) -> int:
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
         # First: the health port is the single-instance lock, and serves `starting` from here.
-        await tg.start(health.serve)
+        health_port = await tg.start(health.serve)
         url, token = settings.server_url, settings.token
         if settings.embedded:
             host, port = split_host_port(settings.embedded_listen)
@@ -150,6 +154,7 @@ async def _run_locked(settings: Settings) -> int:
                 budget=budget,
                 subreaper=True,
             )
+            worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
         tg.cancel_scope.cancel()

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 import signal
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
@@ -77,6 +79,10 @@ class Worker:
         self.subreaper = subreaper
         self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
         self.base_env = base_env
+        self.health_port = 0
+        """The health port's bound port (set when it attaches): agents reach the daemon there."""
+        found = shutil.which("multica", path=base_env.get("PATH") or None)
+        self.multica_bin = Path(found) if found else None
         self.budget = budget
         self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
@@ -254,6 +260,9 @@ class Worker:
             server_url=self.server_url,
             base_env=self.base_env,
             retry=self.idle_retry,
+            slot=self._free_slot(),
+            health_port=self.health_port,
+            multica_bin=self.multica_bin,
         )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()
@@ -261,10 +270,19 @@ class Worker:
         self._idle = anyio.Event()
         runners.start_soon(self._run_one, runner, name=f"task {short_id(task.id)}")
 
+    def _free_slot(self) -> int:
+        """The lowest slot no running task holds (Multica's `MULTICA_TASK_SLOT`, from 0)."""
+        taken = {r.slot for r in self.runners.values()}
+        return next(n for n in range(len(taken) + 1) if n not in taken)
+
     async def _run_one(self, runner: TaskRun) -> None:
         outcome: Outcome | None = None
         try:
             outcome = await runner.run()
+        except Exception:
+            # `run` fails its own task on any error; this guards the rest of the daemon from a
+            # defect in that very path (deciding or reporting), which must not end `runners`.
+            log.exception("task %s: run ended by an unexpected error", runner.id)
         finally:
             self.runners.pop(runner.task.id, None)
             self.summary[_summary_label(outcome)] += 1
