@@ -32,7 +32,6 @@ from daemon.protocol.models import (
     ClaimRequest,
     DeregisterRequest,
     HeartbeatRequest,
-    HeartbeatResponse,
     RecoverOrphansResponse,
     RegisterRequest,
     RegisterResponse,
@@ -47,6 +46,7 @@ from daemon.protocol.models import (
     Workspace,
 )
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     describe_parse_error,

@@ -98,32 +98,6 @@ class HeartbeatRequest(WireModel):
     runtime_id: str
 
 
-class PendingAction(WireModel):
-    """A request the server queued for this runtime (model list, skills, ...), by its id."""
-
-    id: str
-    target_version: Text = ""
-    skill_key: Text = ""
-
-
-class HeartbeatResponse(WireModel):
-    """Answer to a heartbeat, with the pending actions the server hands this runtime."""
-
-    status: Text = ""
-    pending_update: PendingAction | None = None
-    pending_model_list: PendingAction | None = None
-    pending_local_skills: PendingAction | None = None
-    pending_local_skill_import: PendingAction | None = None
-    pending_local_skill_imports: Annotated[list[PendingAction], BeforeValidator(_empty_list)] = []
-
-
-class RenewResponse(WireModel):
-    """Answer to `POST /api/tokens/current/renew`."""
-
-    expires_at: Text = ""
-    renewed: bool = False
-
-
 class SkillFile(WireModel):
     """A supporting file of an inline skill, at a path relative to the skill's directory."""
 

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 
 from daemon.errors import ServerError
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import HeartbeatResponse, PendingAction, RenewResponse
+from daemon.protocol.runtime_models import HeartbeatResponse, PendingAction, RenewResponse
 from daemon.protocol.wire import ignore_body, parse_model
 
 log = logging.getLogger(__name__)
