@@ -224,7 +224,7 @@ class Worker:
         """Claim only when a slot is free; again at once when a task finishes."""
         while not self._stopping.is_set():
             free = self.settings.max_concurrent_tasks - len(self.runners)
-            if free > 0 and self.circuit.allow():
+            if free > 0 and self.registration.runtimes and self.circuit.allow():
                 for task in await self._claim(free):
                     self._launch(runners, task)
             wait = self.settings.poll_interval * random.uniform(0.8, 1.2)

@@ -85,6 +85,8 @@ async def test_a_failed_re_register_waits_and_the_sync_retries_it(tmp_path: Path
         await eventually(lambda: fake.tasks[task_id].status == "completed")
         # Within the 60 s failure backoff only the sync (every ~1 s) registered again.
         assert len(fake.seen("register")) <= registers + 3
+        # Without a runtime there is nothing to claim with: no claim names none.
+        assert all(r.body["runtime_ids"] for r in fake.seen("claim"))
 
 
 async def test_one_refused_workspace_leaves_the_other_working(tmp_path: Path) -> None:
