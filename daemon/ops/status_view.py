@@ -113,8 +113,7 @@ def _reason(doc: Mapping[str, Any], code: int) -> str:
 
 def render(doc: Mapping[str, Any]) -> str:
     """The /health document as a few summary lines and a table of running tasks."""
-    versions = doc.get("agent_versions") or {}
-    agents = ", ".join(f"{a} {versions.get(a, '?')}" for a in doc.get("agents") or [])
+    agents = ", ".join(_agent(a, doc.get("agent_versions") or {}) for a in doc.get("agents") or [])
     workspaces = ", ".join(
         f"{w.get('name') or w.get('id')} ({len(w.get('runtimes') or [])} runtimes)"
         for w in doc.get("workspaces") or []
@@ -137,6 +136,13 @@ def render(doc: Mapping[str, Any]) -> str:
         header = ("TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS IN FLIGHT", "WATCHDOG")
         lines += ["", *_table(header, [_row(t) for t in tasks])]
     return "\n".join(lines)
+
+
+def _agent(agent: Any, versions: Mapping[str, Any]) -> str:
+    # A provider name (Multica's shape); an older daemon of ours listed {name, version}.
+    if isinstance(agent, Mapping):
+        return f"{agent.get('name')} {agent.get('version')}"
+    return f"{agent} {versions.get(str(agent), '?')}"
 
 
 def _row(task: Mapping[str, Any]) -> tuple[str, ...]:

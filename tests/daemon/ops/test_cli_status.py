@@ -13,7 +13,7 @@ import pytest
 
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
-from daemon.ops.status_view import base_url
+from daemon.ops.status_view import base_url, render
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
 
@@ -108,6 +108,14 @@ async def test_status_names_the_multica_profile(tmp_path: Path) -> None:
         code, out, _ = await run_cli("status", "--addr", addr(d.health_url), env=cli_env(tmp_path))
     assert code == 0
     assert f"daemon     {d.worker.daemon_id} on {d.settings.device_name}  profile work" in out
+
+
+def test_status_still_reads_the_older_agent_shape() -> None:
+    """A daemon from before Go's shapes listed agents as `{name, version}`: still rendered."""
+    old = {"agents": [{"name": "claude", "version": "2.1"}], "workspaces": [{"id": "w1"}]}
+    lines = render(old).splitlines()
+    assert "agents     claude 2.1" in lines
+    assert "workspaces w1 (0 runtimes)" in lines
 
 
 async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
