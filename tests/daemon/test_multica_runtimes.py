@@ -4,16 +4,14 @@ changed, pending actions, token renewal and the health document, as Multica's da
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 from pathlib import Path
 
-import anyio
 import httpx
 import pytest
 
 from tests.fakes.multica_server import MulticaFake, multica_server
-from tests.helpers import ROOT, TOKEN, daemon_env, eventually, running_daemon
+from tests.helpers import TOKEN, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -99,28 +97,6 @@ async def test_one_refused_workspace_leaves_the_other_working(tmp_path: Path) ->
             task_id = fake.queue_issue(workspace_id=other)
             await eventually(lambda: fake.tasks[task_id].status == "completed")
             assert {w["id"] for w in d.worker.workspaces} == {refused, other}
-
-
-async def test_start_up_fails_in_one_line_when_no_workspace_registers(tmp_path: Path) -> None:
-    """Every workspace refusing the register is still fatal: one closing line, exit 1."""
-    async with multica_server() as fake:
-        fake.refuse_register(fake.workspace_id)
-        env = {**daemon_env(tmp_path, fake.url, LOG_LEVEL="ERROR"), "PYTHONPATH": str(ROOT)}
-        done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(
-                [sys.executable, "-m", "daemon", "run"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        )
-    assert done.returncode == 1
-    assert "Traceback" not in done.stderr
-    assert done.stderr.splitlines()[-1] == (
-        "agent-daemon: the server refused the daemon's registration: "
-        "register: workspace not found (HTTP 404)"
-    )
 
 
 async def test_the_workspace_sync_adds_retries_and_drops_workspaces(tmp_path: Path) -> None:
