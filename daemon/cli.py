@@ -169,7 +169,9 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
     async with anyio.create_task_group() as tg:
         bound = await tg.start(serve, db, host, port, token)
         # Where a client finds the token, never the token itself.
-        source = "MULTICA_DAEMON_TOKEN" if settings.token else settings.state_dir / TOKEN_FILE
+        source = (
+            "MULTICA_DAEMON_TOKEN" if settings.embedded_token else settings.state_dir / TOKEN_FILE
+        )
         print(
             f"agent-daemon server listening on http://{host}:{bound} (database {db}, "
             f"token from {source})",
@@ -202,7 +204,7 @@ async def _submit(settings: Settings, args: argparse.Namespace) -> int:
     if not url:
         url = f"http://{settings.embedded_listen}"
         # The embedded server's own token, which `run` or `server` generated on first start.
-        token = token or read_token(settings.state_dir / TOKEN_FILE)
+        token = settings.embedded_token or read_token(settings.state_dir / TOKEN_FILE)
         if not token:
             print(
                 f"agent-daemon: no server token in {settings.state_dir / TOKEN_FILE}: start "
@@ -224,9 +226,10 @@ async def _submit(settings: Settings, args: argparse.Namespace) -> int:
 
 
 async def _embedded_token(settings: Settings) -> str:
-    """MULTICA_DAEMON_TOKEN when set, else the embedded server's generated one (kept 0600)."""
-    if settings.token:
-        return settings.token
+    """MULTICA_DAEMON_TOKEN when set, else the embedded server's generated one (kept 0600);
+    never a Multica login token from config.json."""
+    if settings.embedded_token:
+        return settings.embedded_token
     return await anyio.to_thread.run_sync(ensure_token, settings.state_dir / TOKEN_FILE)
 
 

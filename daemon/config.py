@@ -8,7 +8,6 @@ deploy/systemd/agent-daemon.env are checked against (or generated from) it.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import socket
@@ -25,6 +24,7 @@ from daemon.addresses import split_host_port
 from daemon.durations import SYNTAX as DURATION_SYNTAX
 from daemon.durations import parse_duration
 from daemon.errors import ConfigError
+from daemon.multica_home import default_workspaces_root, fill_from_config
 
 EMBEDDED_LISTEN = "127.0.0.1:8080"
 
@@ -135,13 +135,18 @@ def _env(var: str, default: str, doc: str, *, secret: bool = False) -> Any:
     return Field(description=doc, repr=not secret, json_schema_extra=extra)
 
 
+def _derived(doc: str, default: Any) -> Any:
+    """A field `from_env` works out from other values (not a variable of its own)."""
+    return Field(default=default, description=doc, json_schema_extra={"derived": True})
+
+
 class Settings(BaseModel):
     """Every setting of the daemon; see the README's configuration table."""
 
     model_config = ConfigDict(frozen=True)
 
     server_url: Url = _env(
-        "MULTICA_SERVER_URL", "", "Server base URL (ws/wss/http/https); unset = embedded server"
+        "MULTICA_SERVER_URL", "", "Server URL; unset = config.json's or embedded; empty = embedded"
     )
     token: str = _env(
         "MULTICA_DAEMON_TOKEN",
@@ -149,7 +154,12 @@ class Settings(BaseModel):
         "The daemon's token; never logged, never passed to agents",
         secret=True,
     )
-    daemon_id: str = _env("MULTICA_DAEMON_ID", "", "Stable daemon id; unset = kept in state dir")
+    daemon_id: str = _env(
+        "MULTICA_DAEMON_ID", "", "Stable daemon id; unset = ~/.multica/daemon.id (made once)"
+    )
+    profile: str = _env(
+        "MULTICA_PROFILE", "", "Multica CLI profile: its config is ~/.multica/profiles/<name>/"
+    )
     device_name: str = _env("MULTICA_DAEMON_DEVICE_NAME", "hostname", "Name shown on the server")
     workspaces_root: PathSetting = _env(
         "MULTICA_WORKSPACES_ROOT", "~/multica_workspaces", "Where task work directories go"
@@ -162,6 +172,14 @@ class Settings(BaseModel):
     poll_interval: Duration = _env("MULTICA_DAEMON_POLL_INTERVAL", "30s", "Claim poll interval")
     heartbeat_interval: Duration = _env(
         "MULTICA_DAEMON_HEARTBEAT_INTERVAL", "15s", "Heartbeat interval per runtime"
+    )
+    workspace_sync_interval: Duration = _env(
+        "MULTICA_DAEMON_WORKSPACE_SYNC_INTERVAL",
+        "30m",
+        "Workspace re-sync (new ones registered, gone ones dropped; jittered)",
+    )
+    token_renew_interval: Duration = _env(
+        "MULTICA_DAEMON_TOKEN_RENEW_INTERVAL", "72h", "How often the login token's renewal is asked"
     )
     status_poll_interval: Duration = _env(
         "MULTICA_DAEMON_STATUS_POLL_INTERVAL", "5s", "How often a running task's status is polled"
@@ -212,33 +230,52 @@ class Settings(BaseModel):
     codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
     codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
     codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
+    home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
+    token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")
 
     @property
     def embedded(self) -> bool:
         """True when no server URL is set and the daemon runs the embedded server itself."""
         return not self.server_url
 
+    @property
+    def embedded_token(self) -> str:
+        """The token the embedded server is given: only MULTICA_DAEMON_TOKEN, never a Multica
+        login token from config.json (that one belongs to the Multica server, and would leak
+        to whoever can reach the embedded server's port); '' = its generated server.token."""
+        return self.token if self.token_source == "MULTICA_DAEMON_TOKEN" else ""
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build the settings; raise ConfigError naming the first bad variable."""
         env = dict(os.environ if environ is None else environ)
         home = Path(env.get("HOME") or Path.home())
-        values: dict[str, Any] = {}
-        for name, field in cls.model_fields.items():
+        values: dict[str, Any] = {"home": home}
+        for name, field in _variables():
             var, _, _ = _declared(field)
             raw = env.get(var)
             if raw is None or (raw == "" and name != "server_url"):
                 continue
             values[name] = _parse(field, raw)
-        values.setdefault("token", _token_from_file(home))
+        fill_from_config(values, home, normalize_server_url)
         values.setdefault("device_name", socket.gethostname())
         state_home = Path(env.get("XDG_STATE_HOME") or home / ".local" / "state")
         values.setdefault("state_dir", state_home / "agent-daemon")
-        values.setdefault("workspaces_root", home / "multica_workspaces")
-        for name, field in cls.model_fields.items():
+        profile = values.get("profile", "")
+        values.setdefault("workspaces_root", default_workspaces_root(home, profile))
+        for name, field in _variables():
             if name not in values:
                 values[name] = _parse(field, _declared(field)[1])
         return cls(**values)
+
+
+def _variables() -> list[tuple[str, FieldInfo]]:
+    """The settings fields read from a variable of their own (not derived ones)."""
+    return [
+        (name, field)
+        for name, field in Settings.model_fields.items()
+        if isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra
+    ]
 
 
 def _parse(field: FieldInfo, raw: str) -> Any:
@@ -257,17 +294,6 @@ def _declared(field: FieldInfo) -> tuple[str, str, str]:
     return str(extra["env"]), str(extra["env_default"]), field.description or ""
 
 
-def _token_from_file(home: Path) -> str:
-    """The `token` field of ~/.multica/config.json, the Multica CLI's login file, if present."""
-    path = home / ".multica" / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return ""
-    token = data.get("token") if isinstance(data, dict) else None
-    return token if isinstance(token, str) else ""
-
-
 def env_vars() -> list[tuple[str, str, str]]:
     """(variable, default, description) for every setting, in declaration order."""
-    return [_declared(field) for field in Settings.model_fields.values()]
+    return [_declared(field) for _, field in _variables()]

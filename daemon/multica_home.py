@@ -12,8 +12,10 @@ import json
 import os
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from daemon.errors import ConfigError
 
@@ -31,12 +33,13 @@ def profile_dir(home: Path, profile: str = "") -> Path:
     return root / "profiles" / profile
 
 
-def daemon_id(home: Path, pinned: str = "", profile: str = "") -> str:
+def daemon_id(home: Path, pinned: str = "", profile: str = "", legacy: Path | None = None) -> str:
     """The machine's daemon id: `pinned` (MULTICA_DAEMON_ID), else `~/.multica/daemon.id`.
 
     The file is machine-wide even under a profile, as in Multica. When it is missing or does
     not hold a UUID, a named profile's own `daemon.id` is promoted to it (an older CLI kept one
-    per profile), else a new UUID is written, readable by the owner only.
+    per profile), else the `legacy` file's (an earlier agent-daemon kept its id in its state
+    directory: its runtimes stay its own), else a new UUID is written, owner-only.
     """
     if pinned.strip():
         return pinned.strip()
@@ -45,6 +48,7 @@ def daemon_id(home: Path, pinned: str = "", profile: str = "") -> str:
     if found:
         return found
     promoted = _read_uuid(profile_dir(home, profile) / DAEMON_ID_FILE) if profile else ""
+    promoted = promoted or (_read_uuid(legacy) if legacy is not None else "")
     chosen = promoted or str(uuid.uuid4())
     _write_private(path, chosen + "\n")
     return chosen
@@ -115,3 +119,31 @@ def read_config(home: Path, profile: str = "") -> MulticaConfig:
 def default_workspaces_root(home: Path, profile: str = "") -> Path:
     """Multica's default work tree: `~/multica_workspaces`, or `~/multica_workspaces_<profile>`."""
     return home / (f"multica_workspaces_{profile}" if profile else "multica_workspaces")
+
+
+def fill_from_config(values: dict[str, Any], home: Path, url: Callable[[str], str]) -> None:
+    """Fill the settings `values` the environment left unset from the CLI's `config.json`.
+
+    An unset server URL takes the file's `server_url` (converted by `url`); one set empty keeps
+    the embedded server. The token, device name and workspaces root are taken when unset too,
+    and `token_source` says where the token came from. The file's `workspace_id` (the CLI's
+    default workspace) is not used: the daemon serves every workspace its token has, as
+    Multica's daemon does. With both the URL and the token set the file is not read at all.
+    """
+    if "token" in values:
+        values["token_source"] = "MULTICA_DAEMON_TOKEN"
+        if "server_url" in values:
+            return
+    login = read_config(home, values.get("profile", ""))
+    where = str(login.path)
+    if "server_url" not in values and login.server_url:
+        try:
+            values["server_url"] = url(login.server_url)
+        except ValueError:
+            raise ConfigError(f"{where}: server_url {login.server_url!r} is not a URL") from None
+    if "token" not in values and login.token:
+        values["token"], values["token_source"] = login.token, where
+    if "device_name" not in values and login.device_name:
+        values["device_name"] = login.device_name
+    if "workspaces_root" not in values and login.workspaces_root:
+        values["workspaces_root"] = Path(login.workspaces_root).expanduser()

@@ -47,8 +47,10 @@ class DaemonSnapshot:
     max_concurrent_tasks: int
     agents: tuple[tuple[str, str], ...]
     """(backend name, version) of each backend found."""
-    workspaces: tuple[tuple[str, str], ...]
-    """(id, name) of each workspace registered in."""
+    workspaces: tuple[tuple[str, str, tuple[str, ...]], ...]
+    """(id, name, runtime ids) of each workspace served (no runtime ids: its register failed)."""
+    profile: str
+    """The Multica CLI profile the daemon runs under ('' = the default one)."""
     server_circuit: str
     outbox_depth: int
     runs: tuple[RunSnapshot, ...]

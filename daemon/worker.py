@@ -17,11 +17,12 @@ from backends.base import Backend
 from daemon.config import Settings
 from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
+from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
-from daemon.registration import Registration, stored_daemon_id
+from daemon.registration import Registration, recover_orphans
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
 from daemon.state.agents import AgentRecords
@@ -30,6 +31,7 @@ from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.token_renewal import renew_once, renewal_loop
 from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,9 @@ class Worker:
         self.circuit = circuit
         self.server_url = server_url
         self.status = "starting"
-        self.daemon_id = settings.daemon_id or stored_daemon_id(settings)
+        self.daemon_id = daemon_id(
+            settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
+        )
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runners: dict[str, TaskRun] = {}
         self.summary: Counter[str] = Counter()
@@ -139,20 +143,12 @@ class Worker:
         if self.subreaper:
             self.subreaper = self.agents.adopt_orphans()
         await self.agents.recover(self.settings.kill_grace)
+        await renew_once(self.client, self.settings.profile)
         await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
         # those whose `complete` waits in the outbox, and a result must never become a failure.
         left = await self.outbox.flush(self.client)
-        for runtime in self.registration.runtimes:
-            try:
-                result = await self.client.recover_orphans(runtime.id)
-            except ServerError as exc:
-                log.warning("recover-orphans for %s failed: %s", runtime.id, exc)
-                continue
-            if result.orphaned:
-                log.warning(
-                    "runtime %s: server failed %d orphaned tasks", runtime.id, result.orphaned
-                )
+        await recover_orphans(self.client, self.registration.runtimes)
         self.status = "running"
         log.info(
             "started: %d runtimes in %d workspaces, outbox %d",
@@ -164,8 +160,11 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            for runtime in self.registration.runtimes:
-                tg.start_soon(self.registration.heartbeat, runtime)
+            tg.start_soon(self.registration.heartbeats)
+            tg.start_soon(self.registration.sync_loop)
+            tg.start_soon(
+                renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
+            )
             tg.start_soon(self._outbox_loop)
             if self.subreaper:
                 tg.start_soon(self.agents.reap_adopted)
@@ -225,7 +224,7 @@ class Worker:
         """Claim only when a slot is free; again at once when a task finishes."""
         while not self._stopping.is_set():
             free = self.settings.max_concurrent_tasks - len(self.runners)
-            if free > 0 and self.circuit.allow():
+            if free > 0 and self.registration.runtimes and self.circuit.allow():
                 for task in await self._claim(free):
                     self._launch(runners, task)
             wait = self.settings.poll_interval * random.uniform(0.8, 1.2)

@@ -25,7 +25,11 @@ def worker_snapshot(worker: Worker) -> DaemonSnapshot:
         registered=worker.registered,
         max_concurrent_tasks=worker.settings.max_concurrent_tasks,
         agents=tuple((name, version) for name, (_, version) in worker.backends.items()),
-        workspaces=tuple((w["id"], w["name"]) for w in worker.workspaces),
+        workspaces=tuple(
+            (w["id"], w["name"], tuple(r.id for r in worker.registration.by_workspace[w["id"]]))
+            for w in worker.workspaces
+        ),
+        profile=worker.settings.profile,
         server_circuit=worker.circuit.state,
         outbox_depth=worker.outbox.depth(),
         # A copy of the values: a runner that finishes mid-build must not change the tuple.

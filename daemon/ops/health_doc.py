@@ -1,9 +1,11 @@
 """The document `GET /health` serves: a plain dict built from the daemon's snapshot.
 
-Field names follow the Multica daemon's health endpoint (`status`, `pid`, `os`, `uptime`,
-`daemon_id`, `device_name`, `server_url`, `cli_version`, `active_task_count`,
-`running_task_count`, `agents`, `workspaces`) so tools written for it keep working; the rest
-(`tasks`, `server_circuit`, `outbox_depth`, ...) is this daemon's own. It never holds the
+Field names and shapes follow the Multica daemon's health endpoint (`status`, `pid`, `os`,
+`uptime`, `profile`, `daemon_id`, `device_name`, `server_url`, `cli_version`,
+`active_task_count`, `running_task_count`, `resource_wait_task_count`, `agents` as provider
+names, `workspaces` as `{id, runtimes}`) so tools written for it keep working; the rest
+(`agent_versions`, a workspace's `name`, `tasks`, `server_circuit`, `outbox_depth`, ...) is
+this daemon's own. It never holds the
 daemon's token, a task's token or a prompt.
 """
 
@@ -53,14 +55,18 @@ def health_document(
         "started_at": utc_iso(started_wall),
         "cli_version": daemon.__version__,
         "version": daemon.__version__,
+        "profile": "",
         "daemon_id": "",
         "device_name": "",
         "server_url": "",
         "registered": False,
         "active_task_count": 0,
         "running_task_count": 0,
+        # Tasks parked waiting for a local resource (Multica's local directories): none here.
+        "resource_wait_task_count": 0,
         "max_concurrent_tasks": 0,
         "agents": [],
+        "agent_versions": {},
         "workspaces": [],
         "server_circuit": "closed",
         "outbox_depth": 0,
@@ -72,6 +78,7 @@ def health_document(
     runs = snapshot.runs
     doc.update(
         status=snapshot.status,
+        profile=snapshot.profile,
         daemon_id=snapshot.daemon_id,
         device_name=snapshot.device_name,
         server_url=without_credentials(snapshot.server_url),
@@ -79,8 +86,12 @@ def health_document(
         active_task_count=len(runs),
         running_task_count=sum(1 for run in runs if run.pid is not None),
         max_concurrent_tasks=snapshot.max_concurrent_tasks,
-        agents=[{"name": name, "version": version} for name, version in snapshot.agents],
-        workspaces=[{"id": wid, "name": name} for wid, name in snapshot.workspaces],
+        agents=[name for name, _ in snapshot.agents],
+        agent_versions=dict(snapshot.agents),
+        workspaces=[
+            {"id": wid, "name": name, "runtimes": list(runtimes)}
+            for wid, name, runtimes in snapshot.workspaces
+        ],
         server_circuit=snapshot.server_circuit,
         outbox_depth=snapshot.outbox_depth,
         last_message_age_seconds=min(round(run.idle_seconds, 1) for run in runs) if runs else 0.0,

@@ -113,12 +113,16 @@ def _reason(doc: Mapping[str, Any], code: int) -> str:
 
 def render(doc: Mapping[str, Any]) -> str:
     """The /health document as a few summary lines and a table of running tasks."""
-    agents = ", ".join(f"{a.get('name')} {a.get('version')}" for a in doc.get("agents") or [])
-    workspaces = ", ".join(str(w.get("name") or w.get("id")) for w in doc.get("workspaces") or [])
+    agents = ", ".join(_agent(a, doc.get("agent_versions") or {}) for a in doc.get("agents") or [])
+    workspaces = ", ".join(
+        f"{w.get('name') or w.get('id')} ({len(w.get('runtimes') or [])} runtimes)"
+        for w in doc.get("workspaces") or []
+    )
     lines = [
         f"agent-daemon {doc.get('cli_version', '?')}  {doc.get('status', '?')}  "
         f"pid {doc.get('pid', '?')}  up {doc.get('uptime', '?')}",
-        f"daemon     {doc.get('daemon_id') or '-'} on {doc.get('device_name') or '-'}",
+        f"daemon     {doc.get('daemon_id') or '-'} on {doc.get('device_name') or '-'}"
+        + (f"  profile {doc['profile']}" if doc.get("profile") else ""),
         f"server     {doc.get('server_url') or '-'}  circuit {doc.get('server_circuit', '?')}  "
         f"outbox {doc.get('outbox_depth', 0)}",
         f"agents     {agents or '-'}",
@@ -132,6 +136,13 @@ def render(doc: Mapping[str, Any]) -> str:
         header = ("TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS IN FLIGHT", "WATCHDOG")
         lines += ["", *_table(header, [_row(t) for t in tasks])]
     return "\n".join(lines)
+
+
+def _agent(agent: Any, versions: Mapping[str, Any]) -> str:
+    # A provider name (Multica's shape); an older daemon of ours listed {name, version}.
+    if isinstance(agent, Mapping):
+        return f"{agent.get('name')} {agent.get('version')}"
+    return f"{agent} {versions.get(str(agent), '?')}"
 
 
 def _row(task: Mapping[str, Any]) -> tuple[str, ...]:

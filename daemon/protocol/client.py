@@ -11,7 +11,7 @@ then as a `fail` saying why.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -24,12 +24,11 @@ from daemon.errors import (
     TransientServerError,
 )
 from daemon.logs import short_id
-from daemon.protocol.caller import Caller
+from daemon.protocol.caller import Caller, T
 from daemon.protocol.models import (
     ClaimRequest,
     DeregisterRequest,
     HeartbeatRequest,
-    HeartbeatResponse,
     RecoverOrphansResponse,
     RegisterRequest,
     RegisterResponse,
@@ -44,6 +43,7 @@ from daemon.protocol.models import (
     Workspace,
 )
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     ignore_body,
@@ -91,24 +91,18 @@ class ServerClient(Caller):
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
         path = f"/api/daemon/runtimes/{quote(runtime_id, safe='')}/recover-orphans"
-        return await self._call(
-            "recover_orphans", "POST", path, parse_model(RecoverOrphansResponse), {}
-        )
+        parse = parse_model(RecoverOrphansResponse)
+        return await self._call("recover_orphans", "POST", path, parse, {})
 
     async def heartbeat(self, runtime_id: str) -> HeartbeatResponse:
         """Tell the server this runtime is alive."""
-        body = HeartbeatRequest(runtime_id=runtime_id)
-        return await self._call(
-            "heartbeat", "POST", "/api/daemon/heartbeat", parse_model(HeartbeatResponse), body
-        )
+        body, parse = HeartbeatRequest(runtime_id=runtime_id), parse_model(HeartbeatResponse)
+        return await self._call("heartbeat", "POST", "/api/daemon/heartbeat", parse, body)
 
     async def claim(self, daemon_id: str, runtime_ids: Sequence[str], max_tasks: int) -> list[Task]:
-        """Claim up to `max_tasks` tasks; the caller asks `circuit.allow()` first.
-
-        A task in the answer that does not fit the protocol does not cost the others: it is
-        logged and failed on the server (`failure_reason: "invalid_task"`), so it is not left
-        dispatched to this daemon forever.
-        """
+        """Claim up to `max_tasks` tasks; the caller asks `circuit.allow()` first. A task that
+        does not fit the protocol is logged and failed on the server (`invalid_task`), so it
+        neither costs the others nor stays dispatched to this daemon forever."""
         body = ClaimRequest(daemon_id=daemon_id, runtime_ids=list(runtime_ids), max_tasks=max_tasks)
         tasks, rejected = await self._call(
             "claim", "POST", "/api/daemon/tasks/claim", parse_claim, body
@@ -151,10 +145,8 @@ class ServerClient(Caller):
 
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server; `TaskGoneError` if the server forgot it."""
-        answer = await self._call(
-            "status", "GET", task_path(task_id, "status"), parse_model(TaskStatusResponse)
-        )
-        return answer.status
+        path = task_path(task_id, "status")
+        return (await self._call("status", "GET", path, parse_model(TaskStatusResponse))).status
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
@@ -208,6 +200,12 @@ class ServerClient(Caller):
     def _registered(self, response: httpx.Response) -> RegisterResponse:
         self._note_dedupe(response)
         return RegisterResponse.model_validate(response.json())
+
+    async def post(
+        self, endpoint: str, path: str, body: dict[str, Any], parse: Callable[[httpx.Response], T]
+    ) -> T:
+        """One POST tried once, with this client's error mapping and metrics (protocol/ calls)."""
+        return await self._call(endpoint, "POST", path, parse, body, _SINGLE_TRY)
 
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(

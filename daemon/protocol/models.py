@@ -106,12 +106,6 @@ class HeartbeatRequest(WireModel):
     runtime_id: str
 
 
-class HeartbeatResponse(WireModel):
-    """Answer to a heartbeat."""
-
-    status: Text = ""
-
-
 class SkillFile(WireModel):
     """A supporting file of an inline skill, at a path relative to the skill's directory."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -103,3 +104,85 @@ def test_bad_value_exits_2_with_one_line_and_no_traceback(tmp_path: Path) -> Non
     assert len(lines) == 1, proc.stderr
     assert "MULTICA_AGENT_IDLE_WATCHDOG='5 minutes'" in lines[0]
     assert "Go duration" in lines[0] and "Traceback" not in proc.stderr
+
+
+def _login(home: Path, fields: dict[str, str], profile: str = "") -> Path:
+    folder = home / ".multica" / ("profiles/" + profile if profile else "")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(fields))
+    return folder / "config.json"
+
+
+LOGIN = {
+    "server_url": "wss://multica.example.test/ws",
+    "token": "mul_login",
+    "device_name": "laptop",
+    "workspaces_root": "~/mw",
+}
+
+
+def test_unset_settings_come_from_the_multica_login(tmp_path: Path) -> None:
+    """Server URL, token, device name and workspaces root come from config.json when unset."""
+    path = _login(tmp_path, LOGIN)
+    s = Settings.from_env({"HOME": str(tmp_path)})
+    assert (s.server_url, s.token, s.device_name) == (
+        "https://multica.example.test",
+        "mul_login",
+        "laptop",
+    )
+    assert s.workspaces_root == Path("~/mw").expanduser()
+    assert s.token_source == str(path)
+    assert not s.embedded
+
+
+def test_the_environment_wins_over_the_multica_login(tmp_path: Path) -> None:
+    """A variable that is set beats the file's field."""
+    _login(tmp_path, LOGIN)
+    env = {
+        "HOME": str(tmp_path),
+        "MULTICA_SERVER_URL": "http://other.test",
+        "MULTICA_DAEMON_DEVICE_NAME": "box",
+        "MULTICA_WORKSPACES_ROOT": str(tmp_path / "w"),
+    }
+    s = Settings.from_env(env)
+    assert (s.server_url, s.device_name, s.workspaces_root) == (
+        "http://other.test",
+        "box",
+        tmp_path / "w",
+    )
+    assert s.token == "mul_login"
+
+
+def test_an_empty_server_url_keeps_the_embedded_server(tmp_path: Path) -> None:
+    """MULTICA_SERVER_URL set empty means the embedded server, whatever config.json says."""
+    _login(tmp_path, LOGIN)
+    assert Settings.from_env({"HOME": str(tmp_path), "MULTICA_SERVER_URL": ""}).embedded
+
+
+def test_a_login_token_never_becomes_the_embedded_servers(tmp_path: Path) -> None:
+    """The embedded server gets only MULTICA_DAEMON_TOKEN, never config.json's login token."""
+    _login(tmp_path, {"token": "mul_login"})
+    s = Settings.from_env({"HOME": str(tmp_path)})
+    assert (s.embedded, s.token, s.embedded_token) == (True, "mul_login", "")
+    s = Settings.from_env({"HOME": str(tmp_path), "MULTICA_DAEMON_TOKEN": "chosen"})
+    assert (s.token, s.embedded_token, s.token_source) == (
+        "chosen",
+        "chosen",
+        "MULTICA_DAEMON_TOKEN",
+    )
+
+
+def test_a_profile_reads_its_own_login_and_workspaces_root(tmp_path: Path) -> None:
+    """MULTICA_PROFILE=x reads ~/.multica/profiles/x/ and works in ~/multica_workspaces_x."""
+    _login(tmp_path, LOGIN)
+    _login(tmp_path, {"server_url": "https://staging.test", "token": "mul_x"}, profile="x")
+    s = Settings.from_env({"HOME": str(tmp_path), "MULTICA_PROFILE": "x"})
+    assert (s.profile, s.server_url, s.token) == ("x", "https://staging.test", "mul_x")
+    assert s.workspaces_root == tmp_path / "multica_workspaces_x"
+
+
+def test_a_bad_login_server_url_names_the_file(tmp_path: Path) -> None:
+    """A server_url in config.json that is no URL stops start-up naming the file."""
+    path = _login(tmp_path, {"server_url": "ftp://nope"})
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        Settings.from_env({"HOME": str(tmp_path)})

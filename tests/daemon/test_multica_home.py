@@ -124,3 +124,22 @@ def test_default_workspaces_root_follows_the_profile(tmp_path: Path) -> None:
     """`~/multica_workspaces`, suffixed with the profile name for a named profile."""
     assert default_workspaces_root(tmp_path) == tmp_path / "multica_workspaces"
     assert default_workspaces_root(tmp_path, "w") == tmp_path / "multica_workspaces_w"
+
+
+def test_an_earlier_state_dir_id_is_promoted_when_multica_has_none(tmp_path: Path) -> None:
+    """agent-daemon's own earlier id (state dir) becomes the machine id, so its runtimes stay."""
+    legacy = tmp_path / "state" / "daemon_id"
+    legacy.parent.mkdir()
+    legacy.write_text(KNOWN + "\n")
+    assert daemon_id(tmp_path, legacy=legacy) == KNOWN
+    assert _id_file(tmp_path).read_text().strip() == KNOWN
+    assert stat.S_IMODE(_id_file(tmp_path).stat().st_mode) == 0o600
+
+
+def test_multicas_own_id_wins_over_the_state_dir_id(tmp_path: Path) -> None:
+    """With both files present the machine's `~/.multica/daemon.id` is the one used."""
+    legacy = tmp_path / "daemon_id"
+    legacy.write_text(str(uuid.uuid4()))
+    _id_file(tmp_path).parent.mkdir(parents=True)
+    _id_file(tmp_path).write_text(KNOWN)
+    assert daemon_id(tmp_path, legacy=legacy) == KNOWN

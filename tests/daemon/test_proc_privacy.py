@@ -139,7 +139,8 @@ async def test_an_agent_of_the_same_user_cannot_read_the_daemons_environ(tmp_pat
     assert (report["environ"], report["token"]) == ("PermissionError", False)
     # The kernel's mark of a non-dumpable process: its entries belong to root, not its user.
     assert (environ_owner, daemon_uid != 0) == (0, True)
-    assert {"AGENTS.md", "daemon_id"} <= {p.name for p in files}  # work dir and state seen
+    # Work dir, state dir and ~/.multica seen.
+    assert {"AGENTS.md", "daemon.lock", "daemon.id"} <= {p.name for p in files}
     assert holding == []
 
 

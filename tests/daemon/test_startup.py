@@ -14,6 +14,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from tests.fakes.multica_server import multica_server
 from tests.helpers import (
     ROOT,
     daemon_env,
@@ -88,6 +89,20 @@ async def test_refused_registration_exits_1_with_one_line(tmp_path: Path) -> Non
     assert "refused the daemon's registration" in done.stderr
     assert "Traceback" not in done.stderr
     assert "wrong-token" not in done.stderr
+
+
+async def test_start_up_fails_in_one_line_when_no_workspace_registers(tmp_path: Path) -> None:
+    """A Multica server refusing every workspace's register is fatal: one closing line, exit 1
+    (one refused workspace among others is only skipped)."""
+    async with multica_server() as fake:
+        fake.refuse_register(fake.workspace_id)
+        done = await run_to_exit(daemon_env(tmp_path, fake.url, LOG_LEVEL="ERROR"))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == (
+        "agent-daemon: the server refused the daemon's registration: "
+        "register: workspace not found (HTTP 404)"
+    )
 
 
 @contextmanager

@@ -13,7 +13,7 @@ import pytest
 
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
-from daemon.ops.status_view import base_url
+from daemon.ops.status_view import base_url, render
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
 
@@ -75,6 +75,9 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     assert d.worker.daemon_id in out
     assert f"server     {d.settings.server_url}  circuit closed  outbox 0" in lines
     assert "tasks      1 active, 1 running, 20 slots" in lines
+    assert f"agents     scripted {d.worker.backends['scripted'][1]}" in lines
+    (workspace,) = d.worker.workspaces
+    assert f"workspaces {workspace['name'] or workspace['id']} (1 runtimes)" in lines
     header = next(line for line in lines if line.startswith("TASK"))
     assert header.split() == [
         "TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS", "IN", "FLIGHT", "WATCHDOG"
@@ -97,6 +100,22 @@ async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
     assert doc["daemon_id"] == d.worker.daemon_id
     assert [t["id"] for t in doc["tasks"]] == [task_id]
     assert doc["tasks"][0]["tools_in_flight"][0]["call_id"] == "c7"
+
+
+async def test_status_names_the_multica_profile(tmp_path: Path) -> None:
+    """A daemon under MULTICA_PROFILE says so in /health and on the status daemon line."""
+    async with serving_daemon(tmp_path, health=True, MULTICA_PROFILE="work") as d:
+        code, out, _ = await run_cli("status", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    assert code == 0
+    assert f"daemon     {d.worker.daemon_id} on {d.settings.device_name}  profile work" in out
+
+
+def test_status_still_reads_the_older_agent_shape() -> None:
+    """A daemon from before Go's shapes listed agents as `{name, version}`: still rendered."""
+    old = {"agents": [{"name": "claude", "version": "2.1"}], "workspaces": [{"id": "w1"}]}
+    lines = render(old).splitlines()
+    assert "agents     claude 2.1" in lines
+    assert "workspaces w1 (0 runtimes)" in lines
 
 
 async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:

@@ -103,8 +103,11 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
     assert isinstance(doc["uptime"], str) and doc["uptime_seconds"] >= 0
     assert doc["registered"] is True
     assert (doc["active_task_count"], doc["running_task_count"]) == (1, 1)
-    assert {"name": "scripted", "version": d.worker.backends["scripted"][1]} in doc["agents"]
-    assert doc["workspaces"] == d.worker.workspaces and doc["workspaces"]
+    assert "scripted" in doc["agents"]
+    assert doc["agent_versions"]["scripted"] == d.worker.backends["scripted"][1]
+    runtimes = [r.id for r in d.worker.registration.runtimes]
+    assert doc["workspaces"] == [{**w, "runtimes": runtimes} for w in d.worker.workspaces]
+    assert doc["workspaces"]
     assert (doc["server_circuit"], doc["outbox_depth"]) == ("closed", 0)
     (task,) = doc["tasks"]
     assert task["id"] == task_id and task["backend"] == "scripted"

@@ -37,6 +37,7 @@ def idle_snapshot() -> DaemonSnapshot:
         max_concurrent_tasks=1,
         agents=(),
         workspaces=(),
+        profile="",
         server_circuit="closed",
         outbox_depth=0,
         runs=(),

@@ -9,7 +9,6 @@ from pydantic import ValidationError
 from backends.base import Usage
 from daemon.protocol.models import (
     Agent,
-    HeartbeatResponse,
     RecoverOrphansResponse,
     RegisterResponse,
     Task,
@@ -19,6 +18,7 @@ from daemon.protocol.models import (
     UsageEntry,
     Workspace,
 )
+from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import parse_claim
 
 FULL_TASK = {
@@ -139,6 +139,18 @@ def test_small_answers_have_defaults() -> None:
     assert HeartbeatResponse.model_validate({}).status == ""
     counts = RecoverOrphansResponse.model_validate({"orphaned": None, "retried": 2})
     assert (counts.orphaned, counts.retried) == (0, 2)
+
+
+def test_a_heartbeat_answer_reads_go_nulls_as_no_pending_action() -> None:
+    """`null` pending fields (Go's nil pointers and slices) mean nothing is pending."""
+    beat = HeartbeatResponse.model_validate(
+        {"status": "ok", "pending_update": None, "pending_local_skill_imports": None}
+    )
+    assert (beat.pending_update, beat.pending_local_skill_imports) == (None, [])
+    beat = HeartbeatResponse.model_validate(
+        {"pending_local_skill_imports": [{"id": "i1", "skill_key": "k", "extra": 1}]}
+    )
+    assert [(p.id, p.skill_key) for p in beat.pending_local_skill_imports] == [("i1", "k")]
 
 
 def test_transcript_message_accepts_only_sent_types() -> None:

@@ -46,7 +46,7 @@ async def test_a_daemon_run_creates_only_owner_only_state(tmp_path: Path) -> Non
         assert (await d.wait(task_id))["status"] == "completed"
     dirs = [state, state / "outbox", state / "agents", tmp_path / "workspaces"]
     dirs += [p for p in (tmp_path / "workspaces").rglob("*") if p.is_dir()]
-    files = [state / "server.db", state / "daemon_id"]
+    files = [state / "server.db", tmp_path / ".multica" / "daemon.id"]
     files += [p for p in state.glob("server.db-*")]
     assert {str(p): mode(p) for p in dirs} == {str(p): "0o700" for p in dirs}
     assert {str(p): mode(p) for p in files} == {str(p): "0o600" for p in files}

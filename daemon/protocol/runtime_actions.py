@@ -1,0 +1,105 @@
+"""Answers to the actions a heartbeat hands a runtime (`pending_*`), and the token renewal.
+
+This daemon does none of them (no self-update, no model discovery, no local skills), so it
+answers each the way an older Multica daemon without the feature would: a `failed` result
+saying so, and for a local-skills list an empty, unsupported one. Without an answer the
+server's request would sit `running` until its own timeout and the UI would say the daemon
+did not respond.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from typing import Any
+from urllib.parse import quote
+
+from anyio.abc import TaskGroup
+
+from daemon.errors import ServerError
+from daemon.protocol.client import ServerClient
+from daemon.protocol.runtime_models import HeartbeatResponse, PendingAction, RenewResponse
+from daemon.protocol.wire import ignore_body, parse_model
+
+log = logging.getLogger(__name__)
+
+RENEW_PATH = "/api/tokens/current/renew"
+_REMEMBERED = 256
+"""Answered request ids kept, so a server that repeats an action is answered once."""
+
+
+def _failed(what: str) -> dict[str, Any]:
+    return {"status": "failed", "error": f"{what} is not supported by agent-daemon"}
+
+
+class PendingActions:
+    """Answers each pending action of a heartbeat once, without delaying the heartbeat."""
+
+    def __init__(self, client: ServerClient) -> None:
+        self._client = client
+        self._answered: OrderedDict[str, None] = OrderedDict()
+
+    def handle(
+        self, tg: TaskGroup, runtime_id: str, provider: str, beat: HeartbeatResponse
+    ) -> None:
+        """Start the answer of every action in `beat` not answered before."""
+        # The batch field is the newer server's; the single one is only read without it.
+        imports = beat.pending_local_skill_imports or [
+            i for i in (beat.pending_local_skill_import,) if i is not None
+        ]
+        answers: list[tuple[str, PendingAction | None, dict[str, Any]]] = [
+            ("update", beat.pending_update, _failed("self-update")),
+            ("models", beat.pending_model_list, _failed("model discovery")),
+            (
+                "local-skills",
+                beat.pending_local_skills,
+                {
+                    "status": "completed",
+                    "skills": [],
+                    "supported": False,
+                    "mcp_servers": [],
+                    "mcp_supported": False,
+                },
+            ),
+            *(
+                (
+                    "local-skills/import",
+                    item,
+                    {
+                        "status": "failed",
+                        "error": f'provider "{provider}" does not expose runtime local skills',
+                    },
+                )
+                for item in imports
+            ),
+        ]
+        for kind, action, body in answers:
+            if action is None or not action.id or self._seen(f"{kind}/{action.id}"):
+                continue
+            tg.start_soon(self._answer, runtime_id, kind, action, body)
+
+    def _seen(self, key: str) -> bool:
+        if key in self._answered:
+            return True
+        self._answered[key] = None
+        while len(self._answered) > _REMEMBERED:
+            self._answered.popitem(last=False)
+        return False
+
+    async def _answer(
+        self, runtime_id: str, kind: str, action: PendingAction, body: dict[str, Any]
+    ) -> None:
+        log.info("runtime %s: pending %s %s answered: %s", runtime_id, kind, action.id, body)
+        rid, request = quote(runtime_id, safe=""), quote(action.id, safe="")
+        path = f"/api/daemon/runtimes/{rid}/{kind}/{request}/result"
+        try:
+            await self._client.post(f"result_{kind}", path, body, ignore_body)
+        except ServerError as exc:
+            log.warning(
+                "runtime %s: result of %s %s not sent: %s", runtime_id, kind, action.id, exc
+            )
+
+
+async def renew_token(client: ServerClient) -> RenewResponse:
+    """Ask the server to extend the daemon's login token (it decides whether it is due)."""
+    return await client.post("renew", RENEW_PATH, {}, parse_model(RenewResponse))
