@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from daemon.protocol.models import TerminalReport, UsageEntry
+from daemon.protocol.reports import TerminalReport, UsageEntry
 
 
 class TaskServer(Protocol):

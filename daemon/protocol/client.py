@@ -35,13 +35,10 @@ from daemon.protocol.models import (
     RuntimeInfo,
     Task,
     TaskStatusResponse,
-    TerminalReport,
-    TranscriptMessage,
-    UsageBody,
-    UsageEntry,
     WireModel,
     Workspace,
 )
+from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageBody, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (

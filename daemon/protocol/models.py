@@ -8,19 +8,9 @@ the client turns that into `MalformedResponseError`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
-
-from backends.base import Usage
-from daemon.protocol.limits import (
-    ERROR_CAP,
-    NAME_CAP,
-    RESULT_CAP,
-    SHORT_ERROR,
-    SHORT_RESULT,
-    fit,
-)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
 def _empty_text(value: Any) -> Any:
@@ -211,100 +201,6 @@ class TaskStatusResponse(WireModel):
     """Answer to a status poll: the task's state on the server."""
 
     status: str
-
-
-MessageKind = Literal["text", "thinking", "tool_use", "tool_result", "error"]
-
-
-class TranscriptMessage(WireModel):
-    """One entry of a task's live transcript (`status` and `log` messages are never sent)."""
-
-    seq: int
-    type: MessageKind
-    tool: Text = ""
-    content: Text = ""
-    input: dict[str, Any] | None = None
-    output: Text = ""
-
-
-class UsageEntry(WireModel):
-    """Token usage of one model during a task."""
-
-    provider: Text = ""
-    model: Text = ""
-    input_tokens: Count = 0
-    output_tokens: Count = 0
-    cache_read_tokens: Count = 0
-    cache_write_tokens: Count = 0
-
-    @classmethod
-    def from_usage(cls, usage: Usage) -> UsageEntry:
-        """The wire form of a backend's `Usage`."""
-        return cls(
-            provider=usage.provider,
-            model=usage.model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-        )
-
-
-class UsageBody(WireModel):
-    """Body of `POST /api/daemon/tasks/{id}/usage`."""
-
-    usage: list[UsageEntry]
-
-
-ReportKind = Literal["complete", "fail", "cancel_ack"]
-_BODY_FIELDS: dict[str, set[str]] = {
-    "complete": {"output", "session_id", "work_dir"},
-    "fail": {"error", "failure_reason", "session_id", "work_dir"},
-    "cancel_ack": set(),
-}
-
-
-class TerminalReport(BaseModel):
-    """A task's one terminal call: decided by the run, kept by the outbox, sent by the client.
-
-    `kind` names the endpoint; `body()` is that endpoint's request body. Stored reports are read
-    back strictly (an unknown field is damage), and a field added later needs only a default.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    kind: ReportKind
-    output: Annotated[str, AfterValidator(lambda text: fit(text, RESULT_CAP))] = ""
-    error: Annotated[str, AfterValidator(lambda text: fit(text, ERROR_CAP))] = ""
-    failure_reason: str = ""
-    session_id: Annotated[str, AfterValidator(lambda text: fit(text, NAME_CAP))] = ""
-    work_dir: str = ""
-
-    @property
-    def endpoint(self) -> str:
-        """The last path segment of this call (`complete`, `fail`, `cancel-ack`)."""
-        return self.kind.replace("_", "-")
-
-    def body(self) -> dict[str, str]:
-        """The request body of this kind's endpoint."""
-        return self.model_dump(include=_BODY_FIELDS[self.kind])
-
-    def after_refusal(self, why: str) -> TerminalReport | None:
-        """What to send once the server refused this report for `why` (not a gone task): a
-        result cut to `SHORT_RESULT`, then a `fail` saying why; an error cut to `SHORT_ERROR`;
-        None when nothing shorter is left to try."""
-        if self.kind == "complete":
-            shorter = fit(self.output, SHORT_RESULT)
-            if shorter != self.output:
-                return self.model_copy(update={"output": shorter})
-            return TerminalReport(
-                kind="fail",
-                error=f"the server refused the task's result: {why}",
-                session_id=self.session_id,
-                work_dir=self.work_dir,
-            )
-        shorter = fit(self.error, SHORT_ERROR)
-        return self.model_copy(update={"error": shorter}) if shorter != self.error else None
 
 
 class DeregisterRequest(WireModel):

@@ -30,7 +30,7 @@ from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
 from daemon.protocol.batches import batch_end, send_batch, wire_size
-from daemon.protocol.models import TerminalReport, UsageEntry
+from daemon.protocol.reports import TerminalReport, UsageEntry
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from backends.base import Message, RunResult, RunStatus, Usage
 from daemon.durations import format_duration
 from daemon.protocol.failure import checked_reason, failure_reason
-from daemon.protocol.models import TerminalReport, UsageEntry
+from daemon.protocol.reports import TerminalReport, UsageEntry
 
 
 @dataclass(frozen=True, slots=True)

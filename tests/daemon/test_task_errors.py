@@ -13,7 +13,7 @@ import pytest
 from backends.base import AgentRun, Message, RunResult, RunSpec
 from backends.scripted import ScriptedBackend
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import TerminalReport
+from daemon.protocol.reports import TerminalReport
 from daemon.protocol.tasks_api import TasksApi
 from tests.helpers import (
     embedded_server,

@@ -32,7 +32,8 @@ from daemon.errors import (
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo, TerminalReport, TranscriptMessage, UsageEntry
+from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from tests.clock import RecordingSleep
 

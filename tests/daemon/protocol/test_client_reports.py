@@ -11,7 +11,8 @@ import pytest
 
 from daemon.errors import TaskGoneError, UnconfirmedError
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo, TerminalReport
+from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.reports import TerminalReport
 from daemon.protocol.wire import DEDUPE_HEADER
 from tests.daemon.protocol.test_client import make_harness
 from tests.fakes.multica_server import multica_server

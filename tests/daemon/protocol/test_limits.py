@@ -14,7 +14,7 @@ from daemon.protocol.limits import (
     clean,
     fit,
 )
-from daemon.protocol.models import TerminalReport
+from daemon.protocol.reports import TerminalReport
 
 
 def test_cap_keeps_the_limit_and_says_how_much_was_cut() -> None:

@@ -13,11 +13,9 @@ from daemon.protocol.models import (
     RegisterResponse,
     Task,
     TaskStatusResponse,
-    TerminalReport,
-    TranscriptMessage,
-    UsageEntry,
     Workspace,
 )
+from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import parse_claim
 

@@ -13,7 +13,8 @@ import pytest
 from backends.base import Usage
 from daemon.ops.metrics import Metrics
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo, TerminalReport, UsageEntry
+from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.reports import TerminalReport, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.state.outbox import Leftover, Outbox

@@ -11,7 +11,7 @@ import pytest
 
 from daemon.files import path_part, write_atomic
 from daemon.ops.metrics import Metrics
-from daemon.protocol.models import TerminalReport
+from daemon.protocol.reports import TerminalReport
 from daemon.state.agents import AgentRecord, AgentRecords
 from daemon.state.outbox import Leftover, Outbox
 from daemon.task.incidents import Incident, IncidentLog

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from backends.base import Message, MessageType, RunResult, RunStatus, Usage
-from daemon.protocol.models import TerminalReport, UsageEntry
+from daemon.protocol.reports import TerminalReport, UsageEntry
 from daemon.task.outcome import Ending, decide
 
 USAGE = (Usage("anthropic", "sonnet", 1, 2),)
