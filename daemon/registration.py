@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import anyio
@@ -51,6 +51,8 @@ class Registration:
         self.daemon_id = daemon_id
         self.runtimes: list[Runtime] = []
         self.workspaces: list[dict[str, str]] = []
+        self.on_change: Callable[[], None] = lambda: None
+        """Called when a registration changed the set of runtime ids."""
 
     async def register_when_reachable(self) -> None:
         """Register, waiting out a server that is down or failing; a refusal is fatal."""
@@ -84,7 +86,14 @@ class Registration:
             for info, registered in zip(infos, answer.runtimes, strict=False):
                 name = registered.provider if registered.provider in self._backends else info.type
                 runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
+        changed = [r.id for r in runtimes] != self.runtime_ids()
         self.runtimes = runtimes
+        if changed:
+            self.on_change()
+
+    def runtime_ids(self) -> list[str]:
+        """The ids of the runtimes registered now."""
+        return [r.id for r in self.runtimes]
 
     async def register_again(self, why: str) -> None:
         """The server no longer knows a runtime: register again (a failure is only logged)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import signal
 from collections import Counter
 from collections.abc import Mapping
@@ -16,6 +15,7 @@ from daemon.config import Settings
 from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
+from daemon.pickup import Pickup
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
@@ -26,6 +26,7 @@ from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
+from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.worker_snapshot import worker_snapshot
@@ -54,6 +55,7 @@ class Worker:
         budget: ShutdownBudget,
         subreaper: bool = False,
         outbox_interval: float = OUTBOX_INTERVAL,
+        control: bool = False,
     ) -> None:
         self.settings = settings
         self.client = client
@@ -77,7 +79,8 @@ class Worker:
         self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
-        self._wake = anyio.Event()
+        self.pacing = Pacing(lambda: len(self.runners))
+        self.pickup = Pickup(settings, self.runners, self.registration, server_url, control)
         self._idle = anyio.Event()
 
     @property
@@ -116,7 +119,7 @@ class Worker:
             log.info("stopping: no new claims, %d tasks running", len(self.runners))
             self.status = "stopping"
             self._stopping.set()
-            self._wake.set()
+            self.pickup.wake()
             self._starting.cancel()
             self.budget.drain()
 
@@ -161,6 +164,7 @@ class Worker:
             for runtime in self.registration.runtimes:
                 tg.start_soon(self.registration.heartbeat, runtime)
             tg.start_soon(self._outbox_loop)
+            tg.start_soon(self.pickup.listen)
             if self.subreaper:
                 tg.start_soon(self.agents.reap_adopted)
             # Every agent spawned by a run below is tracked in the daemon's one registry.
@@ -222,10 +226,7 @@ class Worker:
             if free > 0 and self.circuit.allow():
                 for task in await self._claim(free):
                     self._launch(runners, task)
-            wait = self.settings.poll_interval * random.uniform(0.8, 1.2)
-            with anyio.move_on_after(wait):
-                await self._wake.wait()
-            self._wake = anyio.Event()
+            await self.pickup.wait()
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
@@ -255,6 +256,7 @@ class Worker:
             server_url=self.server_url,
             base_env=self.base_env,
             retry=self.idle_retry,
+            pacing=self.pacing,
         )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()
@@ -269,7 +271,7 @@ class Worker:
         finally:
             self.runners.pop(runner.task.id, None)
             self.summary[_summary_label(outcome)] += 1
-            self._wake.set()
+            self.pickup.wake()
             if not self.runners:
                 self._idle.set()
 

@@ -3,6 +3,7 @@ and the status poll, idle retries; it ends in exactly one outcome, which its rep
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -26,11 +27,13 @@ from daemon.task.activity import Activity
 from daemon.task.attempt import Attempt, AttemptResult
 from daemon.task.incidents import IncidentLog, TaskIncidents
 from daemon.task.outcome import Ending, Outcome, decide
+from daemon.task.pacing import Pacing
 from daemon.task.recovery import next_attempt
 from daemon.task.reporter import Reporter
 from daemon.task.status_poll import poll_status
 from daemon.task.watchdog import Watchdog
 from daemon.task.workspace import agent_env, run_spec, work_dir, write_instructions
+from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -54,13 +57,17 @@ class TaskRun:
         base_env: Mapping[str, str],
         retry: RetryPolicy,
         clock: Callable[[], float] = time.monotonic,
+        pacing: Pacing | None = None,
     ) -> None:
         self.task, self.backend = task, backend
         self._client, self._settings, self._metrics = client, settings, metrics
         self._agents = agents
         self._server_url, self._base_env = server_url, base_env
         self._retry, self._clock = retry, clock
-        self.reporter = Reporter(task.id, backend.name, client, outbox, metrics, budget)
+        self._pacing = pacing or Pacing()
+        self.reporter = Reporter(
+            task.id, backend.name, client, outbox, metrics, budget, self._pacing
+        )
         self.activity = Activity(clock)
         fires = metrics.watchdog_fires
         self._incidents = TaskIncidents(incidents, task.id, backend.name, self.activity, fires)
@@ -69,6 +76,7 @@ class TaskRun:
         self._attempt: Attempt | None = None
         self._waiting = anyio.CancelScope()
         self._stop_reason = ""
+        self._status_due = Wakeup()
         self.id = short_id(task.id)
 
     @property
@@ -87,6 +95,10 @@ class TaskRun:
         if self._attempt is not None:
             self._attempt.stop()
         self._waiting.cancel()
+
+    def check_status(self) -> None:
+        """Ask the server for the task's status now (it said the task was cancelled)."""
+        self._status_due.set()
 
     async def run(self) -> Outcome:
         """Run the task to its end and report it exactly once; never raises a server error."""
@@ -122,8 +134,11 @@ class TaskRun:
         log.info("task %s: running backend=%s workdir=%s", self.id, self.backend.name, workdir)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.reporter.stream)
-            interval = self._settings.status_poll_interval
-            tg.start_soon(poll_status, self._client, self.task.id, interval, self.stop)
+            every = self._settings.status_poll_interval
+            interval = functools.partial(self._pacing.status_interval, every)
+            tg.start_soon(
+                poll_status, self._client, self.task.id, interval, self.stop, self._status_due
+            )
             ending = await self._attempts(spec)
             tg.cancel_scope.cancel()
         await self.reporter.close()
