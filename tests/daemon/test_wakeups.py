@@ -19,6 +19,7 @@ from daemon.server.app import create_app
 from daemon.server.in_process import InProcess
 from daemon.server.serve import _bind, _Server
 from daemon.server.store import Store
+from tests.fakes.multica_server import multica_server
 from tests.helpers import TOKEN, embedded_server, eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -76,6 +77,23 @@ async def test_task_available_frame_wakes_a_daemon_of_a_separate_server(tmp_path
         for _ in range(3):
             task = await d.wait(await d.submit(_QUICK), within=15)
             assert task["status"] == "completed"
+
+
+async def test_the_channel_follows_the_daemon_to_its_new_runtime(tmp_path: Path) -> None:
+    """The server deleted the runtime: the daemon registers again and reopens the channel for
+    the new runtime, so a task queued for it is claimed without waiting for the poll."""
+    async with (
+        multica_server() as fake,
+        running_daemon(tmp_path, fake.url, control=True, MULTICA_DAEMON_POLL_INTERVAL=HOUR) as d,
+    ):
+        (old,) = d.worker.registration.runtime_ids()
+        await eventually(lambda: [set(ids) for ids, _ in fake.watchers] == [{old}])
+        fake.delete_runtime(old)  # the next heartbeat hears 404 and registers again
+        await eventually(lambda: d.worker.registration.runtime_ids() not in ([old], []))
+        new = set(d.worker.registration.runtime_ids())
+        await eventually(lambda: [set(ids) for ids, _ in fake.watchers] == [new], within=15)
+        task_id = fake.queue_issue()
+        await eventually(lambda: fake.tasks[task_id].status == "completed", within=15)
 
 
 async def test_a_dropped_channel_leaves_polling_and_claims_each_task_once(tmp_path: Path) -> None:
