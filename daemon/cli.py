@@ -141,7 +141,9 @@ async def _run_locked(settings: Settings) -> int:
             tg.cancel_scope.cancel()
             return 1
         circuit = CircuitBreaker(metrics=metrics)
-        async with make_http_client(url, token, daemon.__version__) as http:
+        # The embedded server's app answers this daemon's own requests in-process, no socket.
+        transport = embedded.transport() if settings.embedded else None
+        async with make_http_client(url, token, daemon.__version__, transport=transport) as http:
             budget = ShutdownBudget()
             client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
             worker = Worker(

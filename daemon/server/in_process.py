@@ -26,5 +26,7 @@ class InProcess:
         """A transport that hands each request to the app in this process."""
         if self.app is None:
             raise RuntimeError("the embedded server is not serving yet")
-        # The Host the client sends is its base URL's (127.0.0.1:PORT): the guard accepts it.
-        return httpx.ASGITransport(app=self.app, client=("127.0.0.1", 0))
+        # The Host the client sends is its base URL's (127.0.0.1:PORT), which the guard accepts.
+        # An unexpected error is answered 500, as over a socket, instead of raised in the
+        # daemon: the app's catch-all handler answers it and then re-raises it for the server.
+        return httpx.ASGITransport(app=self.app, raise_app_exceptions=False)
