@@ -6,6 +6,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import TaskGroup
 from websockets.asyncio.server import ServerConnection, serve
 
 from daemon.protocol.control import ControlChannel, ws_url
@@ -34,11 +35,7 @@ async def test_channel_reconnects_for_a_changed_runtime_set(tmp_path: Path) -> N
         wakeup = Wakeup()
         channel = ControlChannel(url, protocol_headers(TOKEN, "test"), lambda: current, wakeup)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(channel.run)
-            with anyio.fail_after(10):
-                await channel.connected.wait()
-            first = channel.connected
-            await wakeup.wait(0)  # the claim every (re)connection asks for
+            first = await _opened(tg, channel, wakeup)
             current = [ids["claude"], ids["codex"]]
             channel.runtimes_changed()
             await eventually(lambda: channel.connected is not first and channel.connected.is_set())
@@ -66,12 +63,17 @@ async def test_channel_ignores_frames_it_does_not_know() -> None:
             f"http://127.0.0.1:{port}", protocol_headers("", "test"), lambda: ["r1"], wakeup
         )
         async with anyio.create_task_group() as tg:
-            tg.start_soon(channel.run)
-            with anyio.fail_after(10):
-                await channel.connected.wait()
-            first = channel.connected
-            await wakeup.wait(0)  # the claim every (re)connection asks for
+            first = await _opened(tg, channel, wakeup)
             go.set()
             assert await wakeup.wait(10)
             assert channel.connected is first and first.is_set()
             tg.cancel_scope.cancel()
+
+
+async def _opened(tg: TaskGroup, channel: ControlChannel, wakeup: Wakeup) -> anyio.Event:
+    """Run `channel` in `tg` until connected; take the claim every (re)connection asks for."""
+    tg.start_soon(channel.run)
+    with anyio.fail_after(10):
+        await channel.connected.wait()
+    await wakeup.wait(0)
+    return channel.connected
