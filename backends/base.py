@@ -60,6 +60,8 @@ class Message:
     session_id: str = ""
     is_error: bool = False
     usage: tuple[Usage, ...] = ()
+    heartbeat: bool = False
+    """A keep-alive the CLI prints while a tool runs: shown on that tool, never activity."""
 
 
 class RunStatus(enum.StrEnum):
@@ -67,7 +69,6 @@ class RunStatus(enum.StrEnum):
 
     COMPLETED = "completed"
     FAILED = "failed"
-    ABORTED = "aborted"
     TIMEOUT = "timeout"
     IDLE_WATCHDOG = "idle_watchdog"
     CANCELLED = "cancelled"
@@ -142,6 +143,8 @@ class RunSpec:
     exit_wait: float = 5.0
     """Seconds to wait for the process to exit once its stdout closed (then it is killed)."""
     observer: RunObserver = field(default_factory=NullObserver)
+    mcp_config: Path | None = None
+    """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
 
 
 @dataclass(slots=True)

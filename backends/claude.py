@@ -1,19 +1,21 @@
 """The Claude Code backend: `claude -p` speaking stream-json both ways.
 
     claude -p --output-format stream-json --input-format stream-json --verbose
-           --permission-mode bypassPermissions [--model M] [--resume SESSION]
-           [--append-system-prompt INSTRUCTIONS] [configured args] [task args]
+           --permission-mode bypassPermissions [--mcp-config FILE --strict-mcp-config]
+           [--model M] [--resume SESSION] [--append-system-prompt INSTRUCTIONS]
+           [configured args] [task args]
 
 The prompt goes in as one stream-json user message, written by the process helper while it is
 already reading stdout (writing first deadlocks the CLI at start-up). Stdin stays open so
 `control_request` lines can be answered; the parser closes it after the `result` line, and
 the CLI exits.
 
-Instructions go in with `--append-system-prompt` rather than a `CLAUDE.md` in the work
-directory: the directory is the task's repository, which may have its own `CLAUDE.md` (it would
-be clobbered, and the agent might commit ours), and the CLI records the system prompt with the
-session, so a resumed session keeps the instructions it started with. Very long instructions
-(over the kernel's per-argument limit) go through `--append-system-prompt-file`.
+Instructions in the spec go in with `--append-system-prompt` (very long ones, over the
+kernel's per-argument limit, through `--append-system-prompt-file`). The daemon itself gives
+none: as Multica's daemon, it writes the runtime brief into the work directory's `CLAUDE.md`,
+which the CLI loads, so the brief is not sent twice. An MCP configuration in the spec is the
+agent's whole set of servers (`--strict-mcp-config`), and configured arguments may not name
+another one.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ SESSION_MARKERS = frozenset(
     }
 )
 
-# The daemon parses stream-json; configured arguments may not switch the format.
-_RESERVED_FLAGS = ("--output-format", "--input-format")
+# The daemon parses stream-json and owns the MCP set; configured arguments may not change them.
+_RESERVED_FLAGS = ("--output-format", "--input-format", "--mcp-config")
 
 # Linux refuses a single argument over 128 KiB (MAX_ARG_STRLEN); stay well below it.
 _MAX_INLINE_INSTRUCTIONS = 100 * 1024
@@ -121,6 +123,8 @@ class ClaudeBackend(AgentCli):
     def argv(self, spec: RunSpec, resume: str = "", instructions: Sequence[str] = ()) -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
         argv = [self.path, *BASE_ARGS]
+        if spec.mcp_config is not None:
+            argv += ["--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
@@ -161,7 +165,7 @@ def prompt_line(prompt: str) -> bytes:
 
 
 def filter_args(args: Sequence[str]) -> list[str]:
-    """Drop `--output-format`/`--input-format` (with their values): the daemon needs stream-json."""
+    """Drop `--output-format`, `--input-format` and `--mcp-config` with their values."""
     kept: list[str] = []
     skip_value = False
     for arg in args:
@@ -170,7 +174,7 @@ def filter_args(args: Sequence[str]) -> list[str]:
             continue
         flag = arg.split("=", 1)[0]
         if flag in _RESERVED_FLAGS:
-            log.warning("claude: ignoring argument %r: the daemon needs stream-json", arg)
+            log.warning("claude: ignoring argument %r: the daemon sets it", arg)
             skip_value = "=" not in arg
             continue
         kept.append(arg)

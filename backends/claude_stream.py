@@ -9,7 +9,8 @@ stream-json --verbose` mode maps to zero or more messages:
     assistant                   one message per content block: text, thinking, tool_use
                                 (an API error the CLI reports as an assistant message: error)
     user                        tool_result per tool_result block (call id, is_error)
-    tool_progress               log: a heartbeat while a tool runs, never a tool result
+    tool_progress               log marked `heartbeat`: the tool still runs (every 30 s); it
+                                never counts as activity, or a wedged tool could never time out
     stream_event                nothing: partial deltas (--include-partial-messages) would flood
                                 the transcript, and the complete `assistant` line follows
     control_request             nothing; answered on stdin with an allow response
@@ -298,6 +299,7 @@ def _progress(event: Mapping[str, Any]) -> Message:
         content=f"{tool or 'tool'} still running ({elapsed}s)",
         tool=tool,
         call_id=_str(event.get("parent_tool_use_id")) or _str(event.get("tool_use_id")),
+        heartbeat=True,
     )
 
 

@@ -10,8 +10,8 @@ from contextlib import AbstractAsyncContextManager
 import anyio
 
 from backends.base import RunSpec
-from backends.lineproto import LineProtocolParser
-from backends.process import ProcessRun, ProcessSpec, run_process
+from backends.lineproto import run_line_agent
+from backends.process import ProcessRun
 
 
 class CommandBackend:
@@ -41,17 +41,7 @@ class CommandBackend:
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[ProcessRun]:
         """Start the executable in the task's work directory with the agent environment."""
-        process_spec = ProcessSpec(
-            argv=[self.path, *self.args, *spec.extra_args],
-            cwd=spec.workdir,
-            env=spec.env,
-            stdin_data=spec.prompt.encode(),
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
-        )
-        return run_process(process_spec, LineProtocolParser(provider=self.name))
+        return run_line_agent([self.path, *self.args, *spec.extra_args], spec, self.name)
 
 
 def _resolve(path: str, search_path: str | None) -> str | None:

@@ -12,12 +12,14 @@ import json
 import logging
 import signal
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from pydantic_core import from_json
 
-from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.base import Message, MessageType, ParseStep, RunResult, RunSpec, RunStatus, Usage
+from backends.process import ProcessRun, ProcessSpec, run_process
 
 log = logging.getLogger(__name__)
 
@@ -184,3 +186,20 @@ def json_object(line: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def run_line_agent(
+    argv: Sequence[str], spec: RunSpec, provider: str
+) -> AbstractAsyncContextManager[ProcessRun]:
+    """Start an agent speaking this protocol: the prompt on stdin, then stdin closed."""
+    process_spec = ProcessSpec(
+        argv=argv,
+        cwd=spec.workdir,
+        env=spec.env,
+        stdin_data=spec.prompt.encode(),
+        kill_grace=spec.kill_grace,
+        result_timeout=spec.exit_wait,
+        task_id=spec.task_id,
+        observer=spec.observer,
+    )
+    return run_process(process_spec, LineProtocolParser(provider=provider))

@@ -49,8 +49,8 @@ from typing import Any
 
 from backends import scripted_child
 from backends.base import RunSpec
-from backends.lineproto import LineProtocolParser
-from backends.process import ProcessRun, ProcessSpec, run_process
+from backends.lineproto import run_line_agent
+from backends.process import ProcessRun
 
 SCRIPT_FORMAT = 1
 
@@ -76,17 +76,7 @@ class ScriptedBackend:
         argv = [sys.executable, "-P", str(Path(scripted_child.__file__).resolve())]
         if spec.resume_session_id:
             argv += ["--resume", spec.resume_session_id]
-        process_spec = ProcessSpec(
-            argv=argv,
-            cwd=spec.workdir,
-            env=spec.env,
-            stdin_data=spec.prompt.encode(),
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
-        )
-        return run_process(process_spec, LineProtocolParser(provider=self.name))
+        return run_line_agent(argv, spec, self.name)
 
 
 class Script:

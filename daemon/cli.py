@@ -14,6 +14,7 @@ import anyio
 import httpx
 
 import daemon
+from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.config import Settings
 from daemon.discovery import available
@@ -111,6 +112,9 @@ def _parser() -> argparse.ArgumentParser:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon, holding its state directory: the embedded server if wanted, the worker."""
+    # Before any agent exists: they run as our user and could otherwise read our token in
+    # /proc/<pid>/environ.
+    hide_from_agents()
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
         return await _run_locked(settings)
@@ -121,7 +125,7 @@ async def _run_locked(settings: Settings) -> int:
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
         # First: the health port is the single-instance lock, and serves `starting` from here.
-        await tg.start(health.serve)
+        health_port = await tg.start(health.serve)
         url, token = settings.server_url, settings.token
         embedded = InProcess()
         if settings.embedded:
@@ -160,6 +164,7 @@ async def _run_locked(settings: Settings) -> int:
                 # embedded one in this process tells the worker directly (`subscribe`).
                 control=not settings.embedded,
             )
+            worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()

@@ -6,14 +6,16 @@ holds prompts, transcripts and task tokens, readable by no other user of the mac
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 from pathlib import Path
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-_NAME_LIMIT = 120
-"""Longest file name `safe_name` returns: well below the 255 bytes of common file systems."""
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def ensure_dir(path: Path) -> Path:
@@ -40,20 +42,26 @@ def ensure_dir(path: Path) -> Path:
 def write_atomic(path: Path, data: str, *, durable: bool = True) -> None:
     """Replace `path` with `data` (owner-only) so a reader sees the old or the new file whole.
 
-    `durable` fsyncs the file and its directory, so the rename survives a power cut too.
+    `durable` fsyncs the file and its directory, so the rename survives a power cut too. A
+    write that fails (a full disk) removes its temporary file and raises.
     """
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
     try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
-            fh.write(data)
-            fh.flush()
-            if durable:
-                os.fsync(fh.fileno())
-    finally:
-        os.close(fd)
-    tmp.replace(path)
+        try:
+            os.fchmod(fd, FILE_MODE)
+            with os.fdopen(fd, "w", encoding="utf-8", closefd=False) as fh:
+                fh.write(data)
+                fh.flush()
+                if durable:
+                    os.fsync(fh.fileno())
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
     if durable:
         sync_dir(path.parent)
 
@@ -92,20 +100,14 @@ def sync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def safe_name(text: str) -> str:
-    """A file name for `text`: letters, digits, `-` and `_` kept, the rest %-escaped.
+def path_part(value: str) -> str:
+    """`value` as one safe path component: itself when plain (a UUID), else a hashed name.
 
-    Two different texts never share a name (`a.b` and `a_b` stay apart); a name that would be
-    too long keeps its start and ends in a hash of the whole text.
+    Plain means letters, digits, `-` and `_`, at most 64 characters; anything else keeps a
+    readable prefix and gains `.<sha256 prefix>`. No plain value contains a dot, so the two
+    kinds never meet, and `a.b`, `a_b`, `../x` and a 300-character id all stay distinct and short.
     """
-    name = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else _escape(c) for c in text)
-    if not name:
-        return "%"
-    if len(name) > _NAME_LIMIT:
-        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-        name = f"{name[: _NAME_LIMIT - 33]}~{digest}"
-    return name
-
-
-def _escape(char: str) -> str:
-    return "".join(f"%{byte:02X}" for byte in char.encode("utf-8", "surrogatepass"))
+    if _PLAIN.fullmatch(value):
+        return value
+    readable = _UNSAFE.sub("_", value)[:40].strip("_-") or "_"
+    return f"{readable}.{hashlib.sha256(value.encode()).hexdigest()[:16]}"

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import signal
-from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 
 import anyio
 from anyio.abc import TaskGroup
@@ -24,6 +25,7 @@ from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
 from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
+from daemon.summary import Summary
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
 from daemon.task.pacing import Pacing
@@ -67,7 +69,7 @@ class Worker:
         self.daemon_id = settings.daemon_id or stored_daemon_id(settings)
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runners: dict[str, TaskRun] = {}
-        self.summary: Counter[str] = Counter()
+        self.summary = Summary()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
         self.outbox_interval = outbox_interval
         self.agents = AgentRecords(settings.state_dir / "agents")
@@ -75,6 +77,10 @@ class Worker:
         self.subreaper = subreaper
         self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
         self.base_env = base_env
+        self.health_port = 0
+        """The health port's bound port (set when it attaches): agents reach the daemon there."""
+        found = shutil.which("multica", path=base_env.get("PATH") or None)
+        self.multica_bin = Path(found) if found else None
         self.budget = budget
         self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
@@ -186,15 +192,7 @@ class Worker:
                     log.warning("deregister failed: %s", exc)
             if bounded.cancelled_caught:
                 log.warning("deregister: no answer within %.0fs", DEREGISTER_WITHIN)
-        s = self.summary
-        log.info(
-            "stopped: %d completed, %d failed, %d idle_watchdog, %d timeout, %d cancelled",
-            s["completed"],
-            s["failed"],
-            s["idle_watchdog"],
-            s["timeout"],
-            s["cancelled"],
-        )
+        log.info("%s", self.summary.line())
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
@@ -256,6 +254,9 @@ class Worker:
             server_url=self.server_url,
             base_env=self.base_env,
             retry=self.idle_retry,
+            slot=self._free_slot(),
+            health_port=self.health_port,
+            multica_bin=self.multica_bin,
             pacing=self.pacing,
         )
         self.runners[task.id] = runner
@@ -264,13 +265,22 @@ class Worker:
         self._idle = anyio.Event()
         runners.start_soon(self._run_one, runner, name=f"task {short_id(task.id)}")
 
+    def _free_slot(self) -> int:
+        """The lowest slot no running task holds (Multica's `MULTICA_TASK_SLOT`, from 0)."""
+        taken = {r.slot for r in self.runners.values()}
+        return next(n for n in range(len(taken) + 1) if n not in taken)
+
     async def _run_one(self, runner: TaskRun) -> None:
         outcome: Outcome | None = None
         try:
             outcome = await runner.run()
+        except Exception:
+            # `run` fails its own task on any error; this guards the rest of the daemon from a
+            # defect in that very path (deciding or reporting), which must not end `runners`.
+            log.exception("task %s: run ended by an unexpected error", runner.id)
         finally:
             self.runners.pop(runner.task.id, None)
-            self.summary[_summary_label(outcome)] += 1
+            self.summary.add(outcome)
             self.pickup.wake()
             if not self.runners:
                 self._idle.set()
@@ -286,12 +296,3 @@ class Worker:
         if self.runners:
             log.warning("shutdown grace over: cancelling %d tasks", len(self.runners))
             self.stop_now()
-
-
-def _summary_label(outcome: Outcome | None) -> str:
-    """The word a finished task adds to the shutdown summary line."""
-    if outcome is None:
-        return "failed"
-    if outcome.failure_reason in ("idle_watchdog", "timeout", "cancelled"):
-        return outcome.failure_reason
-    return outcome.status.value

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import pytest
 
 import daemon
+from backends.base import Backend
 from backends.process import TRACKING_ENV, tagged
 from daemon.config import Settings
 from daemon.discovery import available
@@ -132,6 +141,8 @@ async def running_daemon(
     report_policy: RetryPolicy | None = None,
     circuit_cooldown: float = 30.0,
     outbox_interval: float = OUTBOX_INTERVAL,
+    backends: Mapping[str, tuple[Backend, str]] | None = None,
+    client_type: type[ServerClient] = ServerClient,
     control: bool = False,
     in_process: InProcess | None = None,
     **env: str,
@@ -142,6 +153,8 @@ async def running_daemon(
     the worker stopped, as `agent-daemon run` does), on a free port: see `health_url`.
     `policy`, `report_policy`, `circuit_cooldown` and `outbox_interval` shorten the client's
     retries, the circuit's pause and the outbox's re-send period for tests that break the server.
+    `backends` are offered besides those found, and `client_type` (a `ServerClient` subclass)
+    talks to the server: the seams through which a test makes one step of a task fail.
     `control` opens the server's control WebSocket; `in_process` (the embedded server's, started
     with it) subscribes the worker to its hub and sends its requests through the app in this
     process, as `agent-daemon run` does.
@@ -149,7 +162,7 @@ async def running_daemon(
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
     circuit = CircuitBreaker(cooldown=circuit_cooldown, metrics=metrics)
-    found = await available(settings)
+    found = {**await available(settings), **(backends or {})}
     async with (
         make_http_client(
             server_url,
@@ -160,7 +173,7 @@ async def running_daemon(
         server_client(server_url, settings.token) as user_http,
     ):
         budget = ShutdownBudget()
-        client = ServerClient(
+        client = client_type(
             http,
             metrics=metrics,
             circuit=circuit,
@@ -206,6 +219,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     server = HealthServer("127.0.0.1:0", metrics, **options)
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
+        worker.health_port = port
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
@@ -218,15 +232,18 @@ def python_agent(code: str) -> list[str]:
 
 @asynccontextmanager
 async def daemon_process(
-    env: Mapping[str, str], *args: str, log: Path | None = None
+    env: Mapping[str, str], *args: str, log: Path | None = None, python: Sequence[str] = ()
 ) -> AsyncIterator[anyio.abc.Process]:
     """`python -m daemon run` (or other args) as a real child process; killed if still alive.
 
-    With `log`, its stderr (the daemon's log) goes to that file, for a test to wait on a line."""
+    With `log`, its stderr (the daemon's log) goes to that file, for a test to wait on a line;
+    `python` is the command that runs Python (default: this one), e.g. through `setpriv` as
+    another user; a PYTHONPATH in `env` is kept after the project's root."""
     stderr = log.open("wb") if log is not None else None
+    path = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     process = await anyio.open_process(
-        [sys.executable, "-m", "daemon", *(args or ("run",))],
-        env={**env, "PYTHONPATH": str(ROOT)},
+        [*(python or (sys.executable,)), "-m", "daemon", *(args or ("run",))],
+        env={**env, "PYTHONPATH": path},
         stdout=None,
         stderr=stderr,
     )
@@ -278,3 +295,49 @@ async def serving_daemon(home: Path, **options: Any) -> AsyncIterator[RunningDae
         running_daemon(home, url, **options) as d,
     ):
         yield d
+
+
+class FullDisk:
+    """A real file system with no space left: a 64 KiB tmpfs mounted at `path` and filled up.
+
+    Directories and empty files can still be made; writing one byte fails with ENOSPC, as on a
+    full disk. `make_room()` deletes the filler, as an operator freeing space would.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._filler = path / ".filler"
+
+    def make_room(self) -> None:
+        """Free the space again."""
+        self._filler.unlink()
+
+    def fill(self) -> None:
+        """Take every free block."""
+        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            while True:
+                os.write(fd, bytes(4096))
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+        finally:
+            os.close(fd)
+
+
+@contextmanager
+def full_disk(path: Path) -> Iterator[FullDisk]:
+    """Mount a tiny tmpfs at `path` (made if missing), fill it, unmount it afterwards.
+
+    Mounting needs root (the tests' usual user here); elsewhere the test is skipped, saying so.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("a real full file system needs root to mount a tmpfs")
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(path)], check=True)
+    try:
+        disk = FullDisk(path)
+        disk.fill()
+        yield disk
+    finally:
+        subprocess.run(["umount", "--lazy", str(path)], check=False)

@@ -104,6 +104,35 @@ class HeartbeatResponse(WireModel):
     status: Text = ""
 
 
+class SkillFile(WireModel):
+    """A supporting file of an inline skill, at a path relative to the skill's directory."""
+
+    path: Text = ""
+    content: Text = ""
+
+
+class Skill(WireModel):
+    """An inline skill the agent is given: `SKILL.md` content plus supporting files."""
+
+    id: Text = ""
+    name: Text = ""
+    description: Text = ""
+    content: Text = ""
+    files: Annotated[list[SkillFile], BeforeValidator(_empty_list)] = Field(default_factory=list)
+
+
+def _skill_entries(value: Any) -> Any:
+    # Skills arrive as objects; anything else in the list (an older or newer shape) is skipped
+    # rather than failing the whole claim.
+    if not isinstance(value, list):
+        return _empty_list(value)
+    return [v for v in value if isinstance(v, dict | Skill)]
+
+
+def _mcp_object(value: Any) -> Any:
+    return value if isinstance(value, dict) else None
+
+
 class Agent(WireModel):
     """The agent definition a task runs with."""
 
@@ -113,6 +142,10 @@ class Agent(WireModel):
     custom_env: TextMap = Field(default_factory=dict)
     custom_args: TextList = Field(default_factory=list)
     model: Text = ""
+    skills: Annotated[list[Skill], BeforeValidator(_skill_entries)] = Field(default_factory=list)
+    # Multica's three states: absent or null = the runtime's own MCP servers; any object (even
+    # an empty one) = exactly these servers.
+    mcp_config: Annotated[dict[str, Any] | None, BeforeValidator(_mcp_object)] = None
 
 
 def _default_agent(value: Any) -> Any:

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 
 from backends.process import ProcessRegistry, ProcIdentity, boot_id, group_of, identify, sweep
-from daemon.files import ensure_dir, safe_name, write_atomic
+from daemon.files import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
 from daemon.timefmt import utc_iso
 
@@ -177,7 +177,7 @@ class AgentRecords:
 
     def _path(self, task_id: str) -> Path:
         # Task ids come from the server: keep them from naming a path outside the directory.
-        return self.directory / f"{safe_name(task_id)}.json"
+        return self.directory / f"{path_part(task_id)}.json"
 
 
 def _parse(data: object) -> AgentRecord:

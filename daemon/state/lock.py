@@ -27,7 +27,13 @@ def state_dir_lock(state_dir: Path) -> Iterator[None]:
         ensure_dir(state_dir)
         fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, FILE_MODE)
     except OSError as exc:
-        raise DaemonError(f"cannot use the state directory {state_dir}: {exc}") from exc
+        # One line an operator acts on: what is wrong with the directory, not an errno dump.
+        reason = (
+            "it is not a directory"
+            if isinstance(exc, FileExistsError)
+            else exc.strerror or str(exc)
+        )
+        raise DaemonError(f"cannot use the state directory {state_dir}: {reason}") from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -7,7 +7,9 @@ Files are re-sent in the background and at the next start until the server answe
 permanent 4xx for each part. The parts go in the order the server would have seen them live —
 transcript, usage, terminal report — and each is forgotten as soon as it is delivered, so a
 re-send never repeats a part the server already took (transcript messages keep their `seq`, and
-the server stores each `(task, seq)` once anyway).
+the server stores each `(task, seq)` once anyway). A report that cannot be written (a full
+disk, a read-only file system) is held in memory instead, counted in the depth, and sent or
+written at the next round; only a daemon that also stops before either loses it.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from daemon.errors import PermanentServerError, ServerError
-from daemon.files import ensure_dir, safe_name, write_atomic
+from daemon.errors import PermanentServerError
+from daemon.files import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -77,7 +79,7 @@ class Delivery:
 
     def __init__(self, leftover: Leftover) -> None:
         self.left = leftover
-        self.error: ServerError | None = None
+        self.error: Exception | None = None
 
     async def send(self, client: TaskServer, *, retry: bool = True) -> Leftover:
         """Try every part once through `client` (with its retries unless `retry=False`).
@@ -110,56 +112,81 @@ class Delivery:
         except PermanentServerError as exc:
             log.error("task %s: server refused the %s: %s", short_id(self.left.task_id), what, exc)
             return "refused"
-        except ServerError as exc:
+        except Exception as exc:
+            # A transient ServerError, or a call that raised what it never should (a client
+            # defect): either way the part is kept and tried again, never lost with the task.
             self.error = exc
             return "failed"
         return "delivered"
 
 
 class Outbox:
-    """Reports waiting for the server, one file per task."""
+    """Reports waiting for the server, one file per task — or in memory while none can be
+    written (a full disk, a read-only file system), until the server takes them or a write
+    succeeds."""
 
     def __init__(self, directory: Path, metrics: Metrics) -> None:
         self.directory = directory
         self._metrics = metrics
+        self._unwritten: dict[str, Leftover] = {}
         ensure_dir(self.directory)
         self._update_depth()
 
-    def put(self, report: Leftover) -> None:
-        """Store `report` durably, replacing any earlier one for the same task."""
+    def put(self, report: Leftover) -> bool:
+        """Store `report` durably, replacing any earlier one for the same task; False when the
+        write failed and the report is kept in memory instead (it is never raised or lost)."""
         if report.empty:
             self.remove(report.task_id)
-            return
-        path = self._path(report.task_id)
-        write_atomic(path, report.model_dump_json())
+            return True
+        what, task = report.kind or "transcript", short_id(report.task_id)
+        try:
+            write_atomic(self._path(report.task_id), report.model_dump_json())
+        except OSError as exc:
+            self._unwritten[report.task_id] = report
+            self._update_depth()
+            log.error(
+                "outbox: %s for task %s could not be written (%s): kept in memory, retrying",
+                what,
+                task,
+                exc,
+            )
+            return False
+        self._unwritten.pop(report.task_id, None)
         self._update_depth()
         log.warning(
             "outbox: kept %s for task %s (%d transcript messages, %d usage entries)",
-            report.kind or "transcript",
-            short_id(report.task_id),
+            what,
+            task,
             len(report.messages),
             len(report.usage),
         )
+        return True
 
     def reports(self) -> list[Leftover]:
-        """Every stored report, oldest first; unreadable files are logged and set aside."""
+        """Every waiting report, oldest file first, then those only in memory (which replace
+        an older file of the same task); unreadable files are logged and set aside."""
         found = []
         for path in sorted(self.directory.glob("*.json"), key=_mtime):
             try:
-                found.append(_load(path.read_text(encoding="utf-8")))
+                report = _load(path.read_text(encoding="utf-8"))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 # Set aside for an operator to look at, out of the depth and the re-sends.
                 log.error("outbox: unreadable %s, renamed to .bad: %s", path.name, exc)
                 with contextlib.suppress(OSError):
                     path.replace(path.with_suffix(".bad"))
-        return found
+                continue
+            if report.task_id not in self._unwritten:
+                found.append(report)
+        return found + list(self._unwritten.values())
 
     def depth(self) -> int:
-        """How many tasks have something waiting."""
-        return sum(1 for _ in self.directory.glob("*.json"))
+        """How many tasks have something waiting, on disk or in memory."""
+        names = {path.name for path in self.directory.glob("*.json")}
+        return len(names | {self._path(task_id).name for task_id in self._unwritten})
 
     def remove(self, task_id: str) -> None:
         """Forget the report for `task_id` (the server took it, or refused it for good)."""
+        self._unwritten.pop(task_id, None)
         self._path(task_id).unlink(missing_ok=True)
         self._update_depth()
 
@@ -170,8 +197,9 @@ class Outbox:
             try:
                 left = await delivery.send(client, retry=False)
             finally:
-                # Also when cancelled part-way: what was delivered must not be sent again.
-                if delivery.left is not report:
+                # Also when cancelled part-way: what was delivered must not be sent again; and
+                # one held in memory is written now if the disk has room again.
+                if delivery.left is not report or report.task_id in self._unwritten:
                     self.put(delivery.left)
             if left.empty:
                 log.info("outbox: delivered everything for task %s", short_id(report.task_id))
@@ -185,7 +213,7 @@ class Outbox:
         return self.depth()
 
     def _path(self, task_id: str) -> Path:
-        return self.directory / f"{safe_name(task_id)}.json"
+        return self.directory / f"{path_part(task_id)}.json"
 
     def _update_depth(self) -> None:
         self._metrics.outbox_depth.set(self.depth())

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from backends.base import Message, MessageType
 
@@ -18,6 +19,8 @@ class ToolCall:
     call_id: str
     name: str
     started_at: float
+    heartbeat_at: float | None = None
+    """When the CLI last said the tool still runs (a heartbeat, not activity)."""
 
 
 @dataclass(slots=True)
@@ -25,7 +28,9 @@ class Activity:
     """Stamped by the drain loop on every message; read by the watchdog and the health port.
 
     Times are monotonic seconds from the injected clock. A `tool_result` whose call id was never
-    seen in a `tool_use` changes nothing, so the in-flight count can never go negative.
+    seen in a `tool_use` changes nothing, so the in-flight count can never go negative; one
+    without an id closes the oldest call that had none. A heartbeat (Claude's `tool_progress`)
+    is kept on its tool and stamps nothing: a wedged tool still meets the tool window.
     """
 
     clock: Callable[[], float]
@@ -37,6 +42,7 @@ class Activity:
     messages: int = 0
     tool_calls: int = 0
     tools: dict[str, ToolCall] = field(default_factory=dict)
+    _anonymous: deque[str] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
         self.restart()
@@ -49,10 +55,16 @@ class Activity:
         self.first_message_at = None
         self.result_at = None
         self.tools.clear()
+        self._anonymous.clear()
 
     def observe(self, message: Message) -> None:
         """Stamp activity for one message and keep the in-flight tool set up to date."""
         now = self.clock()
+        if message.heartbeat:
+            call = self.tools.get(message.call_id)
+            if call is not None:
+                self.tools[call.call_id] = replace(call, heartbeat_at=now)
+            return
         self.last_activity_at = now
         if self.first_message_at is None:
             self.first_message_at = now
@@ -61,10 +73,18 @@ class Activity:
         self.messages += 1
         if kind is _TOOL_USE:
             self.tool_calls += 1
-            call_id = message.call_id or f"anonymous-{self.tool_calls}"
+            call_id = message.call_id
+            if not call_id:
+                call_id = f"anonymous-{self.tool_calls}"
+                self._anonymous.append(call_id)
             self.tools[call_id] = ToolCall(call_id, message.tool, now)
         elif kind is _TOOL_RESULT:
-            self.tools.pop(message.call_id, None)
+            call_id = message.call_id
+            if not call_id:
+                # Ids are what pair calls with results; without one, first in, first out.
+                while self._anonymous and call_id not in self.tools:
+                    call_id = self._anonymous.popleft()
+            self.tools.pop(call_id, None)
         elif kind is _RESULT:
             self.result_at = now
 
@@ -75,7 +95,15 @@ class Activity:
     def tools_view(self) -> list[dict[str, object]]:
         """The tools in flight, for incident records and the health port."""
         now = self.clock()
-        return [
-            {"name": t.name, "call_id": t.call_id, "running_for": round(now - t.started_at, 3)}
-            for t in self.tools.values()
-        ]
+        return [_tool_view(t, now) for t in self.tools.values()]
+
+
+def _tool_view(tool: ToolCall, now: float) -> dict[str, object]:
+    view: dict[str, object] = {
+        "name": tool.name,
+        "call_id": tool.call_id,
+        "running_for": round(now - tool.started_at, 3),
+    }
+    if tool.heartbeat_at is not None:
+        view["heartbeat_age"] = round(now - tool.heartbeat_at, 3)
+    return view

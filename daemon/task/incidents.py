@@ -9,8 +9,11 @@ A line (keys sorted) looks like
 
 `scope` is the budget that ran out: `idle`, `tool`, `first_output` (each a watchdog kill),
 `exit_grace` (the agent sent its final result but did not exit) or `wall_clock`
-(`MULTICA_AGENT_TIMEOUT`). `idle_seconds` is the silence when it fired — for `exit_grace`,
-the time since the final result. `retry` counts the retries made before this event.
+(`MULTICA_AGENT_TIMEOUT`) — or where the daemon itself failed the task: `prepare` (its work
+directory or instructions file could not be made) or `internal` (any other error while
+preparing or running it); those lines also carry the `error`, and a threshold of 0.
+`idle_seconds` is the silence when it fired — for `exit_grace`, the time since the final
+result. `retry` counts the retries made before this event.
 `action` is what followed: `retry` (the run is started again), `fail` (the task is
 reported failed), or `completed` (an agent killed after its final result: the result it
 sent stands and the task is reported completed).
@@ -49,6 +52,7 @@ class Incident:
     tools_in_flight: list[dict[str, object]] = field(default_factory=list)
     backend: str = ""
     time: str = ""
+    error: str = ""
 
 
 class IncidentLog:
@@ -62,6 +66,8 @@ class IncidentLog:
         row = asdict(incident)
         row["time"] = utc_iso()
         row["idle_seconds"] = round(incident.idle_seconds, 3)
+        if not incident.error:  # only the daemon's own failures carry one
+            del row["error"]
         try:
             ensure_dir(self.path.parent)
             append_line(self.path, json.dumps(row, sort_keys=True))
@@ -77,6 +83,25 @@ class TaskIncidents:
     ) -> None:
         self._log, self._task_id, self._backend = log, task_id, backend
         self._activity, self._fires = activity, fires
+
+    def failed(self, scope: str, error: str, retry: int, pid: int | None) -> None:
+        """One line for a task the daemon itself failed (`prepare`, `internal`); no watchdog
+        fired, so nothing is counted."""
+        activity = self._activity
+        self._log.record(
+            Incident(
+                task_id=self._task_id,
+                scope=scope,
+                threshold=0.0,
+                idle_seconds=activity.idle_seconds(),
+                last_message_type=activity.last_type,
+                retry=retry,
+                action="fail",
+                pid=pid,
+                backend=self._backend,
+                error=error,
+            )
+        )
 
     def record(
         self,

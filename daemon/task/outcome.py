@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from backends.base import Message, RunResult, RunStatus, Usage
 from daemon.durations import format_duration
+from daemon.protocol.failure import checked_reason, failure_reason
 from daemon.protocol.models import TerminalReport, UsageEntry
 
 
@@ -37,7 +38,8 @@ class Ending:
     stopped: str = ""
     wall_clock: float = 0.0
     error: str = ""
-    failure_reason: str = "agent_error"
+    failure_reason: str = ""
+    """A `failure_reason` for `error`: a taxonomy value, `idle_watchdog`, or "" to classify."""
     final: Message | None = None
     result: RunResult | None = None
 
@@ -67,20 +69,21 @@ def decide(ending: Ending, work_dir: str) -> Outcome:
     if ending.error:
         watchdog = ending.failure_reason == "idle_watchdog"
         status = RunStatus.IDLE_WATCHDOG if watchdog else RunStatus.FAILED
-        return fail(status, ending.error, ending.failure_reason)
+        return fail(status, ending.error, checked_reason(ending.failure_reason))
     if result is None or ending.wall_clock:
         # The agent sent its final result but was killed during the exit grace or at the wall
         # clock: the run still counts with the result it sent.
         assert final is not None
         if final.is_error:
             error = final.content or final.output or "agent reported an error"
-            return fail(RunStatus.FAILED, error, "agent_error")
+            return fail(RunStatus.FAILED, error, failure_reason(RunStatus.FAILED))
         session = final.session_id or session
         return _completed(final.output or final.content, session, work_dir, final.usage)
     session = result.session_id or session
     if result.status is RunStatus.COMPLETED:
         return _completed(result.output, session, work_dir, result.usage)
-    reason = "timeout" if result.status is RunStatus.TIMEOUT else "agent_error"
+    # A generic failure goes with no reason: the server classifies its error text.
+    reason = failure_reason(result.status)
     return fail(RunStatus.FAILED, result.error or "agent failed", reason)
 
 

@@ -18,11 +18,41 @@ from daemon.task.quick_create_prompt import quick_create_prompt
 _LOCAL_AGENT = "You are running as a local coding agent for a Multica workspace.\n\n"
 
 
-def build_prompt(task: Task) -> str:
-    """The agent's opening message: the server's `prompt`, else the one Multica's daemon builds."""
-    if task.prompt:
-        return task.prompt
-    return _builder(task)(task)
+_CONTINUITY_HEAD = (
+    "## Session Continuity Notice\n\n"
+    "This run was meant to continue an earlier conversation, but that provider session could"
+    " not be restored, so you are on a fresh one. "
+)
+_ISSUE_CONTINUITY = _CONTINUITY_HEAD + (
+    "The issue and its full comment history are unaffected — that record is the authoritative"
+    " version of this conversation, and reading it (which your workflow already requires)"
+    " reconstructs it. What is gone is only your own working memory from earlier turns: what"
+    " you already tried, what you ruled out, and how far you had got. Re-derive what you need"
+    " instead of assuming it, and do not claim continuity the record cannot back up. Do not"
+    " open your reply by announcing this — raise it only where it actually matters, such as"
+    " when the user refers to reasoning you never wrote down.\n\n"
+)
+_CHAT_CONTINUITY = _CONTINUITY_HEAD + (
+    "The conversation itself is unaffected — Multica stored it, and you can read it back with"
+    " `multica chat history` before acting; treat what you find there as the authoritative"
+    " version. What is gone is only your own working memory from earlier turns: what you"
+    " already tried, what you ruled out, and how far you had got. Re-derive what you need"
+    " instead of assuming it. Do not open your reply by announcing this — raise it only where"
+    " it actually matters.\n\n"
+)
+
+
+def build_prompt(task: Task, session_lost: bool = False) -> str:
+    """The agent's opening message: the server's `prompt`, else the one Multica's daemon builds.
+
+    `session_lost`: the claim named a session this run cannot resume; as Go's daemon, the
+    prompt then ends with a notice so the agent does not assume a memory it no longer has.
+    """
+    body = task.prompt or _builder(task)(task)
+    if not session_lost:
+        return body
+    notice = _CHAT_CONTINUITY if task.chat_session_id else _ISSUE_CONTINUITY
+    return body + ("" if body.endswith("\n\n") else "\n") + notice
 
 
 def task_kind(task: Task) -> str:

@@ -70,13 +70,15 @@ class Reporter:
             await delivery.send(self._client, retry=not stopping)
         left = delivery.left
         if not left.empty:
+            # Said after the write, so the log never claims a report is on disk when it is not.
+            kept = "kept in the outbox" if self._outbox.put(left) else "kept in memory"
             log.error(
-                "task %s: %s not delivered, kept in the outbox: %s",
+                "task %s: %s not delivered, %s: %s",
                 self.id,
                 left.kind or f"transcript ({len(left.messages)} messages)",
+                kept,
                 delivery.error or "out of time while stopping",
             )
-            self._outbox.put(left)
         if outcome.report is not None:
             why = f" reason={outcome.failure_reason}" if outcome.failure_reason else ""
             log.info("task %s: %s backend=%s%s", self.id, outcome.status, self.backend, why)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -14,7 +15,7 @@ import anyio
 
 from backends.base import Backend, RunSpec
 from daemon.config import Settings
-from daemon.errors import ServerError, TaskGoneError
+from daemon.errors import TaskTokenError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics, RunObserverMetrics
 from daemon.protocol.api import TaskServer
@@ -24,15 +25,26 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.activity import Activity
+from daemon.task.agent_env import TaskPlace, agent_env
 from daemon.task.attempt import Attempt, AttemptResult
 from daemon.task.incidents import IncidentLog, TaskIncidents
 from daemon.task.outcome import Ending, Outcome, decide
 from daemon.task.pacing import Pacing
+from daemon.task.prompt import build_prompt
 from daemon.task.recovery import next_attempt
 from daemon.task.reporter import Reporter
+from daemon.task.runtime_brief import write_brief
+from daemon.task.skills import write_skills
+from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import poll_status
 from daemon.task.watchdog import Watchdog
-from daemon.task.workspace import agent_env, run_spec, work_dir, write_instructions
+from daemon.task.workspace import (
+    TaskDirs,
+    prepare_dirs,
+    resumable_session,
+    run_spec,
+    write_mcp_config,
+)
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -56,6 +68,9 @@ class TaskRun:
         server_url: str,
         base_env: Mapping[str, str],
         retry: RetryPolicy,
+        slot: int = 0,
+        health_port: int = 0,
+        multica_bin: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         pacing: Pacing | None = None,
     ) -> None:
@@ -64,6 +79,9 @@ class TaskRun:
         self._agents = agents
         self._server_url, self._base_env = server_url, base_env
         self._retry, self._clock = retry, clock
+        # Where the agent reaches the daemon: its slot, the health port, the `multica` CLI.
+        self.slot, self._health_port, self._multica_bin = slot, health_port, multica_bin
+        self._mcp_config: Path | None = None
         self._pacing = pacing or Pacing()
         self.reporter = Reporter(
             task.id, backend.name, client, outbox, metrics, budget, self._pacing
@@ -101,37 +119,65 @@ class TaskRun:
         self._status_due.set()
 
     async def run(self) -> Outcome:
-        """Run the task to its end and report it exactly once; never raises a server error."""
+        """Run the task to its end and report it exactly once; an error fails this task only."""
         m, backend = self._metrics, self.backend.name
         m.tasks_running.inc()
         begun = self._clock()
-        workdir: Path | None = None
+        dirs: TaskDirs | None = None
         ending = Ending(error="internal error")
         try:
-            workdir = work_dir(self._settings.workspaces_root, self.task)
-            write_instructions(workdir, self.task.agent.instructions)
-            ending = await self._execute(workdir)
+            dirs = self._prepare()
+            ending = await self._execute(dirs)
+        except Exception as exc:
+            # The error boundary of one task: whatever it raised (a 300-character workspace id,
+            # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
+            ending = self._failed(exc, prepared=dirs is not None)
         finally:
             with anyio.CancelScope(shield=True):
-                outcome = decide(ending, str(workdir or ""))
+                outcome = decide(ending, str(dirs.work_dir if dirs else ""))
                 m.tasks_running.dec()
                 await self.reporter.report(outcome)
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
                 m.task_duration.labels(backend).observe(self._clock() - begun)
+                if dirs is not None:
+                    # The task's private temp dir goes with it (the work dir stays for reuse).
+                    await anyio.to_thread.run_sync(_remove_tree, dirs.temp_dir)
         return outcome
 
-    async def _execute(self, workdir: Path) -> Ending:
+    def _failed(self, exc: Exception, *, prepared: bool) -> Ending:
+        """The ending of a run that raised: logged with its traceback, one incident line."""
+        scope = "internal" if prepared else "prepare"
+        what = "internal error" if prepared else "could not prepare the work directory"
+        error = f"{what}: {_describe(exc)}"
+        log.error("task %s: %s", self.id, error, exc_info=exc)
+        self._incidents.failed(scope, error, self.retry, self.pid)
+        return Ending(error=error)
+
+    def _prepare(self) -> TaskDirs:
+        """The task's directories, with its markers, skills and MCP file: all before `start`."""
+        task, backend = self.task, self.backend.name
+        dirs = prepare_dirs(self._settings.workspaces_root, task)
+        write_skills(dirs.work_dir, backend, task.agent.skills)
+        self._mcp_config = write_mcp_config(dirs, task)
+        return dirs
+
+    async def _execute(self, dirs: TaskDirs) -> Ending:
+        refused = await acknowledge_start(self._client, self.task.id)
+        if refused is not None:
+            return refused
         try:
-            await self._client.start_task(self.task.id)
-        except TaskGoneError:
-            return Ending(stopped="gone")
-        except ServerError as exc:
-            log.warning("task %s: start not acknowledged, running anyway: %s", self.id, exc)
-        observer = RunObserverMetrics(self._metrics)
-        env = agent_env(self._base_env, self.task, self._server_url, workdir)
-        spec = run_spec(self.task, workdir, env, self._settings, observer)
-        log.info("task %s: running backend=%s workdir=%s", self.id, self.backend.name, workdir)
+            spec = self._spec(dirs)
+        except TaskTokenError as exc:
+            log.error("task %s: refusing to start the agent: %s", self.id, exc)
+            return Ending(error=str(exc), failure_reason="")
+        log.info(
+            "task %s: running backend=%s workdir=%s%s",
+            self.id,
+            self.backend.name,
+            dirs.work_dir,
+            " (reused)" if dirs.reused else "",
+        )
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.reporter.stream)
             every = self._settings.status_poll_interval
@@ -143,6 +189,36 @@ class TaskRun:
             tg.cancel_scope.cancel()
         await self.reporter.close()
         return ending
+
+    def _spec(self, dirs: TaskDirs) -> RunSpec:
+        """The brief in the work directory, then the prompt, environment and resume choice."""
+        task = self.task
+        write_brief(dirs.work_dir, self.backend.name, task)
+        where = TaskPlace(
+            server_url=self._server_url,
+            work_dir=dirs.work_dir,
+            temp_dir=dirs.temp_dir,
+            config_root=dirs.config_root,
+            workspaces_root=self._settings.workspaces_root,
+            health_port=self._health_port,
+            slot=self.slot,
+            multica_bin=self._multica_bin,
+            require_task_token=True,
+        )
+        env = agent_env(self._base_env, task, where)
+        resume, lost = resumable_session(task, dirs)
+        if lost:
+            log.info("task %s: prior session not resumed: its work dir is not reused", self.id)
+        return run_spec(
+            task,
+            dirs,
+            env,
+            self._settings,
+            RunObserverMetrics(self._metrics),
+            prompt=build_prompt(task, session_lost=lost),
+            resume=resume,
+            mcp_config=self._mcp_config,
+        )
 
     async def _attempts(self, spec: RunSpec) -> Ending:
         """Attempts and their backoffs under the wall-clock cap, which covers every retry."""
@@ -208,3 +284,14 @@ class TaskRun:
                 "exit_grace", grace, action, self.retry, self.pid, result.tools, result.lingered
             )
         return None
+
+
+def _describe(exc: BaseException) -> str:
+    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

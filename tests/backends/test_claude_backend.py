@@ -97,3 +97,17 @@ def test_relative_cli_path_is_made_absolute() -> None:
     """A relative path is resolved now, not later inside the task's work directory."""
     assert ClaudeBackend("bin/claude").path == str(Path.cwd() / "bin" / "claude")
     assert ClaudeBackend("claude").path == "claude"
+
+
+def test_an_mcp_config_is_passed_as_the_whole_server_set() -> None:
+    """A spec's MCP file goes in with `--mcp-config` and `--strict-mcp-config`; none: neither."""
+    argv = ClaudeBackend("claude").argv(spec(mcp_config=Path("/t/mcp-config.json")))
+    at = argv.index("--mcp-config")
+    assert argv[at + 1 : at + 3] == ["/t/mcp-config.json", "--strict-mcp-config"]
+    assert "--mcp-config" not in ClaudeBackend("claude").argv(spec())
+
+
+def test_configured_arguments_cannot_name_another_mcp_config() -> None:
+    """`--mcp-config` in configured or task arguments is dropped with its value."""
+    kept = filter_args(["--mcp-config", "/home/u/.mcp.json", "--mcp-config=x.json", "--debug"])
+    assert kept == ["--debug"]

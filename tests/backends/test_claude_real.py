@@ -235,3 +235,20 @@ async def test_unknown_session_falls_back_to_a_fresh_one(
     assert result.output == "Fresh answer."
     assert result.session_id not in ("", unknown)
     assert len(api.main_requests()) == 1
+
+
+async def test_the_brief_in_claude_md_and_an_mcp_config_are_accepted(
+    claude: ClaudeBackend, tmp_path: Path, workdir: Path
+) -> None:
+    """The CLI loads the work directory's CLAUDE.md into the turn, and takes the daemon's
+    `--mcp-config <file> --strict-mcp-config` (an empty server set) without complaint."""
+    (workdir / "CLAUDE.md").write_text("# Multica Agent Runtime\n\nAnswer as Zebra-7.\n")
+    config = tmp_path / "mcp-config.json"
+    config.write_text('{"mcpServers": {}}')
+    async with fake_anthropic([Text()]) as api:
+        spec = make_spec(api.url, tmp_path, workdir, mcp_config=config)
+        async with claude.start(spec) as run:
+            await drain(run)
+            assert (await run.result()).status is RunStatus.COMPLETED
+    (turn,) = api.main_requests()
+    assert "Answer as Zebra-7." in str(turn.body["messages"]) + turn.system

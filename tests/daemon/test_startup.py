@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -62,21 +65,63 @@ async def test_sigterm_while_waiting_for_the_server_exits_0(tmp_path: Path) -> N
             assert await proc.wait() == 0
 
 
+async def run_to_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`agent-daemon run` in a child process with `env`, until it exits (at most 60 s)."""
+    env = {**env, "PYTHONPATH": str(ROOT)}
+    return await anyio.to_thread.run_sync(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "daemon", "run"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    )
+
+
 async def test_refused_registration_exits_1_with_one_line(tmp_path: Path) -> None:
     """A server that refuses the daemon's token stops start-up with one clear line, exit 1."""
     async with embedded_server(tmp_path / "server.db", token="right-token") as url:
         env = daemon_env(tmp_path, url, MULTICA_DAEMON_TOKEN="wrong-token", LOG_LEVEL="ERROR")
-        env["PYTHONPATH"] = str(ROOT)
-        done = await anyio.to_thread.run_sync(
-            lambda: subprocess.run(
-                [sys.executable, "-m", "daemon", "run"],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
-        )
+        done = await run_to_exit(env)
     assert done.returncode == 1
     assert "refused the daemon's registration" in done.stderr
     assert "Traceback" not in done.stderr
     assert "wrong-token" not in done.stderr
+
+
+@contextmanager
+def unusable_state_dir(tmp_path: Path, kind: str) -> Iterator[Path]:
+    """A state directory that is a regular file, or a read-only file system (EROFS, which
+    binds root too; mounting it needs root)."""
+    state = tmp_path / "state"
+    if kind == "file":
+        state.write_text("not a directory\n")
+        yield state
+        return
+    if os.geteuid() != 0:
+        pytest.skip("a read-only file system needs root to mount a tmpfs")
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(state)], check=True)
+    try:
+        yield state
+    finally:
+        subprocess.run(["umount", "--lazy", str(state)], check=False)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [("file", "it is not a directory"), ("read-only", "Read-only file system")],
+)
+async def test_an_unusable_state_directory_is_one_line_and_exit_1(
+    tmp_path: Path, kind: str, reason: str
+) -> None:
+    """`agent-daemon run` on a state directory it cannot write says so in one line naming the
+    directory, without a traceback, and exits 1."""
+    with unusable_state_dir(tmp_path, kind) as state:
+        env = daemon_env(tmp_path, "http://127.0.0.1:9", MULTICA_DAEMON_STATE_DIR=str(state))
+        done = await run_to_exit(env)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"agent-daemon: cannot use the state directory {state}: {reason}"
+    ]

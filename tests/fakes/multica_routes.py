@@ -223,6 +223,8 @@ class Handlers:
                 task.status, task.runtime_id = "dispatched", runtime
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
                 claimed.append(task.claim_body())
+                if task.id in self.fake.cancelled_on_claim:
+                    task.status = "cancelled"
         return JSONResponse({"tasks": claimed})
 
     @staticmethod

@@ -67,6 +67,7 @@ class MulticaFake:
     )
     _drops: Counter[str] = field(default_factory=Counter)
     refused_registers: set[str] = field(default_factory=set)
+    cancelled_on_claim: set[str] = field(default_factory=set)
 
     # --- test controls -------------------------------------------------------------------
 
@@ -152,6 +153,10 @@ class MulticaFake:
         task = self.tasks[task_id]
         if task.status in ("queued", "dispatched", "running"):
             task.status = "cancelled"
+
+    def cancel_when_claimed(self, task_id: str) -> None:
+        """Cancel the task right after a daemon claims it, before that daemon can `start` it."""
+        self.cancelled_on_claim.add(task_id)
 
     def refuse_register(self, workspace_id: str) -> None:
         """Answer this workspace's registrations with 404 `workspace not found`."""

@@ -35,7 +35,6 @@ def test_the_coarse_agent_error_is_not_a_reason() -> None:
         (RunStatus.IDLE_WATCHDOG, "idle_watchdog"),
         (RunStatus.CANCELLED, "cancelled"),
         (RunStatus.FAILED, ""),
-        (RunStatus.ABORTED, ""),
     ],
 )
 def test_each_ending_maps_to_a_shared_reason_or_none(status: RunStatus, reason: str) -> None:

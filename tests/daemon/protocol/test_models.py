@@ -186,3 +186,13 @@ def test_terminal_report_body_holds_only_its_kinds_fields() -> None:
     }
     assert TerminalReport(kind="cancel_ack").body() == {}
     assert TerminalReport(kind="cancel_ack").endpoint == "cancel-ack"
+
+
+def test_skills_and_mcp_config_are_read_leniently() -> None:
+    """Skills that are not objects are skipped; an MCP config that is not an object is none."""
+    agent = Agent.model_validate(
+        {"skills": [{"name": "s", "files": None}, "x"], "mcp_config": "not-an-object"}
+    )
+    assert [s.name for s in agent.skills] == ["s"] and agent.skills[0].files == []
+    assert agent.mcp_config is None
+    assert Agent.model_validate({"mcp_config": {}}).mcp_config == {}

@@ -172,6 +172,15 @@ def test_a_task_id_cannot_name_a_path_outside_the_directory(store: AgentRecords)
     assert store.records() == []
 
 
+def test_ids_differing_only_in_unsafe_characters_keep_their_own_records(
+    store: AgentRecords,
+) -> None:
+    """`a.b` and `a_b` are two running agents: one record must not replace the other."""
+    store.put(a_record("a.b", pid=1))
+    store.put(a_record("a_b", pid=2))
+    assert sorted((r.task_id, r.pid) for r in store.records()) == [("a.b", 1), ("a_b", 2)]
+
+
 def test_a_failed_write_is_logged_not_raised(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -87,6 +87,17 @@ def test_put_writes_one_file_per_task_atomically(tmp_path: Path) -> None:
     assert {r.task_id: r.kind for r in outbox.reports()} == {"t-1": "fail", "t-2": "complete"}
 
 
+def test_ids_differing_only_in_unsafe_characters_keep_their_own_files(tmp_path: Path) -> None:
+    """`a.b` and `a_b` are two reports, and `../x` stays inside the outbox directory."""
+    outbox = Outbox(tmp_path / "outbox", Metrics())
+    for task_id in ("a.b", "a_b", "../x"):
+        outbox.put(complete(task_id))
+    assert sorted(r.task_id for r in outbox.reports()) == ["../x", "a.b", "a_b"]
+    assert len(stored(outbox)) == 3
+    outbox.remove("a.b")
+    assert sorted(r.task_id for r in outbox.reports()) == ["../x", "a_b"]
+
+
 def test_report_with_transcript_and_usage_reads_back_equal(tmp_path: Path) -> None:
     """Transcript messages and usage kept with a report come back exactly as they were put."""
     outbox = Outbox(tmp_path / "outbox", Metrics())

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files import safe_name, write_atomic
+from daemon.files import path_part, write_atomic
 from daemon.ops.metrics import Metrics
 from daemon.protocol.models import TerminalReport
 from daemon.state.agents import AgentRecord, AgentRecords
@@ -79,11 +79,11 @@ def test_an_atomic_write_replaces_the_whole_file_and_leaves_no_temporary(tmp_pat
     assert [p.name for p in tmp_path.iterdir()] == ["f.json"]
 
 
-def test_safe_names_never_collide_and_never_leave_the_directory() -> None:
+def test_path_parts_never_collide_and_never_leave_the_directory() -> None:
     """`a.b` and `a_b` get two names; separators and dot-dot are escaped; long ids are cut."""
-    names = [safe_name(t) for t in ("a.b", "a_b", "../x", "a/b", "", "%", "é", "x" * 300)]
+    names = [path_part(t) for t in ("a.b", "a_b", "../x", "a/b", "", "%", "é", "x" * 300)]
     assert len(set(names)) == len(names)
     assert all("/" not in n and n not in (".", "..") and len(n) <= 120 for n in names)
-    assert safe_name("0b1c2d3e-0000-4000-8000-000000000000") == (
+    assert path_part("0b1c2d3e-0000-4000-8000-000000000000") == (
         "0b1c2d3e-0000-4000-8000-000000000000"
     )

@@ -117,7 +117,10 @@ async def test_wall_clock_line_names_the_tool_it_interrupted(tmp_path: Path) -> 
     assert task["failure_reason"] == "timeout"
     assert row["scope"] == "wall_clock"
     (tool,) = row["tools_in_flight"]
-    assert tool["name"] == "Bash" and tool["call_id"] == "m1" and tool["running_for"] >= 0.9
+    assert tool["name"] == "Bash" and tool["call_id"] == "m1"
+    # The tool began after the agent's spawn and ran until the cap struck, 1 s after the task
+    # began: how much of that second the spawn took depends on the machine's load.
+    assert 0 < tool["running_for"] <= 1.5
 
 
 def incident(**fields: object) -> Incident:

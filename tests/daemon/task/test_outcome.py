@@ -61,10 +61,11 @@ def test_stops_report_cancelled_ack_or_nothing() -> None:
 
 
 def test_watchdog_and_failed_exit_are_failures() -> None:
-    """A watchdog ending is `idle_watchdog`; a failed exit is `agent_error` with its usage."""
+    """A watchdog ending is `idle_watchdog`; a failed exit has no reason (the server classifies
+    its error text) and keeps its usage."""
     watchdog = decide(Ending("s", error="silent", failure_reason="idle_watchdog"), "/w")
     assert (watchdog.status, watchdog.failure_reason) == (RunStatus.IDLE_WATCHDOG, "idle_watchdog")
     failed = decide(Ending(result=RunResult(RunStatus.FAILED, error="boom", usage=USAGE)), "/w")
-    assert (failed.status, failed.failure_reason) == (RunStatus.FAILED, "agent_error")
+    assert (failed.status, failed.failure_reason) == (RunStatus.FAILED, "")
     assert failed.report is not None and failed.report.error == "boom"
     assert len(failed.usage) == 1

@@ -192,3 +192,14 @@ def test_quick_create_without_an_agent_names_no_uuid() -> None:
 def test_the_kind_is_chosen_in_multicas_order(fields: dict[str, str], kind: str) -> None:
     """Chat, then comment, then autopilot, then quick-create, else issue."""
     assert task_kind(_task(**fields)) == kind
+
+
+def test_a_lost_session_is_told_the_way_its_surface_can_recover() -> None:
+    """An issue points at its comments, a chat at `multica chat history`; both end the prompt."""
+    issue = build_prompt(_task(issue_id="I-1"), session_lost=True)
+    assert issue.startswith(build_prompt(_task(issue_id="I-1")) + "\n## Session Continuity Notice")
+    assert "full comment history are unaffected" in issue
+    assert issue.endswith("never wrote down.\n\n")
+    chat = build_prompt(_task(chat_session_id="c", chat_message="hi"), session_lost=True)
+    assert "`multica chat history`" in chat and chat.endswith("actually matters.\n\n")
+    assert "Session Continuity" not in build_prompt(_task(issue_id="I-1"))

@@ -50,3 +50,16 @@ def test_the_brief_is_written_under_the_backends_file(tmp_path: Path) -> None:
     path = write_brief(tmp_path, "claude", _task(issue_id="I-1", project_id="p", project_title="W"))
     assert path == tmp_path / "CLAUDE.md"
     assert "## Project\n\nW\n\n" in path.read_text()
+
+
+def test_a_planted_symlink_is_replaced_not_followed(tmp_path: Path) -> None:
+    """A CLAUDE.md symlink left in the work dir is replaced; the file it pointed at is intact."""
+    target = tmp_path / "bashrc"
+    target.write_text("original")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "CLAUDE.md").symlink_to(target)
+    write_brief(work, "claude", _task(issue_id="I-1"))
+    assert target.read_text() == "original"
+    assert not (work / "CLAUDE.md").is_symlink()
+    assert (work / "CLAUDE.md").read_text().startswith("# Multica Agent Runtime")

@@ -1,0 +1,90 @@
+"""Files the daemon writes where an agent can reach: never through a link, never outside a root.
+
+An agent runs as the daemon's user and may leave symlinks behind in its work directory (a
+`CLAUDE.md` pointing at `~/.bashrc`, a `.claude` pointing at `/`); the next run writing there
+must not follow them. Every directory on the way is opened relative to its parent with
+`O_NOFOLLOW`, and each file is written to a fresh temporary name and renamed over the target,
+which replaces a link rather than writing through it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path, PurePosixPath
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class UnsafePathError(ValueError):
+    """A relative path that is absolute, empty or climbs out of its root."""
+
+
+def relative_parts(path: str) -> tuple[str, ...]:
+    """The components of a root-relative `path`; refuses absolute paths and `..`."""
+    pure = PurePosixPath(path.replace("\\", "/"))
+    parts = tuple(p for p in pure.parts if p not in ("", "."))
+    if pure.is_absolute() or not parts or ".." in parts or "\0" in path:
+        raise UnsafePathError(f"unsafe relative path: {path!r}")
+    return parts
+
+
+@contextmanager
+def _open_dir(root: Path, parts: Sequence[str], mode: int) -> Iterator[int]:
+    """A descriptor of `root/parts...`, each component created if missing, none a link."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts:
+            with suppress(FileExistsError):
+                os.mkdir(part, mode, dir_fd=fd)
+            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def write_under(root: Path, path: str, data: str | bytes, mode: int = 0o600) -> Path:
+    """Write `data` to `root/path` without following any link below `root`; return the path.
+
+    Raises `UnsafePathError` for a path that would leave `root`, and `OSError` (ELOOP or
+    ENOTDIR) when a directory on the way is a symlink.
+    """
+    *dirs, name = relative_parts(path)
+    raw = data.encode() if isinstance(data, str) else data
+    with _open_dir(root, dirs, 0o700) as dir_fd:
+        temp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(temp, _NEW_FILE, mode, dir_fd=dir_fd)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(raw)
+            os.chmod(temp, mode, dir_fd=dir_fd, follow_symlinks=False)
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
+            raise
+    return root.joinpath(*dirs, name)
+
+
+def read_under(root: Path, path: str, limit: int = 1 << 20) -> str | None:
+    """The text of `root/path` when it is a regular file reached without links, else None."""
+    try:
+        *dirs, name = relative_parts(path)
+        fd = os.open(root, _DIR_FLAGS)
+        try:
+            for part in dirs:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+        finally:
+            os.close(fd)
+        with os.fdopen(file_fd, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace")
+    except (OSError, UnsafePathError):
+        return None

@@ -1,0 +1,61 @@
+"""Tests for writing an agent's inline skills where its CLI discovers them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.protocol.models import Skill
+from daemon.task.skills import skill_slug, write_skills
+
+
+def _skill(name: str, content: str = "Body.", **fields: object) -> Skill:
+    return Skill.model_validate({"name": name, "content": content, **fields})
+
+
+def test_claude_skills_go_to_the_projects_skills_directory(tmp_path: Path) -> None:
+    """`.claude/skills/<slug>/SKILL.md` with a front matter naming it; others: `.agent_context`."""
+    (path,) = write_skills(tmp_path, "claude", [_skill("Deploy Check", description='say "hi"')])
+    assert path == tmp_path / ".claude" / "skills" / "deploy-check" / "SKILL.md"
+    assert path.read_text() == (
+        '---\nname: deploy-check\ndescription: "say \\"hi\\""\n---\n\nBody.'
+    )
+    (other,) = write_skills(tmp_path, "codex", [_skill("x", "---\nname: x\n---\nKept.")])
+    assert other == tmp_path / ".agent_context" / "skills" / "x" / "SKILL.md"
+    assert other.read_text() == "---\nname: x\n---\nKept."
+
+
+def test_names_that_sanitise_alike_get_their_own_directories(tmp_path: Path) -> None:
+    """`A B`, `a-b` and an unnamed skill: three directories."""
+    paths = write_skills(tmp_path, "claude", [_skill("A B"), _skill("a-b"), _skill("../..")])
+    assert [p.parent.name for p in paths] == ["a-b", "a-b-2", "skill"]
+    assert skill_slug("") == "skill"
+
+
+def test_supporting_files_stay_inside_their_skill(tmp_path: Path) -> None:
+    """Nested files are written; escaping, absolute and SKILL.md copies are skipped."""
+    files = [
+        {"path": "ref/notes.md", "content": "n"},
+        {"path": "../../evil.md", "content": "e"},
+        {"path": "/etc/evil.md", "content": "e"},
+        {"path": "./SKILL.md", "content": "shadow"},
+    ]
+    work = tmp_path / "w"
+    work.mkdir()
+    (path,) = write_skills(work, "claude", [_skill("s", files=files)])
+    assert (path.parent / "ref" / "notes.md").read_text() == "n"
+    assert "shadow" not in path.read_text()
+    assert not list(tmp_path.rglob("evil.md"))
+
+
+def test_a_symlinked_skills_directory_is_not_followed(tmp_path: Path) -> None:
+    """An agent's `.claude` link to elsewhere stops the write instead of landing there."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / ".claude").symlink_to(outside)
+    with pytest.raises(OSError):
+        write_skills(work, "claude", [_skill("s")])
+    assert list(outside.iterdir()) == []
