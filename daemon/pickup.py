@@ -14,6 +14,7 @@ from collections.abc import Mapping
 import daemon
 from daemon.config import Settings
 from daemon.protocol.control import ControlChannel
+from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
 from daemon.registration import Registration
 from daemon.task.run import TaskRun
@@ -54,6 +55,13 @@ class Pickup:
     def wake(self) -> None:
         """Claim again now (a slot freed, the daemon is stopping)."""
         self.wakeup.set()
+
+    def claimed(self, tasks: list[Task]) -> list[Task]:
+        """The tasks a claim brought; when there were any, the next claim comes at once, as a
+        server hands out only a few a claim (Multica at most 32) and may hold more."""
+        if tasks:
+            self.wakeup.set()
+        return tasks
 
     def runtimes_changed(self) -> None:
         """The daemon registered again: the control channel reopens for the new runtimes."""

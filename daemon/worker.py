@@ -231,8 +231,8 @@ class Worker:
         # whole retry budget: once draining, its answer is awaited only briefly.
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
-                ids = [r.id for r in self.registration.runtimes]
-                return await self.client.claim(self.daemon_id, ids, free)
+                ids = self.registration.runtime_ids()
+                return self.pickup.claimed(await self.client.claim(self.daemon_id, ids, free))
             except RuntimeGoneError:
                 await self.registration.register_again("claim")
             except ServerError as exc:

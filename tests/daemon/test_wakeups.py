@@ -6,6 +6,7 @@ claimed (or stopped) because of a wakeup, never because of the poll.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,7 +21,7 @@ from daemon.server.in_process import InProcess
 from daemon.server.serve import _bind, _Server
 from daemon.server.store import Store
 from tests.fakes.multica_server import multica_server
-from tests.helpers import TOKEN, embedded_server, eventually, running_daemon
+from tests.helpers import TOKEN, embedded_server, eventually, running_daemon, server_client
 
 pytestmark = pytest.mark.anyio
 
@@ -39,6 +40,29 @@ async def test_task_queued_in_process_wakes_the_claim_loop(tmp_path: Path) -> No
         for _ in range(3):
             task = await d.wait(await d.submit(_QUICK), within=15)
             assert task["status"] == "completed"
+
+
+async def test_more_tasks_than_one_claim_hands_out_are_all_claimed_at_once(
+    tmp_path: Path,
+) -> None:
+    """40 tasks queued before the daemon starts: the server hands out 32 a claim, and the
+    daemon asks again at once for the rest instead of waiting for the poll or a free slot."""
+    embedded = InProcess()
+    long = {"steps": [{"emit": {"type": "text", "content": "hi"}}, {"sleep": 600}]}
+    async with embedded_server(tmp_path / "server.db", in_process=embedded) as url:
+        async with server_client(url) as http:
+            for _ in range(40):
+                queued = await http.post("/api/tasks", json={"prompt": json.dumps(long)})
+                assert queued.status_code == 201
+        async with running_daemon(
+            tmp_path,
+            url,
+            in_process=embedded,
+            MULTICA_DAEMON_POLL_INTERVAL=HOUR,
+            MULTICA_DAEMON_MAX_CONCURRENT_TASKS="50",
+            MULTICA_DAEMON_SHUTDOWN_GRACE="0s",
+        ) as d:
+            await eventually(lambda: len(d.worker.runners) == 40, within=30)
 
 
 async def test_cancel_in_process_stops_the_run_without_a_status_poll(tmp_path: Path) -> None:
