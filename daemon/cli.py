@@ -28,6 +28,7 @@ from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
+from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
@@ -35,6 +36,9 @@ from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
+
+QUEUED_NOTICE = 5.0
+"""Seconds `submit --wait` watches a task stay queued before saying what it waits for."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -123,11 +127,12 @@ async def _run_locked(settings: Settings) -> int:
         # First: the health port is the single-instance lock, and serves `starting` from here.
         health_port = await tg.start(health.serve)
         url, token = settings.server_url, settings.token
+        embedded = InProcess()
         if settings.embedded:
             host, port = split_host_port(settings.embedded_listen)
             db = settings.state_dir / "server.db"
             token = await _embedded_token(settings)
-            bound = await tg.start(serve, db, host, port, token)
+            bound = await tg.start(serve, db, host, port, token, embedded)
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
@@ -140,7 +145,9 @@ async def _run_locked(settings: Settings) -> int:
             tg.cancel_scope.cancel()
             return 1
         circuit = CircuitBreaker(metrics=metrics)
-        async with make_http_client(url, token, daemon.__version__) as http:
+        # The embedded server's app answers this daemon's own requests in-process, no socket.
+        transport = embedded.transport() if settings.embedded else None
+        async with make_http_client(url, token, daemon.__version__, transport=transport) as http:
             budget = ShutdownBudget()
             client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
             worker = Worker(
@@ -153,8 +160,12 @@ async def _run_locked(settings: Settings) -> int:
                 base_env=os.environ,
                 budget=budget,
                 subreaper=True,
+                # A separate server tells us of queued tasks over its control WebSocket; the
+                # embedded one in this process tells the worker directly (`subscribe`).
+                control=not settings.embedded,
             )
             worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
+            embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
         tg.cancel_scope.cancel()
@@ -235,8 +246,15 @@ async def _embedded_token(settings: Settings) -> str:
 
 async def _follow(api: TasksApi, task_id: str) -> int:
     after = 0
+    waited = 0.0
     while True:
         task = await api.get_task(task_id)
+        if task["status"] == "queued" and waited <= QUEUED_NOTICE < waited + 0.5:
+            # No daemon serving the backend has come yet (the server refuses a task for a
+            # backend that other online daemons lack): say what the wait is for.
+            wanted = f"backend {task['backend']}" if task["backend"] else "any backend"
+            print(f"task {task_id} still queued: waiting for a daemon serving {wanted}", flush=True)
+        waited += 0.5
         for message in await api.messages(task_id, after_seq=after):
             after = max(after, int(message["seq"]))
             print(_render(message), flush=True)

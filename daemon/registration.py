@@ -76,6 +76,10 @@ class Registration:
         """Every runtime now registered, workspace by workspace."""
         return [r for runtimes in self.by_workspace.values() for r in runtimes]
 
+    def runtime_ids(self) -> list[str]:
+        """The ids of every runtime now registered (what the control channel subscribes to)."""
+        return [r.id for r in self.runtimes]
+
     @property
     def workspaces(self) -> list[dict[str, str]]:
         """The workspaces served (id and name), those without runtimes included."""

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import random
 import shutil
 import signal
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -19,6 +17,7 @@ from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
+from daemon.pickup import Pickup
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
@@ -27,8 +26,10 @@ from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
 from daemon.state.agents import AgentRecords
 from daemon.state.outbox import Outbox
+from daemon.summary import Summary
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
+from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.token_renewal import renew_once, renewal_loop
@@ -58,6 +59,7 @@ class Worker:
         budget: ShutdownBudget,
         subreaper: bool = False,
         outbox_interval: float = OUTBOX_INTERVAL,
+        control: bool = False,
     ) -> None:
         self.settings = settings
         self.client = client
@@ -71,7 +73,7 @@ class Worker:
         )
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runners: dict[str, TaskRun] = {}
-        self.summary: Counter[str] = Counter()
+        self.summary = Summary()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
         self.outbox_interval = outbox_interval
         self.agents = AgentRecords(settings.state_dir / "agents")
@@ -87,7 +89,8 @@ class Worker:
         self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
-        self._wake = anyio.Event()
+        self.pacing = Pacing(lambda: len(self.runners))
+        self.pickup = Pickup(settings, self.runners, self.registration, server_url, control)
         self._idle = anyio.Event()
 
     @property
@@ -126,7 +129,7 @@ class Worker:
             log.info("stopping: no new claims, %d tasks running", len(self.runners))
             self.status = "stopping"
             self._stopping.set()
-            self._wake.set()
+            self.pickup.wake()
             self._starting.cancel()
             self.budget.drain()
 
@@ -166,6 +169,7 @@ class Worker:
                 renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
             )
             tg.start_soon(self._outbox_loop)
+            tg.start_soon(self.pickup.listen)
             if self.subreaper:
                 tg.start_soon(self.agents.reap_adopted)
             # Every agent spawned by a run below is tracked in the daemon's one registry.
@@ -187,15 +191,7 @@ class Worker:
                     log.warning("deregister failed: %s", exc)
             if bounded.cancelled_caught:
                 log.warning("deregister: no answer within %.0fs", DEREGISTER_WITHIN)
-        s = self.summary
-        log.info(
-            "stopped: %d completed, %d failed, %d idle_watchdog, %d timeout, %d cancelled",
-            s["completed"],
-            s["failed"],
-            s["idle_watchdog"],
-            s["timeout"],
-            s["cancelled"],
-        )
+        log.info("%s", self.summary.line())
 
     async def _signals(self) -> None:
         with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
@@ -227,18 +223,15 @@ class Worker:
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 for task in await self._claim(free):
                     self._launch(runners, task)
-            wait = self.settings.poll_interval * random.uniform(0.8, 1.2)
-            with anyio.move_on_after(wait):
-                await self._wake.wait()
-            self._wake = anyio.Event()
+            await self.pickup.wait()
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
         # whole retry budget: once draining, its answer is awaited only briefly.
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
-                ids = [r.id for r in self.registration.runtimes]
-                return await self.client.claim(self.daemon_id, ids, free)
+                ids = self.registration.runtime_ids()
+                return self.pickup.claimed(await self.client.claim(self.daemon_id, ids, free))
             except RuntimeGoneError:
                 await self.registration.register_again("claim")
             except ServerError as exc:
@@ -263,6 +256,7 @@ class Worker:
             slot=self._free_slot(),
             health_port=self.health_port,
             multica_bin=self.multica_bin,
+            pacing=self.pacing,
         )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()
@@ -285,8 +279,8 @@ class Worker:
             log.exception("task %s: run ended by an unexpected error", runner.id)
         finally:
             self.runners.pop(runner.task.id, None)
-            self.summary[_summary_label(outcome)] += 1
-            self._wake.set()
+            self.summary.add(outcome)
+            self.pickup.wake()
             if not self.runners:
                 self._idle.set()
 
@@ -301,12 +295,3 @@ class Worker:
         if self.runners:
             log.warning("shutdown grace over: cancelling %d tasks", len(self.runners))
             self.stop_now()
-
-
-def _summary_label(outcome: Outcome | None) -> str:
-    """The word a finished task adds to the shutdown summary line."""
-    if outcome is None:
-        return "failed"
-    if outcome.failure_reason in ("idle_watchdog", "timeout", "cancelled"):
-        return outcome.failure_reason
-    return outcome.status.value

@@ -34,6 +34,7 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
+from daemon.server.in_process import InProcess
 from daemon.shutdown import ShutdownBudget
 from daemon.statuses import TERMINAL_STATUSES
 from daemon.worker import OUTBOX_INTERVAL, Worker
@@ -60,10 +61,16 @@ TOKEN = "test-server-token"
 
 
 def embedded_server(
-    db_path: Path, host: str = "127.0.0.1", port: int = 0, token: str = TOKEN
+    db_path: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str = TOKEN,
+    in_process: InProcess | None = None,
 ) -> AbstractAsyncContextManager[str]:
-    """The reference server on 127.0.0.1 with a free port (and `TOKEN`); yields its base URL."""
-    return running_server(db_path, host, port, token)
+    """The reference server on 127.0.0.1 with a free port (and `TOKEN`); yields its base URL.
+
+    With `in_process`, a daemon in this process can subscribe to its hub and use its app."""
+    return running_server(db_path, host, port, token, in_process)
 
 
 def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncClient:
@@ -136,6 +143,8 @@ async def running_daemon(
     outbox_interval: float = OUTBOX_INTERVAL,
     backends: Mapping[str, tuple[Backend, str]] | None = None,
     client_type: type[ServerClient] = ServerClient,
+    control: bool = False,
+    in_process: InProcess | None = None,
     **env: str,
 ) -> AsyncIterator[RunningDaemon]:
     """Start a real worker against `server_url`; stop it gracefully on exit.
@@ -146,13 +155,21 @@ async def running_daemon(
     retries, the circuit's pause and the outbox's re-send period for tests that break the server.
     `backends` are offered besides those found, and `client_type` (a `ServerClient` subclass)
     talks to the server: the seams through which a test makes one step of a task fail.
+    `control` opens the server's control WebSocket; `in_process` (the embedded server's, started
+    with it) subscribes the worker to its hub and sends its requests through the app in this
+    process, as `agent-daemon run` does.
     """
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
     circuit = CircuitBreaker(cooldown=circuit_cooldown, metrics=metrics)
     found = {**await available(settings), **(backends or {})}
     async with (
-        make_http_client(server_url, settings.token, daemon.__version__) as http,
+        make_http_client(
+            server_url,
+            settings.token,
+            daemon.__version__,
+            transport=in_process.transport() if in_process is not None else None,
+        ) as http,
         server_client(server_url, settings.token) as user_http,
     ):
         budget = ShutdownBudget()
@@ -174,7 +191,10 @@ async def running_daemon(
             base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
             outbox_interval=outbox_interval,
             budget=budget,
+            control=control,
         )
+        if in_process is not None:
+            in_process.hub.subscribe(worker.pickup)
         port: AbstractAsyncContextManager[str] = (
             serving_health(worker, metrics) if health else nullcontext("")
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 from daemon.config import env_vars
@@ -23,4 +24,16 @@ def test_ci_runs_the_readme_test_command() -> None:
     """`.ci/run` takes its test command from the README rather than keeping its own copy."""
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "README.md" in ci and "bash -c" in ci
-    assert re.search(r"^python3 -m venv .venv && .*pytest$", README, flags=re.MULTILINE)
+    assert re.search(
+        r"^bash .ci/install-system-deps && python3 -m venv .venv && .*pytest$",
+        README,
+        flags=re.MULTILINE,
+    )
+    found = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "run"), "--print-command"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert found.stdout.startswith("bash .ci/install-system-deps && python3 -m venv .venv")
+    assert found.stdout.rstrip().endswith("pytest")

@@ -35,6 +35,12 @@ DAEMON_ID_HEADER = "X-Daemon-ID"
 DEDUPE_HEADER = "X-Message-Dedupe"
 """On a messages answer, `seq`: the server stores each (task, seq) once, so a re-send is safe."""
 READ_TIMEOUT = 30.0
+POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16)
+"""A few connections, kept alive. httpcore hands each request a connection by scanning every
+queued request against every pooled connection: with its default 100 connections and 200
+running tasks that scan took most of the daemon's CPU (py-spy under bench_load 200x1), and the
+connection bursts overran the server's accept queue (ConnectTimeout). Loopback or LAN requests
+take milliseconds, so 16 connections carry hundreds of requests a second."""
 _ERROR_TEXT_LIMIT = 300
 
 
@@ -54,7 +60,19 @@ def make_http_client(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
-    """An httpx client with the protocol's headers and timeouts; `transport` is for tests."""
+    """An httpx client with the protocol's headers and timeouts; `transport` replaces the
+    socket (the in-process embedded server, tests)."""
+    return httpx.AsyncClient(
+        base_url=base_url.rstrip("/"),
+        headers=protocol_headers(token, version),
+        timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
+        limits=POOL_LIMITS,
+        transport=transport,
+    )
+
+
+def protocol_headers(token: str, version: str) -> dict[str, str]:
+    """The headers every request carries, HTTP and the control WebSocket alike."""
     headers = {
         "X-Client-Platform": "daemon",
         "X-Client-Version": version,
@@ -63,12 +81,7 @@ def make_http_client(
     }
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx.AsyncClient(
-        base_url=base_url.rstrip("/"),
-        headers=headers,
-        timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-        transport=transport,
-    )
+    return headers
 
 
 def error_for_response(endpoint: str, response: httpx.Response) -> ServerError:

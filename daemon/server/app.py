@@ -1,48 +1,39 @@
-"""The reference server's HTTP routes: the daemon protocol plus the task extensions."""
+"""The reference server's app: the daemon protocol's routes here, the user extensions
+(daemon/server/user_routes.py) and the control WebSocket (daemon/server/control.py) beside."""
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
-from collections.abc import Callable
-from typing import Any, TypeVar
 
-import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from daemon.logs import short_id
 from daemon.protocol.wire import DAEMON_ID_HEADER, DEDUPE_HEADER
 from daemon.server import bodies
 from daemon.server.auth import RequestGuard
+from daemon.server.control import ControlHub
 from daemon.server.requests import (
     BadRequestError,
     BodyTooLargeError,
     error_handler,
     http_error,
-    int_param,
+    in_thread,
     parse,
     task_id,
 )
-from daemon.server.store import MAX_PAGE, ConflictError, NotFoundError, StateError, Store
+from daemon.server.store import ConflictError, NotFoundError, StateError, Store
+from daemon.server.user_routes import UserRoutes
 
 log = logging.getLogger(__name__)
 
-STATUSES = ("queued", "dispatched", "running", "completed", "failed", "cancelled")
-
-_T = TypeVar("_T")
-
-
 MAX_BODY = 16 * 1024 * 1024
 """Largest request body read; transcript batches are far smaller (tool output is capped)."""
-
-DEFAULT_PAGE = 100
-"""Tasks in one `GET /api/tasks` page when `limit` is not given."""
 
 
 class NotHolderError(Exception):
@@ -50,11 +41,20 @@ class NotHolderError(Exception):
 
 
 def create_app(
-    store: Store, token: str, *, listen_host: str = "127.0.0.1", max_body: int = MAX_BODY
+    store: Store,
+    token: str,
+    *,
+    listen_host: str = "127.0.0.1",
+    max_body: int = MAX_BODY,
+    hub: ControlHub | None = None,
 ) -> Starlette:
     """The ASGI app over `store`; every request must carry `token` as a bearer and pass the
-    Host, Origin and Content-Type checks of `RequestGuard` (`listen_host`: the bound address)."""
+    Host, Origin and Content-Type checks of `RequestGuard` (`listen_host`: the bound address).
+
+    `hub` hears of queued and cancelled tasks (pass one to subscribe in-process listeners)."""
+    hub = hub or ControlHub()
     routes = _Routes(store, max_body)
+    user = UserRoutes(store, max_body, hub)
     daemon = "/api/daemon"
     task = daemon + "/tasks/{task_id}"
     return Starlette(
@@ -74,14 +74,15 @@ def create_app(
             Route(task + "/complete", routes.complete, methods=["POST"]),
             Route(task + "/fail", routes.fail, methods=["POST"]),
             Route(task + "/cancel-ack", routes.cancel_ack, methods=["POST"]),
-            Route("/api/workspaces", routes.add_workspace, methods=["POST"]),
-            Route("/api/tasks", routes.create_task, methods=["POST"]),
-            Route("/api/tasks", routes.list_tasks, methods=["GET"]),
-            Route("/api/tasks/{task_id}", routes.get_task, methods=["GET"]),
-            Route("/api/tasks/{task_id}/messages", routes.get_messages, methods=["GET"]),
-            Route("/api/tasks/{task_id}/usage", routes.get_usage, methods=["GET"]),
-            Route("/api/tasks/{task_id}/cancel", routes.cancel, methods=["POST"]),
-            Route("/api/runtimes", routes.runtimes, methods=["GET"]),
+            Route("/api/workspaces", user.add_workspace, methods=["POST"]),
+            Route("/api/tasks", user.create_task, methods=["POST"]),
+            Route("/api/tasks", user.list_tasks, methods=["GET"]),
+            Route("/api/tasks/{task_id}", user.get_task, methods=["GET"]),
+            Route("/api/tasks/{task_id}/messages", user.get_messages, methods=["GET"]),
+            Route("/api/tasks/{task_id}/usage", user.get_usage, methods=["GET"]),
+            Route("/api/tasks/{task_id}/cancel", user.cancel, methods=["POST"]),
+            Route("/api/runtimes", user.runtimes, methods=["GET"]),
+            WebSocketRoute(daemon + "/ws", hub.endpoint(store)),
         ],
         middleware=[Middleware(RequestGuard, token=token, listen_host=listen_host)],
         exception_handlers={
@@ -106,9 +107,6 @@ class _Routes:
         self._store = store
         self._max_body = max_body
 
-    async def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
-
     async def _held(self, request: Request) -> str:
         """The route's task id, once the daemon naming itself is the one that claimed it.
 
@@ -118,7 +116,7 @@ class _Routes:
         task = task_id(request)
         caller = request.headers.get(DAEMON_ID_HEADER, "")
         if caller:
-            holder = await self._call(self._store.holder, task)
+            holder = await in_thread(self._store.holder, task)
             if holder and holder != caller:
                 raise NotHolderError("the task is held by another daemon")
         return task
@@ -126,11 +124,11 @@ class _Routes:
     # -- the daemon protocol -------------------------------------------------------------------
 
     async def workspaces(self, request: Request) -> Response:
-        return JSONResponse(await self._call(self._store.workspaces))
+        return JSONResponse(await in_thread(self._store.workspaces))
 
     async def register(self, request: Request) -> Response:
         body = await parse(request, bodies.RegisterIn, self._max_body)
-        runtimes = await self._call(
+        runtimes = await in_thread(
             self._store.register,
             daemon_id=body.daemon_id,
             workspace_id=body.workspace_id,
@@ -157,19 +155,19 @@ class _Routes:
     async def recover(self, request: Request) -> Response:
         await parse(request, bodies.EmptyIn, self._max_body)
         runtime_id = request.path_params["runtime_id"]
-        orphaned = await self._call(self._store.recover_orphans, runtime_id)
+        orphaned = await in_thread(self._store.recover_orphans, runtime_id)
         if orphaned:
             log.info("recovered %d orphaned task(s) of runtime %s", orphaned, short_id(runtime_id))
         return JSONResponse({"orphaned": orphaned, "retried": 0})
 
     async def heartbeat(self, request: Request) -> Response:
         body = await parse(request, bodies.HeartbeatIn, self._max_body)
-        await self._call(self._store.heartbeat, body.runtime_id)
+        await in_thread(self._store.heartbeat, body.runtime_id)
         return JSONResponse({"status": "ok"})
 
     async def deregister(self, request: Request) -> Response:
         body = await parse(request, bodies.DeregisterIn, self._max_body)
-        count = await self._call(self._store.deregister, body.runtime_ids)
+        count = await in_thread(self._store.deregister, body.runtime_ids)
         log.info("deregistered %d runtime(s)", count)
         return JSONResponse({"status": "ok", "deregistered": count})
 
@@ -177,9 +175,7 @@ class _Routes:
         # Multica's ClaimTasksByRuntime: unknown or foreign runtime ids are skipped (never a
         # 404), at most 32 tasks a claim, `max_tasks` 0 claims nothing, negative is a 400.
         body = await parse(request, bodies.ClaimIn, self._max_body)
-        tasks = await self._call(
-            self._store.claim, body.daemon_id, body.runtime_ids, body.max_tasks
-        )
+        tasks = await in_thread(self._store.claim, body.daemon_id, body.runtime_ids, body.max_tasks)
         for t in tasks:
             shown = short_id(t["id"])
             log.info("task %s dispatched to daemon %s (%s)", shown, body.daemon_id, t["backend"])
@@ -190,7 +186,7 @@ class _Routes:
         # claim must not run); the store raises StateError for that.
         await parse(request, bodies.EmptyIn, self._max_body)
         task = await self._held(request)
-        return JSONResponse({"id": task, "status": await self._call(self._store.start, task)})
+        return JSONResponse({"id": task, "status": await in_thread(self._store.start, task)})
 
     async def post_messages(self, request: Request) -> Response:
         # Multica's ReportTaskMessages answers `{"status": "ok"}` and stores every message it
@@ -198,23 +194,23 @@ class _Routes:
         # daemon may re-send a batch whose answer it lost only where that header is present.
         body = await parse(request, bodies.MessagesIn, self._max_body)
         task = await self._held(request)
-        stored = await self._call(self._store.add_messages, task, body.messages)
+        stored = await in_thread(self._store.add_messages, task, body.messages)
         return JSONResponse({"status": "ok", "stored": stored}, headers={DEDUPE_HEADER: "seq"})
 
     async def status(self, request: Request) -> Response:
         # Multica's GetTaskStatus: any task the caller may see, 404 for an unknown one.
-        status = await self._call(self._store.status, task_id(request))
+        status = await in_thread(self._store.status, task_id(request))
         return JSONResponse({"id": task_id(request), "status": status})
 
     async def post_usage(self, request: Request) -> Response:
         body = await parse(request, bodies.UsageIn, self._max_body)
-        await self._call(self._store.record_usage, await self._held(request), body.usage)
+        await in_thread(self._store.record_usage, await self._held(request), body.usage)
         return JSONResponse({"status": "ok"})
 
     async def complete(self, request: Request) -> Response:
         # Multica's CompleteTask: 200 whatever the status; only a `running` task changes.
         body = await parse(request, bodies.CompleteIn, self._max_body)
-        task = await self._call(
+        task = await in_thread(
             self._store.complete,
             await self._held(request),
             body.output,
@@ -228,7 +224,7 @@ class _Routes:
         # Multica's FailTask: 200 whatever the status; a dispatched or running task fails, and
         # an empty failure_reason is classified from the error text (taskfailure.Classify).
         body = await parse(request, bodies.FailIn, self._max_body)
-        task = await self._call(
+        task = await in_thread(
             self._store.fail,
             await self._held(request),
             body.error,
@@ -247,55 +243,5 @@ class _Routes:
     async def cancel_ack(self, request: Request) -> Response:
         await parse(request, bodies.EmptyIn, self._max_body)
         # Multica's AckTaskCancelled: 200 for any task the caller may see.
-        await self._call(self._store.cancel_ack, await self._held(request))
+        await in_thread(self._store.cancel_ack, await self._held(request))
         return JSONResponse({"status": "ok"})
-
-    # -- reference-server extensions -------------------------------------------------------------
-
-    async def add_workspace(self, request: Request) -> Response:
-        body = await parse(request, bodies.WorkspaceIn, self._max_body)
-        workspace = await self._call(self._store.add_workspace, body.name, body.id)
-        log.info("workspace %s added", workspace["id"])
-        return JSONResponse(workspace, status_code=201)
-
-    async def create_task(self, request: Request) -> Response:
-        body = await parse(request, bodies.TaskIn, self._max_body)
-        task = await self._call(
-            self._store.create_task,
-            body.prompt,
-            backend=body.backend,
-            workspace_id=body.workspace_id,
-            agent=body.agent,
-            prior_session_id=body.prior_session_id,
-        )
-        log.info("task %s queued (%s)", short_id(task["id"]), task["backend"] or "any backend")
-        return JSONResponse(task, status_code=201)
-
-    async def list_tasks(self, request: Request) -> Response:
-        status = request.query_params.get("status")
-        if status is not None and status not in STATUSES:
-            raise BadRequestError(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
-        limit = int_param(request, "limit", DEFAULT_PAGE, low=1, high=MAX_PAGE)
-        after = request.query_params.get("after")
-        page = await self._call(self._store.tasks, status, limit, after)
-        # A full page may have a successor: the last id is where the next page starts.
-        more = {"X-Next-After": page[-1]["id"]} if len(page) == limit else {}
-        return JSONResponse(page, headers=more)
-
-    async def get_task(self, request: Request) -> Response:
-        return JSONResponse(await self._call(self._store.task, task_id(request)))
-
-    async def get_messages(self, request: Request) -> Response:
-        after = int_param(request, "after_seq", None)
-        return JSONResponse(await self._call(self._store.messages, task_id(request), after))
-
-    async def get_usage(self, request: Request) -> Response:
-        return JSONResponse(await self._call(self._store.usage, task_id(request)))
-
-    async def cancel(self, request: Request) -> Response:
-        task = await self._call(self._store.cancel, task_id(request))
-        log.info("task %s cancel requested (now %s)", short_id(task["id"]), task["status"])
-        return JSONResponse(task)
-
-    async def runtimes(self, request: Request) -> Response:
-        return JSONResponse(await self._call(self._store.runtimes))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import anyio.to_thread
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
@@ -26,6 +28,11 @@ class BadRequestError(Exception):
 
 class BodyTooLargeError(Exception):
     """The request body exceeds the app's limit; answered 413 without reading the rest."""
+
+
+async def in_thread(fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+    """One blocking store call, run in a worker thread so the event loop keeps serving."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
 
 
 def task_id(request: Request) -> str:

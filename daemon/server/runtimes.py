@@ -137,3 +137,19 @@ class Runtimes(Database):
                 (now, runtime_id, *IN_FLIGHT),
             )
             return cur.rowcount
+
+    def _refuse_unserved(self, conn: sqlite3.Connection, workspace_id: str, backend: str) -> None:
+        """Refuse a task for a backend no online runtime serves while others are online: it would
+        wait forever. With no runtime online, a daemon may still come, so the task is queued."""
+        served = sorted(
+            row[0]
+            for row in conn.execute(
+                "SELECT DISTINCT type FROM runtimes WHERE workspace_id = ? AND status = 'online'",
+                (workspace_id,),
+            )
+        )
+        if served and backend not in served:
+            raise ConflictError(
+                f"no runtime serves backend {backend!r} in workspace {workspace_id!r}; "
+                f"available: {', '.join(served)}"
+            )

@@ -17,6 +17,7 @@ from daemon.addresses import join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
 from daemon.server.auth import TOKEN_FILE, ensure_token
+from daemon.server.in_process import InProcess
 from daemon.server.store import Store
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ async def serve(
     host: str,
     port: int,
     token: str = "",
+    in_process: InProcess | None = None,
     *,
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -60,7 +62,8 @@ async def serve(
     Binds `host:port` itself (port 0 picks a free port) and reports the bound port through
     `task_status` once it accepts connections: `port = await tg.start(serve, path, host, 0)`.
     Every request must carry the token; without one given, it is the one kept in
-    `server.token` next to the database (generated there on first start).
+    `server.token` next to the database (generated there on first start). With `in_process`,
+    its hub hears of queued and cancelled tasks and its `app` is set before `started`.
     """
     if not token:
         token = await anyio.to_thread.run_sync(ensure_token, db_path.parent / TOKEN_FILE)
@@ -72,7 +75,7 @@ async def serve(
             raise ConfigError(f"the embedded server cannot listen on {host}:{port}: {exc}") from exc
         try:
             bound = int(sock.getsockname()[1])
-            await _run(_server(store, token, host), sock, bound, task_status)
+            await _run(_server(store, token, host, in_process), sock, bound, task_status)
         finally:
             sock.close()
     finally:
@@ -82,7 +85,11 @@ async def serve(
 
 @asynccontextmanager
 async def running_server(
-    db_path: Path, host: str = "127.0.0.1", port: int = 0, token: str = ""
+    db_path: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str = "",
+    in_process: InProcess | None = None,
 ) -> AsyncIterator[str]:
     """Serve for the duration of the `async with` block; yields the base URL.
 
@@ -93,16 +100,20 @@ async def running_server(
     that want a real server on loopback without managing a task group themselves.
     """
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db_path, host, port, token)
+        bound = await tg.start(serve, db_path, host, port, token, in_process)
         try:
             yield f"http://{join_host_port(host, bound)}"
         finally:
             tg.cancel_scope.cancel()
 
 
-def _server(store: Store, token: str, host: str) -> _Server:
+def _server(store: Store, token: str, host: str, in_process: InProcess | None) -> _Server:
+    hub = in_process.hub if in_process is not None else None
+    app = create_app(store, token, listen_host=host, hub=hub)
+    if in_process is not None:
+        in_process.app = app
     config = uvicorn.Config(
-        create_app(store, token, listen_host=host),
+        app,
         log_config=None,  # the daemon configures logging; uvicorn must not replace it
         log_level="warning",
         access_log=False,

@@ -109,8 +109,9 @@ class Store(Runtimes, Transcripts):
         workspace_id: str = "default",
         agent: AgentIn | None = None,
         prior_session_id: str = "",
+        only_served: bool = False,
     ) -> dict[str, Any]:
-        """Queue a new task and return it."""
+        """Queue a new task and return it; `only_served` refuses a backend nobody serves."""
         task_id = str(uuid.uuid4())
         agent_json = json.dumps((agent or AgentIn()).model_dump())
         with self._tx() as conn:
@@ -119,6 +120,8 @@ class Store(Runtimes, Transcripts):
                 is None
             ):
                 raise NotFoundError("workspace not found")
+            if backend and only_served:
+                self._refuse_unserved(conn, workspace_id, backend)
             conn.execute(
                 """INSERT INTO tasks (id, workspace_id, backend, prompt, agent, prior_session_id,
                        status, created_at)

@@ -13,6 +13,7 @@ from daemon.protocol.api import TaskServer
 from daemon.shutdown import REPORT, ShutdownBudget
 from daemon.state.outbox import Delivery, Leftover, Outbox
 from daemon.task.outcome import Outcome
+from daemon.task.pacing import Pacing
 from daemon.task.transcript import Transcript
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class Reporter:
         outbox: Outbox,
         metrics: Metrics,
         budget: ShutdownBudget,
+        pacing: Pacing | None = None,
     ) -> None:
         self.task_id = task_id
         self.backend = backend
@@ -39,7 +41,8 @@ class Reporter:
         self._outbox = outbox
         self._budget = budget
         self._metrics = metrics
-        self.transcript = Transcript(client, task_id, metrics, budget=budget)
+        interval = (pacing or Pacing()).transcript_interval
+        self.transcript = Transcript(client, task_id, metrics, budget=budget, interval=interval)
         self.id = short_id(task_id)
 
     async def stream(self) -> None:

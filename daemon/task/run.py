@@ -3,6 +3,7 @@ and the status poll, idle retries; it ends in exactly one outcome, which its rep
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import shutil
@@ -14,7 +15,7 @@ import anyio
 
 from backends.base import Backend, RunSpec
 from daemon.config import Settings
-from daemon.errors import PermanentServerError, ServerError, TaskGoneError, TaskTokenError
+from daemon.errors import TaskTokenError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics, RunObserverMetrics
 from daemon.protocol.api import TaskServer
@@ -28,11 +29,13 @@ from daemon.task.agent_env import TaskPlace, agent_env
 from daemon.task.attempt import Attempt, AttemptResult
 from daemon.task.incidents import IncidentLog, TaskIncidents
 from daemon.task.outcome import Ending, Outcome, decide
+from daemon.task.pacing import Pacing
 from daemon.task.prompt import build_prompt
 from daemon.task.recovery import next_attempt
 from daemon.task.reporter import Reporter
 from daemon.task.runtime_brief import write_brief
 from daemon.task.skills import write_skills
+from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import poll_status
 from daemon.task.watchdog import Watchdog
 from daemon.task.workspace import (
@@ -42,6 +45,7 @@ from daemon.task.workspace import (
     run_spec,
     write_mcp_config,
 )
+from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,7 @@ class TaskRun:
         health_port: int = 0,
         multica_bin: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
+        pacing: Pacing | None = None,
     ) -> None:
         self.task, self.backend = task, backend
         self._client, self._settings, self._metrics = client, settings, metrics
@@ -77,7 +82,10 @@ class TaskRun:
         # Where the agent reaches the daemon: its slot, the health port, the `multica` CLI.
         self.slot, self._health_port, self._multica_bin = slot, health_port, multica_bin
         self._mcp_config: Path | None = None
-        self.reporter = Reporter(task.id, backend.name, client, outbox, metrics, budget)
+        self._pacing = pacing or Pacing()
+        self.reporter = Reporter(
+            task.id, backend.name, client, outbox, metrics, budget, self._pacing
+        )
         self.activity = Activity(clock)
         fires = metrics.watchdog_fires
         self._incidents = TaskIncidents(incidents, task.id, backend.name, self.activity, fires)
@@ -86,6 +94,7 @@ class TaskRun:
         self._attempt: Attempt | None = None
         self._waiting = anyio.CancelScope()
         self._stop_reason = ""
+        self._status_due = Wakeup()
         self.id = short_id(task.id)
 
     @property
@@ -104,6 +113,10 @@ class TaskRun:
         if self._attempt is not None:
             self._attempt.stop()
         self._waiting.cancel()
+
+    def check_status(self) -> None:
+        """Ask the server for the task's status now (it said the task was cancelled)."""
+        self._status_due.set()
 
     async def run(self) -> Outcome:
         """Run the task to its end and report it exactly once; an error fails this task only."""
@@ -149,33 +162,8 @@ class TaskRun:
         self._mcp_config = write_mcp_config(dirs, task)
         return dirs
 
-    async def _start(self) -> Ending | None:
-        """Acknowledge the start; the run's ending instead when the task must not run."""
-        try:
-            await self._client.start_task(self.task.id)
-        except TaskGoneError:
-            return Ending(stopped="gone")
-        except PermanentServerError as exc:
-            # A start sent again after its answer was lost is refused too: the first one
-            # made the task `running`, and only this daemon's start could have.
-            if await self._running_already():
-                return None
-            # As Go's `runTask`: the server no longer has the task dispatched (cancelled or
-            # reassigned meanwhile), so nothing runs and the task is failed for the record.
-            log.warning("task %s: start refused, not running it: %s", self.id, exc)
-            return Ending(error=f"start task failed: {exc}", failure_reason="")
-        except ServerError as exc:
-            log.warning("task %s: start not acknowledged, running anyway: %s", self.id, exc)
-        return None
-
-    async def _running_already(self) -> bool:
-        try:
-            return await self._client.task_status(self.task.id) == "running"
-        except ServerError:
-            return False
-
     async def _execute(self, dirs: TaskDirs) -> Ending:
-        refused = await self._start()
+        refused = await acknowledge_start(self._client, self.task.id)
         if refused is not None:
             return refused
         try:
@@ -192,8 +180,11 @@ class TaskRun:
         )
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.reporter.stream)
-            interval = self._settings.status_poll_interval
-            tg.start_soon(poll_status, self._client, self.task.id, interval, self.stop)
+            every = self._settings.status_poll_interval
+            interval = functools.partial(self._pacing.status_interval, every)
+            tg.start_soon(
+                poll_status, self._client, self.task.id, interval, self.stop, self._status_due
+            )
             ending = await self._attempts(spec)
             tg.cancel_scope.cancel()
         await self.reporter.close()

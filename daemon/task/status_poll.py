@@ -5,22 +5,29 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import anyio
-
 from daemon.errors import ServerError, TaskGoneError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
 from daemon.statuses import TERMINAL_STATUSES
+from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
 
 async def poll_status(
-    client: TaskServer, task_id: str, interval: float, stop: Callable[[str], None]
+    client: TaskServer,
+    task_id: str,
+    interval: Callable[[], float],
+    stop: Callable[[str], None],
+    due: Wakeup | None = None,
 ) -> None:
-    """Call `stop` when the server says the task is over or gone; ignore blips."""
+    """Call `stop` when the server says the task is over or gone; ignore blips.
+
+    `interval()` is asked before each wait (it grows with the daemon's load); setting `due`
+    asks at once (the server said the task was cancelled)."""
+    due = due or Wakeup()
     while True:
-        await anyio.sleep(interval)
+        await due.wait(interval())
         try:
             status = await client.task_status(task_id)
         except TaskGoneError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from itertools import islice
 from typing import Any
 
@@ -69,7 +70,7 @@ class Transcript:
         metrics: Metrics,
         *,
         budget: ShutdownBudget | None = None,
-        interval: float = 0.5,
+        interval: float | Callable[[], float] = 0.5,
         batch_size: int = BATCH_MESSAGES,
         max_messages: int = 100_000,
         max_bytes: int = 64 * 1024 * 1024,
@@ -77,7 +78,8 @@ class Transcript:
         self._client = client
         self._task_id = task_id
         self._metrics = metrics
-        self._interval = interval
+        # A callable is asked before each wait: the pause grows with the daemon's load.
+        self._interval = interval if callable(interval) else (lambda: interval)
         self._batch_size = batch_size
         self._max_messages = max_messages
         self._max_bytes = max_bytes
@@ -151,7 +153,7 @@ class Transcript:
     async def run(self) -> None:
         """Flush every interval until cancelled."""
         while True:
-            await anyio.sleep(self._interval)
+            await anyio.sleep(self._interval())
             await self.flush()
 
     async def flush(self) -> bool:

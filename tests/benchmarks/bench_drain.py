@@ -2,11 +2,12 @@
 
 Run: `python -m tests.benchmarks.bench_drain [messages]` from the repo root (default 200,000).
 The agent's lines go through the whole daemon — process helper, parser, drain loop, watchdog
-bookkeeping, transcript batching — into the embedded server over loopback HTTP. The baseline
-only reads the same lines from a pipe and parses them with `json.loads`. Prints messages/s for
-both, their ratio, and how many messages the server stored (must equal what was sent).
-Two runs: with the embedded server in the daemon's process (what `agent-daemon run` does by
-default) and with the server in its own process (as against a real server). Targets: ≥ 20,000
+bookkeeping, transcript batching — into the embedded server. The baseline only reads the same
+lines from a pipe and parses them with `json.loads`. Prints messages/s for both, their ratio,
+and how many messages the server stored (must equal what was sent).
+Two runs: with the embedded server in the daemon's process, answering it through the app with
+no socket (what `agent-daemon run` does by default), and with the server in its own process
+over loopback HTTP (as against a real server). Targets: ≥ 20,000
 messages/s and ≥ 0.3 of the baseline, zero lost.
 """
 
@@ -26,6 +27,7 @@ from pathlib import Path
 import anyio
 import httpx
 
+from daemon.server.in_process import InProcess
 from tests.helpers import TOKEN, embedded_server, running_daemon, server_client
 
 AGENT = r"""
@@ -109,12 +111,19 @@ async def through_daemon(
     agent: Path, n: int, home: Path, separate: bool = False
 ) -> tuple[float, int]:
     """Messages/s from claim to the completed report, and how many the server stored."""
-    server = server_process(home) if separate else embedded_server(home / "server.db")
+    # In-process as `agent-daemon run` has it: the daemon's requests go through the app.
+    embedded = None if separate else InProcess()
+    server = (
+        server_process(home)
+        if separate
+        else embedded_server(home / "server.db", in_process=embedded)
+    )
     async with (
         server as url,
         running_daemon(
             home,
             url,
+            in_process=embedded,
             MULTICA_COMMAND_PATH=sys.executable,
             MULTICA_COMMAND_ARGS=f"{agent} {n}",
             MULTICA_AGENT_IDLE_WATCHDOG="30m",

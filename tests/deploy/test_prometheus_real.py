@@ -47,12 +47,21 @@ def scrape_config(health_url: str) -> dict[str, Any]:
     return config
 
 
-@asynccontextmanager
-async def prometheus(workdir: Path, config: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
-    """Prometheus on a free loopback port; yields a client of its HTTP API."""
+@pytest.fixture
+def prometheus_binary() -> str:
+    """The prometheus binary, or a skip. A fixture on purpose: a skip raised inside the test's
+    task groups would arrive wrapped in an exception group, with a traceback and no reason."""
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("prometheus is not installed (.ci/install-system-deps installs it)")
+    return binary
+
+
+@asynccontextmanager
+async def prometheus(
+    binary: str, workdir: Path, config: dict[str, Any]
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Prometheus on a free loopback port; yields a client of its HTTP API."""
     (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     log = (workdir / "prometheus.log").open("wb")
@@ -93,13 +102,15 @@ async def query(api: httpx.AsyncClient, promql: str) -> list[dict[str, Any]]:
     return list(body["data"]["result"])
 
 
-async def test_prometheus_scrapes_the_daemon_and_sees_the_watchdog_fire(tmp_path: Path) -> None:
+async def test_prometheus_scrapes_the_daemon_and_sees_the_watchdog_fire(
+    tmp_path: Path, prometheus_binary: str
+) -> None:
     """With the shipped config: the target is up and the idle watchdog counter reads 1."""
     script = {"steps": [{"text": "working"}, {"hang": True}]}
     async with (
         embedded_server(tmp_path / "server.db") as url,
         running_daemon(tmp_path, url, health=True, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d,
-        prometheus(tmp_path, scrape_config(d.health_url)) as api,
+        prometheus(prometheus_binary, tmp_path, scrape_config(d.health_url)) as api,
     ):
         task = await d.wait(await d.submit(script))
         up: list[dict[str, Any]] = []

@@ -1,0 +1,98 @@
+"""Real `agent-daemon run` / `agent-daemon server` processes for the benchmarks that need them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "bench-server-token"
+"""The servers' bearer token: every benchmark process is given it (MULTICA_DAEMON_TOKEN)."""
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def free_port() -> int:
+    """A loopback port free right now (the child binds it a moment later)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def base_env(home: Path, **overrides: str) -> dict[str, str]:
+    """A daemon environment in `home` with the default intervals and the scripted backend."""
+    env = {
+        "HOME": str(home),
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("BENCH_PYTHONPATH", str(ROOT)),
+        "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
+        "MULTICA_DAEMON_TOKEN": TOKEN,
+        "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
+        "MULTICA_SCRIPTED_BACKEND": "1",
+        "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
+        "MULTICA_CODEX_PATH": str(home / "no-codex"),
+        "MULTICA_DAEMON_HEALTH_ADDR": f"127.0.0.1:{free_port()}",
+        "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+    }
+    env.update(overrides)
+    return env
+
+
+@contextmanager
+def running(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`python -m daemon ARGS` until the block ends, then SIGTERM (and wait for the exit)."""
+    proc = subprocess.Popen([sys.executable, "-m", "daemon", *args], env=env, cwd=env["HOME"])
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def server_client(url: str, timeout: float = 30.0) -> httpx.Client:
+    """A client of the server at `url` that sends the token."""
+    return httpx.Client(base_url=url, headers=AUTH, timeout=timeout)
+
+
+def wait_until_up(url: str, path: str, within: float = 30.0) -> None:
+    """Wait until `url + path` answers 200."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + path, headers=AUTH, timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"{url}{path} did not come up within {within:.0f}s")
+
+
+def wait_for_runtime(url: str, within: float = 30.0) -> None:
+    """Wait until a daemon has registered a runtime with the server at `url`."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/api/runtimes", headers=AUTH, timeout=1).json():
+                return
+        except (httpx.HTTPError, ValueError):
+            pass
+        time.sleep(0.1)
+    raise SystemExit(f"no daemon registered with {url} within {within:.0f}s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -1,0 +1,79 @@
+"""The control WebSocket client against the real embedded server on loopback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.abc import TaskGroup
+from websockets.asyncio.server import ServerConnection, serve
+
+from daemon.protocol.control import ControlChannel, ws_url
+from daemon.protocol.wire import protocol_headers
+from daemon.wakeup import Wakeup
+from tests.daemon.server.helpers import register_http
+from tests.helpers import TOKEN, embedded_server, eventually, server_client
+
+pytestmark = pytest.mark.anyio
+
+
+def test_ws_url_follows_the_server_scheme_and_path() -> None:
+    """http becomes ws and https wss; a base path is kept."""
+    assert ws_url("http://127.0.0.1:8080") == "ws://127.0.0.1:8080/api/daemon/ws"
+    assert ws_url("https://multica.example/base/") == "wss://multica.example/base/api/daemon/ws"
+
+
+async def test_channel_reconnects_for_a_changed_runtime_set(tmp_path: Path) -> None:
+    """After `runtimes_changed`, frames for a runtime added to the set wake the daemon."""
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        server_client(url) as http,
+    ):
+        ids = await register_http(http, "d1", "claude", "codex")
+        current = [ids["claude"]]
+        wakeup = Wakeup()
+        channel = ControlChannel(url, protocol_headers(TOKEN, "test"), lambda: current, wakeup)
+        async with anyio.create_task_group() as tg:
+            first = await _opened(tg, channel, wakeup)
+            current = [ids["claude"], ids["codex"]]
+            channel.runtimes_changed()
+            await eventually(lambda: channel.connected is not first and channel.connected.is_set())
+            await wakeup.wait(0)
+            await http.post("/api/tasks", json={"prompt": "p", "backend": "codex"})
+            assert await wakeup.wait(10)
+            tg.cancel_scope.cancel()
+
+
+async def test_channel_ignores_frames_it_does_not_know() -> None:
+    """Unknown types, non-JSON and odd payloads leave the connection up; a known frame wakes."""
+    go = anyio.Event()
+
+    async def handler(ws: ServerConnection) -> None:
+        for frame in ('{"type": "daemon:hello"}', "not json", "[1]", '{"type": 3}'):
+            await ws.send(frame)
+        await go.wait()
+        await ws.send('{"type": "daemon:task_available", "payload": {"task_id": "t1"}}')
+        await ws.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        wakeup = Wakeup()
+        channel = ControlChannel(
+            f"http://127.0.0.1:{port}", protocol_headers("", "test"), lambda: ["r1"], wakeup
+        )
+        async with anyio.create_task_group() as tg:
+            first = await _opened(tg, channel, wakeup)
+            go.set()
+            assert await wakeup.wait(10)
+            assert channel.connected is first and first.is_set()
+            tg.cancel_scope.cancel()
+
+
+async def _opened(tg: TaskGroup, channel: ControlChannel, wakeup: Wakeup) -> anyio.Event:
+    """Run `channel` in `tg` until connected; take the claim every (re)connection asks for."""
+    tg.start_soon(channel.run)
+    with anyio.fail_after(10):
+        await channel.connected.wait()
+    await wakeup.wait(0)
+    return channel.connected
