@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -65,12 +65,15 @@ class _Run:
 class ProcessRegistry:
     """One daemon's agent processes: leaders not yet reaped, and each run's members."""
 
-    def __init__(self) -> None:
+    def __init__(self, scanner: Callable[[], Snapshot] = snapshot) -> None:
+        """`scanner` reads every process once (tests count its calls)."""
+        self._scanner = scanner
         self._leaders: set[int] = set()
         self._runs: dict[int, _Run] = {}
         """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
         self.adopts_orphans = False
         self._last_scan: tuple[float, Snapshot] | None = None
+        self._scanning = anyio.Lock()
 
     @contextmanager
     def installed(self) -> Iterator[ProcessRegistry]:
@@ -127,11 +130,14 @@ class ProcessRegistry:
 
     async def _scan(self, fresher_than: float) -> Snapshot:
         # Runs share a recent scan: the cost stays near two scans per interval however many
-        # agents run, instead of one scan per agent.
-        now = anyio.current_time()
-        if self._last_scan is None or now - self._last_scan[0] > fresher_than:
-            self._last_scan = (now, await anyio.to_thread.run_sync(snapshot))
-        return self._last_scan[1]
+        # agents run, instead of one scan per agent. The lock makes runs that wake together
+        # wait for the scan under way: without it 200 agents started 200 scans each interval,
+        # and a daemon running them spent more than a core reading /proc.
+        async with self._scanning:
+            now = anyio.current_time()
+            if self._last_scan is None or now - self._last_scan[0] > fresher_than:
+                self._last_scan = (now, await anyio.to_thread.run_sync(self._scanner))
+            return self._last_scan[1]
 
     def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
         """The live processes of agent `pid`'s run: its tree, its tagged and tracked members,

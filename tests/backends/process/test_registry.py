@@ -12,7 +12,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+
+from backends.process import ProcessRegistry
+from backends.process.tree import Snapshot, snapshot
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers are Linux only")
 
@@ -117,3 +121,22 @@ def test_an_adopted_orphan_dies_with_its_own_run_only(tmp_path: Path) -> None:
     """As subreaper, a detached sleeper dies when its run ends; another run's sleeper lives on."""
     report = run_scenario(ATTRIBUTION_SCENARIO, str(tmp_path))
     assert report == {"after_a": [False, True], "after_b": [False, False]}
+
+
+@pytest.mark.anyio
+async def test_runs_tracked_at_once_share_one_scan() -> None:
+    """Fifty runs whose trackers wake together read /proc once, not once each."""
+    scans = 0
+
+    def counted() -> Snapshot:
+        nonlocal scans
+        scans += 1
+        return snapshot()
+
+    registry = ProcessRegistry(scanner=counted)
+    async with anyio.create_task_group() as tg:
+        for pid in range(1, 51):
+            tg.start_soon(registry.track, pid, 1.0)
+        await anyio.sleep(1.5)  # every tracker wakes once, at 1 s
+        tg.cancel_scope.cancel()
+    assert scans == 1
