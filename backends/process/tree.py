@@ -50,7 +50,13 @@ class ProcStat:
 
 def _read_stat(pid: int) -> ProcStat | None:
     try:
-        data = (_PROC / str(pid) / "stat").read_bytes()
+        # os-level calls: a scan reads every process's stat, and pathlib's objects cost more
+        # than the read itself.
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses; fields after the last ')'

@@ -125,7 +125,7 @@ def test_an_adopted_orphan_dies_with_its_own_run_only(tmp_path: Path) -> None:
 
 @pytest.mark.anyio
 async def test_runs_tracked_at_once_share_one_scan() -> None:
-    """Fifty runs whose trackers wake together read /proc once, not once each."""
+    """Fifty runs' trackers read /proc once a tick between them, not once each."""
     scans = 0
 
     def counted() -> Snapshot:
@@ -135,8 +135,10 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
 
     registry = ProcessRegistry(scanner=counted)
     async with anyio.create_task_group() as tg:
+        began = anyio.current_time()
         for pid in range(1, 51):
             tg.start_soon(registry.track, pid, 1.0)
-        await anyio.sleep(1.5)  # every tracker wakes once, at 1 s
+        await anyio.sleep(2.5)
+        ticks = int(anyio.current_time()) - int(began)  # the 1 s ticks the trackers woke on
         tg.cancel_scope.cancel()
-    assert scans == 1
+    assert 1 <= scans <= ticks
