@@ -99,11 +99,6 @@ class HttpPort:
                 self._end(conn)
         self._listener.close()
 
-    def open_connections(self) -> int:
-        """How many connections the port holds now."""
-        with self._lock:
-            return len(self._open)
-
     def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
             selector.register(self._listener, selectors.EVENT_READ)

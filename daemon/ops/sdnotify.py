@@ -20,11 +20,6 @@ log = logging.getLogger(__name__)
 NOTIFY_ENV_VARS: tuple[str, ...] = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
 
 
-def without_notify_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `environ` without systemd's notify variables, for an agent's environment."""
-    return {k: v for k, v in environ.items() if k not in NOTIFY_ENV_VARS}
-
-
 class Notifier:
     """Sends readiness, status and watchdog pings to systemd; silent when not under systemd."""
 

@@ -126,9 +126,11 @@ class TaskRun:
         dirs: TaskDirs | None = None
         ending = Ending(error="internal error")
         try:
-            # Directories, markers, skills and the MCP file: all before `start`.
+            # Directories, markers, skills and the MCP file, all before `start`; in a thread,
+            # as they are file I/O the event loop should not wait on.
             root = self._settings.workspaces_root
-            dirs, self._mcp_config = prepare(root, self.task, self.backend.name)
+            placed = await anyio.to_thread.run_sync(prepare, root, self.task, self.backend.name)
+            dirs, self._mcp_config = placed
             ending = await self._execute(dirs)
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
@@ -161,7 +163,7 @@ class TaskRun:
         if refused is not None:
             return refused
         try:
-            spec = self._spec(dirs)
+            spec = await anyio.to_thread.run_sync(self._spec, dirs)
         except TaskTokenError as exc:
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")

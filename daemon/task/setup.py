@@ -13,7 +13,7 @@ from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
-from daemon.task.agent_env import TaskPlace, agent_env
+from daemon.task.agent_env import TaskPlace, agent_env, blocked_custom_keys
 from daemon.task.prompt import build_prompt
 from daemon.task.runtime_brief import write_brief
 from daemon.task.skills import write_skills
@@ -69,6 +69,10 @@ def agent_spec(
         require_task_token=True,
     )
     env = agent_env(reach.base_env, task, where)
+    blocked = blocked_custom_keys(task.agent.custom_env)
+    if blocked:
+        # Multica's daemon skips the same names; say so rather than drop them silently.
+        log.warning("task %s: custom_env may not set %s", short_id(task.id), ", ".join(blocked))
     resume, lost = resumable_session(task, dirs)
     if lost:
         log.info(

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.ops.sdnotify import NOTIFY_ENV_VARS, Notifier, without_notify_env
+from daemon.ops.sdnotify import Notifier
 
 
 @pytest.fixture
@@ -130,10 +130,3 @@ def test_watchdog_interval_none_when_unset_or_invalid(usec: str | None) -> None:
     if usec is not None:
         env["WATCHDOG_USEC"] = usec
     assert Notifier.from_env(env).watchdog_interval is None
-
-
-def test_agent_environment_drops_notify_variables() -> None:
-    """without_notify_env removes exactly NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID."""
-    env = {"NOTIFY_SOCKET": "/run/x", "WATCHDOG_USEC": "1", "WATCHDOG_PID": "2", "PATH": "/bin"}
-    assert without_notify_env(env) == {"PATH": "/bin"}
-    assert set(NOTIFY_ENV_VARS) == {"NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"}

@@ -1,0 +1,43 @@
+"""Tests for what a task's agent is given before it starts."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from backends.base import NullObserver
+from daemon.config import Settings
+from daemon.protocol.models import Task
+from daemon.task.setup import AgentReach, agent_spec, prepare
+
+
+def _task(custom_env: dict[str, str]) -> Task:
+    return Task.model_validate(
+        {
+            "id": "task-1",
+            "workspace_id": "ws-1",
+            "agent_id": "ag-1",
+            "issue_id": "I-1",
+            "agent": {"id": "ag-1", "name": "Coder", "custom_env": custom_env},
+            "auth_token": "mat_task_secret",
+        }
+    )
+
+
+def test_custom_env_names_the_daemon_keeps_are_skipped_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`custom_env` may not set PATH or MULTICA_*: those are skipped, and one line says which."""
+    settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_SERVER_URL": "http://x.test"})
+    task = _task({"PATH": "/evil", "MULTICA_TOKEN": "stolen", "MY_FLAG": "1"})
+    dirs, mcp = prepare(tmp_path / "ws", task, "claude")
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
+    with caplog.at_level(logging.WARNING, logger="daemon.task.setup"):
+        spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach)
+    assert spec.env["MY_FLAG"] == "1"
+    assert spec.env["MULTICA_TOKEN"] == "mat_task_secret" and spec.env["PATH"] != "/evil"
+    assert [r.getMessage() for r in caplog.records] == [
+        "task task-1: custom_env may not set MULTICA_TOKEN, PATH"
+    ]
