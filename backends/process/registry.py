@@ -4,8 +4,9 @@ An agent can detach a process however it likes — `env -i setsid sleep 333 &` d
 tracking tag and the session, and once the shell in between exits the sleeper is no longer
 below the agent. A registry keeps what is needed to find it anyway:
 
-* every run's members: a scan every `TRACK_INTERVAL` records the processes below the agent
-  and below every member seen before, so a process seen once stays the run's after it detaches;
+* every run's members: a walk every `TRACK_INTERVAL` down from the agent and every member
+  seen before records the processes below them, so a process seen once stays the run's after
+  it detaches (the walk reads only the runs' own processes, not all of /proc);
 * as a child subreaper the daemon adopts every orphan of its agents; an adopted orphan (a child
   of the daemon it did not spawn, in another session) belongs to the run whose members it was
   seen among, or whose work directory it still runs in.
@@ -42,6 +43,7 @@ from backends.process.tree import (
     identify,
     is_alive,
     snapshot,
+    subtree_snapshot,
 )
 
 log = logging.getLogger(__name__)
@@ -65,8 +67,10 @@ class _Run:
 class ProcessRegistry:
     """One daemon's agent processes: leaders not yet reaped, and each run's members."""
 
-    def __init__(self, scanner: Callable[[], Snapshot] = snapshot) -> None:
-        """`scanner` reads every process once (tests count its calls)."""
+    def __init__(
+        self, scanner: Callable[[list[ProcIdentity]], Snapshot] = subtree_snapshot
+    ) -> None:
+        """`scanner` reads the processes below the roots it is given (tests count its calls)."""
         self._scanner = scanner
         self._leaders: set[int] = set()
         self._runs: dict[int, _Run] = {}
@@ -113,12 +117,16 @@ class ProcessRegistry:
         run = self._runs.get(pid)
         if run is None:
             return
-        roots = [*run.members, *([run.leader.pid] if run.leader else [])]
-        for member in scan.descendants(roots):
+        # A walk starts from every member known when it ran, so a member it did not cover has
+        # exited (or its pid is another process's now): it never comes back, and keeping it
+        # would make every later walk read it again.
+        for gone in [p for p in run.members.values() if not scan.covers(p)]:
+            del run.members[gone.pid]
+        for member in scan.descendants(p.pid for p in _roots(run) if scan.covers(p)):
             run.members.setdefault(member.pid, member)
 
     def members(self, pid: int) -> list[ProcIdentity]:
-        """The processes seen below agent `pid` so far, alive or not."""
+        """The processes seen below agent `pid` and alive at the last walk (or since)."""
         run = self._runs.get(pid)
         return list(run.members.values()) if run else []
 
@@ -138,7 +146,9 @@ class ProcessRegistry:
         async with self._scanning:
             now = anyio.current_time()
             if self._last_scan is None or now - self._last_scan[0] > fresher_than:
-                self._last_scan = (now, await anyio.to_thread.run_sync(self._scanner))
+                roots = [root for run in self._runs.values() for root in _roots(run)]
+                scan = await anyio.to_thread.run_sync(self._scanner, roots)
+                self._last_scan = (now, scan)
             return self._last_scan[1]
 
     def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
@@ -214,6 +224,11 @@ class ProcessRegistry:
 def current_registry() -> ProcessRegistry:
     """The registry installed around the caller, or a private one for a single run."""
     return _CURRENT.get() or ProcessRegistry()
+
+
+def _roots(run: _Run) -> list[ProcIdentity]:
+    """Where a walk for `run`'s members starts: its agent and every member seen so far."""
+    return [*run.members.values(), *([run.leader] if run.leader else [])]
 
 
 def _within(path: str, directory: str) -> bool:

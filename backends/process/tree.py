@@ -15,6 +15,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -22,6 +23,9 @@ log = logging.getLogger(__name__)
 _PROC = Path("/proc")
 _HAVE_PROC = sys.platform == "linux" and (_PROC / "self" / "stat").exists()
 _GONE_STATES = frozenset({"Z", "X", "x"})
+# `/proc/PID/task/TID/children` (CONFIG_PROC_CHILDREN, on in common distribution kernels) names
+# a thread's children, so a tree is found by reading only its own processes.
+_HAVE_CHILDREN = _HAVE_PROC and os.path.exists("/proc/thread-self/children")
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +126,20 @@ def is_alive(identity: ProcIdentity) -> bool:
 class Snapshot:
     """Every live process at one moment, by parent: one read of /proc answers many questions."""
 
-    def __init__(self, stats: Iterable[ProcStat]) -> None:
+    def __init__(
+        self, stats: Iterable[ProcStat], walked: Iterable[ProcIdentity] | None = None
+    ) -> None:
+        """`walked`: the roots a walk started from (None: every process was read)."""
         self._children: dict[int, list[ProcStat]] = {}
         for stat in stats:
             if not stat.gone:
                 self._children.setdefault(stat.ppid, []).append(stat)
+        self._walked = None if walked is None else frozenset(walked)
+
+    def covers(self, root: ProcIdentity) -> bool:
+        """Whether the processes below `root` are in this snapshot: false for a root that was
+        not walked, or whose pid belonged to another process by then."""
+        return self._walked is None or root in self._walked
 
     def children(self, pid: int) -> list[ProcStat]:
         """The live children of `pid`."""
@@ -149,6 +162,53 @@ class Snapshot:
 def snapshot() -> Snapshot:
     """Read every process's parent link now (empty where there is no /proc)."""
     return Snapshot(all_stats())
+
+
+def subtree_snapshot(roots: Iterable[ProcIdentity]) -> Snapshot:
+    """The processes below `roots` now, read by walking down from them.
+
+    A root whose pid now belongs to another process is not walked. Costs a few reads per
+    process in the trees instead of one per process on the machine; where the kernel offers
+    no children files it is a whole `snapshot()`.
+    """
+    if not _HAVE_CHILDREN:
+        return snapshot()
+    walked = [root for root in roots if _live_stat(root) is not None]
+    queue = [root.pid for root in walked]
+    seen = set(queue)
+    found: list[ProcStat] = []
+    while queue:
+        for pid in _child_pids(queue.pop()):
+            if pid in seen:
+                continue
+            seen.add(pid)
+            stat = _read_stat(pid)
+            if stat is not None:
+                found.append(stat)
+                queue.append(pid)
+    return Snapshot(found, walked)
+
+
+def _child_pids(pid: int) -> list[int]:
+    """The children of every thread of `pid` (none if it is gone)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    pids: list[int] = []
+    for tid in threads:
+        try:
+            fd = os.open(f"/proc/{pid}/task/{tid}/children", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # the thread just ended
+            continue
+        try:
+            data = b"".join(iter(partial(os.read, fd, 65536), b""))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        pids.extend(int(p) for p in data.split())
+    return pids
 
 
 def descendants(pid: int) -> list[ProcIdentity]:

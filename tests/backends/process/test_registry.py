@@ -6,17 +6,21 @@ test process."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from backends.process import ProcessRegistry
-from backends.process.tree import Snapshot, snapshot
+from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
+from backends.process.tree import Snapshot, subtree_snapshot
+from tests.backends.support import SLEEPER, TREE_CHILD, identities, python, tree_pids
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers are Linux only")
 
@@ -128,10 +132,10 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
     """Fifty runs' trackers read /proc once a tick between them, not once each."""
     scans = 0
 
-    def counted() -> Snapshot:
+    def counted(roots: list[ProcIdentity]) -> Snapshot:
         nonlocal scans
         scans += 1
-        return snapshot()
+        return subtree_snapshot(roots)
 
     registry = ProcessRegistry(scanner=counted)
     async with anyio.create_task_group() as tg:
@@ -142,3 +146,82 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
         ticks = int(anyio.current_time()) - int(began)  # the 1 s ticks the trackers woke on
         tg.cancel_scope.cancel()
     assert 1 <= scans <= ticks
+
+
+async def track_until(
+    registry: ProcessRegistry, pid: int, done: Callable[[], bool], within: float = 10.0
+) -> None:
+    """Track agent `pid` every 50 ms until `done()`; fail after `within` seconds."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(registry.track, pid, 0.05)
+        await eventually(done, within)
+        tg.cancel_scope.cancel()
+
+
+async def track_for(registry: ProcessRegistry, pid: int, seconds: float) -> None:
+    """Track agent `pid` every 50 ms for `seconds`."""
+    with anyio.move_on_after(seconds):
+        await registry.track(pid, 0.05)
+
+
+def test_a_member_whose_pid_was_reused_lends_the_run_nothing(tmp_path: Path) -> None:
+    """A member seen before whose pid now names another process is not walked: that process's
+    children are not recorded as the run's (and so never killed with it)."""
+    stranger = subprocess.Popen(python(TREE_CHILD), stdout=subprocess.PIPE, text=True)
+    agent = subprocess.Popen(python(SLEEPER))
+    strangers_tree: list[ProcIdentity] = []
+    try:
+        assert stranger.stdout is not None
+        strangers_tree = identities(tree_pids(stranger.stdout.readline()))
+        registry = ProcessRegistry()
+        registry.spawned("run", agent.pid, tmp_path)
+        live = identify(stranger.pid)
+        assert live is not None
+        # The run once had a member with this pid, started at another time: the stranger is
+        # a later process handed the same pid (a reuse cannot be forced, so it is planted).
+        earlier = ProcIdentity(stranger.pid, live.start_time - 1)
+        registry._runs[agent.pid].members[stranger.pid] = earlier
+        anyio.run(track_for, registry, agent.pid, 0.3)
+        assert not set(registry.members(agent.pid)) & set(strangers_tree)
+    finally:
+        for identity in strangers_tree:
+            signal_group_of(identity, signal.SIGKILL)
+        for proc in (stranger, agent):
+            proc.kill()
+            proc.wait()
+        stranger.stdout.close()  # type: ignore[union-attr]
+
+
+TOOL_THAT_ENDS = """
+import subprocess, sys
+tool = subprocess.Popen(["sleep", "60"])
+print(tool.pid, flush=True)
+sys.stdin.readline()
+tool.kill()
+tool.wait()
+print("gone", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_members_that_exit_are_forgotten(tmp_path: Path) -> None:
+    """A member seen once and then exited leaves the run's members, so the walks of a long run
+    full of short tool processes read only what is still alive."""
+    agent = subprocess.Popen(
+        python(TOOL_THAT_ENDS), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert agent.stdin is not None and agent.stdout is not None
+    try:
+        tool = identities([int(agent.stdout.readline())])[0]
+        registry = ProcessRegistry()
+        registry.spawned("run", agent.pid, tmp_path)
+        anyio.run(track_until, registry, agent.pid, lambda: tool in registry.members(agent.pid))
+        agent.stdin.write("\n")
+        agent.stdin.flush()
+        assert agent.stdout.readline().strip() == "gone"
+        anyio.run(track_until, registry, agent.pid, lambda: tool not in registry.members(agent.pid))
+    finally:
+        agent.kill()
+        agent.wait()
+        agent.stdin.close()
+        agent.stdout.close()

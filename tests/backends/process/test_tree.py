@@ -23,6 +23,8 @@ from backends.process import (
     sweep,
     tagged,
 )
+from backends.process import tree as tree_module
+from backends.process.tree import snapshot, subtree_snapshot
 from tests.backends.support import (
     PINGABLE,
     SLEEPER,
@@ -137,6 +139,71 @@ def test_descendants_follow_children_into_other_sessions(spawn: Children) -> Non
     assert os.getsid(tree[0].pid) != os.getsid(proc.pid)
     assert set(tree) <= set(descendants(proc.pid))
     assert descendants(tree[1].pid) == []
+
+
+THREAD_PARENT = """
+import subprocess, sys, threading
+def start():
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    print("tree", child.pid, flush=True)
+threading.Thread(target=start).start()
+sys.stdin.read()
+"""
+
+
+def test_a_walk_finds_what_a_whole_scan_finds_and_reads_nothing_else(
+    spawn: Children, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Walking down from a root finds its grandchildren in other sessions and the children
+    its other threads started, and reads no process outside the tree."""
+    proc = spawn.start(TREE_CHILD, start_new_session=True)
+    threaded = spawn.start(THREAD_PARENT, stdin=subprocess.PIPE)
+    assert proc.stdout is not None and threaded.stdout is not None
+    tree = identities(tree_pids(proc.stdout.readline()))
+    by_thread = identities(tree_pids(threaded.stdout.readline()))
+    spawn.also_kill(tree + by_thread)
+    roots = identities([proc.pid, threaded.pid])
+    read: list[int] = []
+    real_read = tree_module._read_stat
+    monkeypatch.setattr(tree_module, "_read_stat", lambda pid: read.append(pid) or real_read(pid))
+
+    walk = subtree_snapshot(roots)
+
+    assert set(walk.descendants([proc.pid])) == set(tree)
+    assert walk.descendants([threaded.pid]) == by_thread
+    assert set(read) <= {p.pid for p in roots + tree + by_thread}
+    assert set(walk.descendants([proc.pid])) == set(snapshot().descendants([proc.pid]))
+    assert all(walk.covers(root) for root in roots)
+
+
+def test_a_walk_skips_a_root_whose_pid_is_another_process_now(spawn: Children) -> None:
+    """A recorded member whose pid was reused is not walked: the new process's children are
+    not taken for the run's."""
+    proc = spawn.start(TREE_CHILD, start_new_session=True)
+    assert proc.stdout is not None
+    spawn.also_kill(identities(tree_pids(proc.stdout.readline())))
+    live = identities([proc.pid])[0]
+    reused = ProcIdentity(proc.pid, live.start_time + 1)
+
+    walk = subtree_snapshot([reused])
+
+    assert not walk.covers(reused)
+    assert walk.descendants([proc.pid]) == []
+
+
+def test_without_children_files_a_walk_is_a_whole_scan(
+    spawn: Children, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kernel without /proc/PID/task/TID/children still finds the tree, by reading all."""
+    proc = spawn.start(TREE_CHILD, start_new_session=True)
+    assert proc.stdout is not None
+    tree = identities(tree_pids(proc.stdout.readline()))
+    spawn.also_kill(tree)
+    monkeypatch.setattr(tree_module, "_HAVE_CHILDREN", False)
+
+    walk = subtree_snapshot(identities([proc.pid]))
+
+    assert set(tree) <= set(walk.descendants([proc.pid]))
 
 
 def test_tagged_matches_the_exact_value(spawn: Children, tag_var: str) -> None:
