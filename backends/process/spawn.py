@@ -24,6 +24,7 @@ from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult
+from backends.process.inbox import Inbox
 from backends.process.kill import kill_tree
 from backends.process.lines import MAX_LINE_BYTES, LineFramer, Tail, clean_line
 from backends.process.registry import ProcessRegistry, current_registry
@@ -75,9 +76,7 @@ class ProcessRun:
         self.tag = tag
         self._registry = registry
         self.leader = registry.spawned(tag, process.pid, spec.cwd)
-        self._msg_tx: MemoryObjectSendStream[list[Message]]
-        self._msg_rx: MemoryObjectReceiveStream[list[Message]]
-        self._msg_tx, self._msg_rx = anyio.create_memory_object_stream[list[Message]](_BATCH_BUFFER)
+        self._inbox: Inbox[list[Message]] = Inbox(_BATCH_BUFFER)
         self._queued = 0
         self._batch: deque[Message] = deque()
         self._stdin_tx: MemoryObjectSendStream[bytes | None]
@@ -114,7 +113,7 @@ class ProcessRun:
         # may take a few messages, stop, and resume later without losing any.
         while not self._batch:
             try:
-                self._batch = deque(await self._msg_rx.receive())
+                self._batch = deque(await self._inbox.get())
             except (anyio.EndOfStream, anyio.ClosedResourceError):
                 raise StopAsyncIteration from None
         self._queued -= 1
@@ -170,7 +169,7 @@ class ProcessRun:
         finally:
             if framer.cut_lines:
                 log.warning("pid %d: %d stdout line(s) cut", self.pid, framer.cut_lines)
-            self._msg_tx.close()
+            self._inbox.close_sender()
             self._stdout_done.set()
 
     async def _handle_line(self, raw: bytes) -> list[Message]:
@@ -194,7 +193,7 @@ class ProcessRun:
             return
         self._queued += len(batch)
         try:
-            await self._msg_tx.send(batch)
+            await self._inbox.put(batch)
         except anyio.BrokenResourceError:
             # The consumer has left (the run is ending): the rest is dropped.
             self._queued -= len(batch)
@@ -242,7 +241,7 @@ class ProcessRun:
         with anyio.move_on_after(spec.kill_grace + 3.0):
             await kill_tree(collect, spec.kill_grace, spec.observer, self.tag)
         registry.forget(self.pid)
-        self._msg_rx.close()  # a pump blocked on a full queue drops the rest instead
+        self._inbox.close_receiver()  # a pump blocked on a full inbox drops the rest instead
         self._stdin_tx.close()
         with anyio.move_on_after(2.0):
             await self._process.wait()
@@ -251,8 +250,8 @@ class ProcessRun:
             await self._stderr_done.wait()
         for scope in self._io_scopes:
             scope.cancel()
-        for stream in (self._msg_tx, self._stdin_rx):
-            stream.close()  # normally closed by their pumps already
+        self._inbox.close_sender()  # normally closed by their pumps already
+        self._stdin_rx.close()
         if self._process.returncode is None:
             log.error("pid %d survived SIGKILL; its pipes are left open", self.pid)
             return
