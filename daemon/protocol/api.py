@@ -20,8 +20,9 @@ class TaskServer(Protocol):
 
     async def send_messages(
         self, task_id: str, messages: Sequence[Mapping[str, Any]], *, retry: bool = True
-    ) -> None:
-        """Append a batch of transcript messages in their wire shape."""
+    ) -> str | None:
+        """Append a batch of transcript messages in their wire shape; the task's status when
+        the server's answer named it."""
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True

@@ -53,11 +53,13 @@ def batch_end(sizes: Iterable[int], limit: int = BATCH_MESSAGES) -> int:
 class Sent:
     """How one batch went: `handled` leading messages are done with (stored, or dropped and
     counted); `error` is the failure that stopped the rest (to be sent again later); `gone` is
-    set when the server takes nothing more for the task."""
+    set when the server takes nothing more for the task; `status` is the task's status as the
+    last answer named it (this project's server names it, Multica does not)."""
 
     handled: int = 0
     error: ServerError | None = None
     gone: PermanentServerError | None = None
+    status: str | None = None
 
 
 async def send_batch(
@@ -84,7 +86,7 @@ async def _send(
 ) -> bool:
     """Send one part; False once nothing more can be sent now."""
     try:
-        await client.send_messages(task_id, part, retry=retry)
+        sent.status = await client.send_messages(task_id, part, retry=retry) or sent.status
     except UnconfirmedError as exc:
         _drop(task_id, part, UNCONFIRMED, exc, metrics)
     except PermanentServerError as exc:

@@ -43,6 +43,7 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
+    TASK_STATUS_HEADER,
     ignore_body,
     parse_claim,
     parse_model,
@@ -56,6 +57,8 @@ from daemon.shutdown import REPORT_CALL
 log = logging.getLogger(__name__)
 
 _SINGLE_TRY = RetryPolicy.never()
+_STATUS_MAX = 32
+"""A task status named in a header is a short word; anything longer is not one."""
 
 
 class ServerClient(Caller):
@@ -120,8 +123,9 @@ class ServerClient(Caller):
         messages: Sequence[TranscriptMessage | Mapping[str, Any]],
         *,
         retry: bool = True,
-    ) -> None:
-        """Append a batch of transcript messages (models, or dicts already in wire shape).
+    ) -> str | None:
+        """Append a batch of transcript messages (models, or dicts already in wire shape);
+        the task's status if the answer named it (`X-Task-Status`, this project's server).
 
         `retry=False` tries once (the outbox re-sends on its own schedule). A batch that may
         have been stored but whose answer was lost is sent again only to a server that said it
@@ -136,8 +140,8 @@ class ServerClient(Caller):
         policy = None if retry else _SINGLE_TRY
         path = task_path(task_id, "messages")
         body = {"messages": wire}
-        await self._call(
-            "messages", "POST", path, self._note_dedupe, body, policy, resend=self.dedupes
+        return await self._call(
+            "messages", "POST", path, self._transcript_answer, body, policy, resend=self.dedupes
         )
 
     async def task_status(self, task_id: str) -> str:
@@ -193,6 +197,11 @@ class ServerClient(Caller):
         """Tell the server these runtimes are going away (at shutdown)."""
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
         await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
+
+    def _transcript_answer(self, response: httpx.Response) -> str | None:
+        self._note_dedupe(response)
+        status = response.headers.get(TASK_STATUS_HEADER, "").strip().lower()
+        return status if 0 < len(status) <= _STATUS_MAX else None
 
     def _registered(self, response: httpx.Response) -> RegisterResponse:
         self._note_dedupe(response)

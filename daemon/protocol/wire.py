@@ -34,6 +34,8 @@ DAEMON_ID_HEADER = "X-Daemon-ID"
 """Names the daemon behind a request; the embedded server lets only a task's claimant report it."""
 DEDUPE_HEADER = "X-Message-Dedupe"
 """On a messages answer, `seq`: the server stores each (task, seq) once, so a re-send is safe."""
+TASK_STATUS_HEADER = "X-Task-Status"
+"""On a messages answer, the task's status then (this project's server; Multica sends none)."""
 READ_TIMEOUT = 30.0
 POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16)
 """A few connections, kept alive. httpcore hands each request a connection by scanning every

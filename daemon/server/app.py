@@ -14,7 +14,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
 from daemon.logs import short_id
-from daemon.protocol.wire import DAEMON_ID_HEADER, DEDUPE_HEADER
+from daemon.protocol.wire import DAEMON_ID_HEADER, DEDUPE_HEADER, TASK_STATUS_HEADER
 from daemon.server import bodies
 from daemon.server.auth import RequestGuard
 from daemon.server.control import ControlHub
@@ -192,10 +192,13 @@ class _Routes:
         # Multica's ReportTaskMessages answers `{"status": "ok"}` and stores every message it
         # gets; this server stores each (task, seq) once and says so in DEDUPE_HEADER, so a
         # daemon may re-send a batch whose answer it lost only where that header is present.
+        # It also names the task's status (TASK_STATUS_HEADER): a task whose transcript flows
+        # needs no status polls of its own.
         body = await parse(request, bodies.MessagesIn, self._max_body)
         task = await self._held(request)
-        stored = await in_thread(self._store.add_messages, task, body.messages)
-        return JSONResponse({"status": "ok", "stored": stored}, headers={DEDUPE_HEADER: "seq"})
+        stored, status = await in_thread(self._store.add_messages, task, body.messages)
+        headers = {DEDUPE_HEADER: "seq", TASK_STATUS_HEADER: status}
+        return JSONResponse({"status": "ok", "stored": stored}, headers=headers)
 
     async def status(self, request: Request) -> Response:
         # Multica's GetTaskStatus: any task the caller may see, 404 for an unknown one.

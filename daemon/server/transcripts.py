@@ -14,11 +14,11 @@ from daemon.server.database import Database
 class Transcripts(Database):
     """Each task's messages (once per seq) and its usage per model."""
 
-    def add_messages(self, task_id: str, messages: Sequence[MessageIn]) -> int:
-        """Store the messages once per (task, seq); returns how many were new."""
+    def add_messages(self, task_id: str, messages: Sequence[MessageIn]) -> tuple[int, str]:
+        """Store the messages once per (task, seq); how many were new, and the task's status."""
         now = self._clock()
         with self._tx() as conn:
-            self._task_row(conn, task_id)
+            status = str(self._task_row(conn, task_id)["status"])
             before = conn.total_changes
             conn.executemany(
                 """INSERT OR IGNORE INTO messages
@@ -38,7 +38,7 @@ class Transcripts(Database):
                     for m in messages
                 ],
             )
-            return conn.total_changes - before
+            return conn.total_changes - before, status
 
     def messages(self, task_id: str, after_seq: int | None = None) -> list[dict[str, Any]]:
         """The task's transcript in seq order, optionally only past `after_seq`."""

@@ -4,6 +4,7 @@ and the outbox for whatever the server does not take."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 
@@ -34,7 +35,9 @@ class Reporter:
         metrics: Metrics,
         budget: ShutdownBudget,
         pacing: Pacing | None = None,
+        told: Callable[[str], None] | None = None,
     ) -> None:
+        """`told` hears the task's status whenever a transcript answer names it."""
         self.task_id = task_id
         self.backend = backend
         self._client = client
@@ -42,7 +45,9 @@ class Reporter:
         self._budget = budget
         self._metrics = metrics
         interval = (pacing or Pacing()).transcript_interval
-        self.transcript = Transcript(client, task_id, metrics, budget=budget, interval=interval)
+        self.transcript = Transcript(
+            client, task_id, metrics, budget=budget, interval=interval, told=told
+        )
         self.id = short_id(task_id)
 
     async def stream(self) -> None:

@@ -30,7 +30,7 @@ from daemon.task.pacing import Pacing
 from daemon.task.reporter import Reporter
 from daemon.task.setup import AgentReach, agent_spec, describe_error, prepare, remove_tree
 from daemon.task.start import acknowledge_start
-from daemon.task.status_poll import poll_status
+from daemon.task.status_poll import StatusNews, poll_status
 from daemon.task.watchdog import Watchdog
 from daemon.task.workspace import (
     TaskDirs,
@@ -73,8 +73,11 @@ class TaskRun:
         self.slot, self._health_port, self._multica_bin = slot, health_port, multica_bin
         self._mcp_config: Path | None = None
         self._pacing = pacing or Pacing()
+        self._status_due = Wakeup()
+        self._status_news = StatusNews(self._status_due)
+        told = self._status_news.heard
         self.reporter = Reporter(
-            task.id, backend.name, client, outbox, metrics, budget, self._pacing
+            task.id, backend.name, client, outbox, metrics, budget, self._pacing, told
         )
         self.activity = Activity(clock)
         fires = metrics.watchdog_fires
@@ -91,7 +94,6 @@ class TaskRun:
             retry=retry,
             incidents=self._incidents,
         )
-        self._status_due = Wakeup()
         self.id = short_id(task.id)
 
     @property
@@ -178,9 +180,8 @@ class TaskRun:
             tg.start_soon(self.reporter.stream)
             every = self._settings.status_poll_interval
             interval = functools.partial(self._pacing.status_interval, every)
-            tg.start_soon(
-                poll_status, self._client, self.task.id, interval, self.stop, self._status_due
-            )
+            due, news = self._status_due, self._status_news
+            tg.start_soon(poll_status, self._client, self.task.id, interval, self.stop, due, news)
             ending = await self._attempts.run(spec)
             tg.cancel_scope.cancel()
         await self.reporter.close()

@@ -74,8 +74,11 @@ class Transcript:
         batch_size: int = BATCH_MESSAGES,
         max_messages: int = 100_000,
         max_bytes: int = 64 * 1024 * 1024,
+        told: Callable[[str], None] | None = None,
     ) -> None:
+        """`told` hears the task's status whenever the server's answer names it."""
         self._client = client
+        self._told = told
         self._task_id = task_id
         self._metrics = metrics
         # A callable is asked before each wait: the pause grows with the daemon's load.
@@ -163,6 +166,8 @@ class Transcript:
                 count = batch_end((size for _, size in self._queue), self._batch_size)
                 batch = [entry for entry, _ in islice(self._queue, count)]
                 sent = await send_batch(self._client, self._task_id, batch, self._metrics)
+                if sent.status is not None and self._told is not None:
+                    self._told(sent.status)
                 if sent.handled:
                     self._forget(through=batch[sent.handled - 1]["seq"])
                 if sent.gone is not None:

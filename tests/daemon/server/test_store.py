@@ -167,9 +167,9 @@ def test_start_of_unclaimed_task_is_refused(store: Store) -> None:
 def test_duplicate_seq_is_stored_once(store: Store) -> None:
     """A re-sent (task, seq) is ignored: the first copy stays and is counted once."""
     task_id = store.create_task("p")["id"]
-    assert store.add_messages(task_id, [MessageIn(seq=1, type="text", content="first")]) == 1
+    assert store.add_messages(task_id, [MessageIn(seq=1, type="text", content="first")])[0] == 1
     again = [MessageIn(seq=1, type="text", content="resent"), MessageIn(seq=2, type="text")]
-    assert store.add_messages(task_id, again) == 1
+    assert store.add_messages(task_id, again)[0] == 1
     assert [(m["seq"], m["content"]) for m in store.messages(task_id)] == [
         (1, "first"),
         (2, None),
