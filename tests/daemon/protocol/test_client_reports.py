@@ -13,7 +13,7 @@ from daemon.errors import TaskGoneError, UnconfirmedError
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import RuntimeInfo
 from daemon.protocol.reports import TerminalReport
-from daemon.protocol.wire import DEDUPE_HEADER
+from daemon.protocol.wire import DEDUPE_HEADER, TASK_STATUS_HEADER
 from tests.daemon.protocol.test_client import make_harness
 from tests.fakes.multica_server import multica_server
 from tests.helpers import TOKEN, embedded_server
@@ -89,6 +89,45 @@ async def test_the_dedupe_flag_follows_every_answer() -> None:
     assert h.client.dedupes
     await h.client.send_messages("t1", BATCH)
     assert not h.client.dedupes
+
+
+@pytest.mark.parametrize(
+    ("header", "told"),
+    [("running", "running"), (" Cancelled ", "cancelled"), ("", None), ("x" * 33, None)],
+    ids=["running", "spaced", "empty", "too-long"],
+)
+async def test_a_transcript_answer_names_the_task_status_when_it_says_one(
+    header: str, told: str | None
+) -> None:
+    """`X-Task-Status` on the answer is the task's status; a value that is no status word is
+    not taken for one."""
+    h = make_harness()
+    answer = httpx.Response(200, json={"status": "ok"}, headers={TASK_STATUS_HEADER: header})
+    h.router.post(PATH).mock(return_value=answer)
+    assert await h.client.send_messages("t1", BATCH) == told
+
+
+async def test_the_embedded_server_names_the_status_and_multica_does_not(tmp_path: Path) -> None:
+    """Against the real servers: the embedded one says `running` for a running task's batch;
+    the Multica-faithful one names nothing."""
+    runtime = [RuntimeInfo(name="s", type="scripted", version="1")]
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        make_http_client(url, TOKEN, "test") as http,
+    ):
+        client = ServerClient(http)
+        runtime_id = (await client.register("default", "d-1", "host", "1", runtime)).runtimes[0].id
+        assert (await http.post("/api/tasks", json={"prompt": "hi"})).status_code == 201
+        (task,) = await client.claim("d-1", [runtime_id], 1)
+        await client.start_task(task.id)
+        assert await client.send_messages(task.id, BATCH) == "running"
+    async with multica_server() as fake, make_http_client(fake.url, "", "test") as http:
+        client = ServerClient(http)
+        registered = await client.register(fake.workspace_id, "d-1", "host", "1", runtime)
+        fake.queue_issue()
+        (task,) = await client.claim("d-1", [registered.runtimes[0].id], 1)
+        await client.start_task(task.id)
+        assert await client.send_messages(task.id, BATCH) is None
 
 
 async def test_a_refused_result_is_sent_shorter_then_as_a_failure() -> None:
