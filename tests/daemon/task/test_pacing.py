@@ -7,7 +7,7 @@ from daemon.task.pacing import STATUS_BUDGET, TRANSCRIPT_BUDGET, TRANSCRIPT_EVER
 
 def test_few_tasks_keep_the_configured_intervals() -> None:
     """Up to the budget, a task sends every 0.5 s and polls its status at the set interval."""
-    pacing = Pacing(lambda: 5)
+    pacing = Pacing(lambda: 2)
     assert pacing.transcript_interval() == TRANSCRIPT_EVERY
     assert pacing.status_interval(5.0) == 5.0
 
