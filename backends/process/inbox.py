@@ -4,8 +4,9 @@ An agent printing a few lines a second hands over one batch per stdout read, and
 is waiting for each. anyio's memory object stream made every such hand-off cost two extra
 event-loop round trips (its `send` and its `receive` each yield before acting) and a waiter
 object; with 20 agents at 10 lines a second that was a fifth of the daemon's drain work.
-`Inbox` yields only when it must wait, or when the consumer takes batches that were already
-queued (so a long backlog still lets other tasks run between batches).
+`Inbox` yields only when it must wait, or when one side is ahead of the other (a batch put
+while the consumer is busy, a batch taken that was already queued), so a fast agent or a long
+backlog still lets other tasks run between batches.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ class Inbox(Generic[T]):
         if self._readable is not None:
             self._readable.set()
             self._readable = None
+        else:
+            # Nobody is waiting, so the consumer is behind: let it (and every other task) run
+            # before the producer reads more, or a fast agent would hold the event loop until
+            # the inbox is full.
+            await checkpoint()
 
     async def get(self) -> T:
         """The oldest item, waiting for one if there is none.

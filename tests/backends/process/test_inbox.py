@@ -107,3 +107,25 @@ async def test_a_cancelled_wait_loses_nothing() -> None:
         await inbox.get()
     await inbox.put(7)
     assert await inbox.get() == 7
+
+
+async def test_a_producer_ahead_of_its_consumer_lets_other_tasks_run() -> None:
+    """Batches put while nobody waits for them come with a yield each, so a fast agent does
+    not hold the event loop until the inbox is full."""
+    inbox: Inbox[int] = Inbox(8)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        await checkpoint()  # the ticker starts
+        before = ticks
+        for item in range(3):
+            await inbox.put(item)
+        assert ticks - before >= 3
+        tg.cancel_scope.cancel()
