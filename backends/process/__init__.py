@@ -4,7 +4,8 @@
   handed to the run's consumer through an `inbox`;
 * `tree` — who descends from whom, who carries the tracking tag, who is still the same process;
 * `registry` — one daemon's agents, each run's members seen while it ran, its adopted orphans;
-* `kill` — the one kill routine (SIGTERM by group, a grace, SIGKILL), for live runs and sweeps;
+* `kill` — the one kill routine (SIGTERM by group, a grace, SIGKILL), for live runs and sweeps,
+  and the one way to signal a group (`signal_group_of`, never a reused pid, never our own);
 * `sweep` — the crash-recovery sweep of what a previous daemon's run left;
 * `linux` — the Linux-only facts (child subreaper, boot id), answering "none" elsewhere.
 
@@ -21,7 +22,7 @@ leaves the group is not found. Only Linux is tested.
 
 from __future__ import annotations
 
-from backends.process.kill import kill_tree
+from backends.process.kill import kill_tree, signal_group_of
 from backends.process.lines import MAX_LINE_BYTES, LineFramer, clean_line
 from backends.process.linux import boot_id
 from backends.process.registry import ProcessRegistry
@@ -34,7 +35,6 @@ from backends.process.tree import (
     group_of,
     identify,
     is_alive,
-    signal_group_of,
     tagged,
 )
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 import anyio
 
 from backends.base import RunObserver
-from backends.process.tree import ProcIdentity, descendants, group_of, is_alive, signal_group_of
+from backends.process.tree import ProcIdentity, descendants, group_of, is_alive
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,25 @@ SIGKILL_WAIT = 2.0
 """How long to wait for SIGKILLed processes to vanish (a process in uninterruptible sleep)."""
 
 _POLL_FIRST, _POLL_MAX = 0.002, 0.02
+
+
+def signal_group_of(identity: ProcIdentity, sig: int) -> bool:
+    """Signal the process group of a process that is provably still the same one.
+
+    Returns whether a signal was sent. A process in this daemon's own group (or init's) is
+    signalled alone, never through its group, so the daemon can never signal itself.
+    """
+    pgid = group_of(identity)
+    if pgid is None or identity.pid in (0, 1, os.getpid()):
+        return False
+    try:
+        if pgid > 1 and pgid != os.getpgrp():
+            os.killpg(pgid, sig)
+        else:
+            os.kill(identity.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 async def kill_tree(

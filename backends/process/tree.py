@@ -1,8 +1,9 @@
 """Finding a tree in /proc: who descends from whom, who carries a tag, who is still alive.
 
 A pid alone is not an identity: pids are reused. Every helper here pairs a pid with the
-process's start time (field 22 of `/proc/PID/stat`, clock ticks since boot) and signals a
-process only after checking that pair still matches, so a recycled pid is never hit.
+process's start time (field 22 of `/proc/PID/stat`, clock ticks since boot), so a recycled
+pid is never taken for the process it once was (`kill.signal_group_of` signals only after
+checking that pair still matches).
 
 Linux only. Elsewhere the helpers degrade to what `os` offers: a process is identified by its
 pid alone, there are no descendants or tags to find, and a kill is a plain process-group kill.
@@ -246,25 +247,6 @@ def group_of(identity: ProcIdentity) -> int | None:
             return None
     stat = _live_stat(identity)
     return None if stat is None else stat.pgid
-
-
-def signal_group_of(identity: ProcIdentity, sig: int) -> bool:
-    """Signal the process group of a process that is provably still the same one.
-
-    Returns whether a signal was sent. A process in this daemon's own group (or init's) is
-    signalled alone, never through its group, so the daemon can never signal itself.
-    """
-    pgid = group_of(identity)
-    if pgid is None or identity.pid in (0, 1, os.getpid()):
-        return False
-    try:
-        if pgid > 1 and pgid != os.getpgrp():
-            os.killpg(pgid, sig)
-        else:
-            os.kill(identity.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
 
 
 def cwd_of(pid: int) -> str:
