@@ -120,6 +120,13 @@ class RunningDaemon:
         task = await self.api.create_task(text, backend=backend, prior_session_id=prior_session_id)
         return str(task["id"])
 
+    async def cancel(self, task_id: str, within: float = 10.0) -> dict[str, Any]:
+        """Cancel the task on the server and wait until this daemon's run of it is over (fail
+        the test after `within`); the task as the server has it then."""
+        await self.api.cancel(task_id)
+        await eventually(lambda: task_id not in self.worker.runners, within=within)
+        return await self.wait(task_id)
+
     async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:
         """Poll until the task is terminal on the server; fail the test after `within`."""
         with anyio.fail_after(within):

@@ -81,9 +81,7 @@ async def test_cancel_in_process_stops_the_run_without_a_status_poll(tmp_path: P
     ):
         task_id = await d.submit(script)
         await eventually(lambda: task_id in d.worker.runners, within=15)
-        await d.api.cancel(task_id)
-        await eventually(lambda: task_id not in d.worker.runners, within=15)
-        task = await d.wait(task_id)
+        task = await d.cancel(task_id, within=15)
     assert task["status"] == "cancelled"
     assert task["cancel_acked"]
 

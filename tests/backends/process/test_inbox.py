@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import anyio
 import pytest
 from anyio.lowlevel import checkpoint
@@ -77,28 +79,33 @@ async def test_closing_the_consumer_side_releases_a_blocked_producer() -> None:
         await inbox.get()
 
 
+async def other_task_turns(steps: Callable[[], Awaitable[object]], times: int) -> int:
+    """How often another task ran while `steps()` was awaited `times` times in a row."""
+    turns = 0
+
+    async def other() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other)
+        await checkpoint()  # the other task starts
+        before = turns
+        for _ in range(times):
+            await steps()
+        tg.cancel_scope.cancel()
+    return turns - before
+
+
 async def test_a_consumer_working_through_a_backlog_lets_other_tasks_run() -> None:
     """Batches already queued are taken with a yield between them, so a long backlog does not
     hold the event loop."""
     inbox: Inbox[int] = Inbox(8)
     for item in range(3):
         await inbox.put(item)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await checkpoint()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
-        await checkpoint()  # the ticker starts
-        before = ticks
-        for _ in range(3):
-            await inbox.get()
-        assert ticks - before >= 3
-        tg.cancel_scope.cancel()
+    assert await other_task_turns(inbox.get, 3) >= 3
 
 
 async def test_a_cancelled_wait_loses_nothing() -> None:
@@ -113,19 +120,4 @@ async def test_a_producer_ahead_of_its_consumer_lets_other_tasks_run() -> None:
     """Batches put while nobody waits for them come with a yield each, so a fast agent does
     not hold the event loop until the inbox is full."""
     inbox: Inbox[int] = Inbox(8)
-    ticks = 0
-
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
-            ticks += 1
-            await checkpoint()
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(ticker)
-        await checkpoint()  # the ticker starts
-        before = ticks
-        for item in range(3):
-            await inbox.put(item)
-        assert ticks - before >= 3
-        tg.cancel_scope.cancel()
+    assert await other_task_turns(lambda: inbox.put(0), 3) >= 3

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import pytest
 
 from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
 from backends.process.tree import Snapshot, subtree_snapshot
-from tests.backends.support import SLEEPER, TREE_CHILD, identities, python, tree_pids
+from tests.backends.support import TREE_CHILD, identities, python, tree_pids
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers are Linux only")
@@ -158,21 +159,18 @@ async def track_until(
         tg.cancel_scope.cancel()
 
 
-async def track_for(registry: ProcessRegistry, pid: int, seconds: float) -> None:
-    """Track agent `pid` every 50 ms for `seconds`."""
-    with anyio.move_on_after(seconds):
-        await registry.track(pid, 0.05)
-
-
 def test_a_member_whose_pid_was_reused_lends_the_run_nothing(tmp_path: Path) -> None:
     """A member seen before whose pid now names another process is not walked: that process's
-    children are not recorded as the run's (and so never killed with it)."""
-    stranger = subprocess.Popen(python(TREE_CHILD), stdout=subprocess.PIPE, text=True)
-    agent = subprocess.Popen(python(SLEEPER))
-    strangers_tree: list[ProcIdentity] = []
+    children are not recorded as the run's (and so never killed with it), while the agent's
+    own tree is."""
+    procs = [
+        subprocess.Popen(python(TREE_CHILD), stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    stranger, agent = procs
+    trees: list[list[ProcIdentity]] = []
     try:
-        assert stranger.stdout is not None
-        strangers_tree = identities(tree_pids(stranger.stdout.readline()))
+        trees = [identities(tree_pids(p.stdout.readline())) for p in procs]  # type: ignore[union-attr]
+        strangers_tree, agents_tree = trees
         registry = ProcessRegistry()
         registry.spawned("run", agent.pid, tmp_path)
         live = identify(stranger.pid)
@@ -181,15 +179,16 @@ def test_a_member_whose_pid_was_reused_lends_the_run_nothing(tmp_path: Path) -> 
         # a later process handed the same pid (a reuse cannot be forced, so it is planted).
         earlier = ProcIdentity(stranger.pid, live.start_time - 1)
         registry._runs[agent.pid].members[stranger.pid] = earlier
-        anyio.run(track_for, registry, agent.pid, 0.3)
-        assert not set(registry.members(agent.pid)) & set(strangers_tree)
+        members = partial(registry.members, agent.pid)
+        anyio.run(track_until, registry, agent.pid, lambda: set(agents_tree) <= set(members()))
+        assert not set(members()) & set(strangers_tree)
     finally:
-        for identity in strangers_tree:
+        for identity in (p for tree in trees for p in tree):
             signal_group_of(identity, signal.SIGKILL)
-        for proc in (stranger, agent):
+        for proc in procs:
             proc.kill()
             proc.wait()
-        stranger.stdout.close()  # type: ignore[union-attr]
+            proc.stdout.close()  # type: ignore[union-attr]
 
 
 TOOL_THAT_ENDS = """

@@ -4,6 +4,8 @@ and a refused result never left unsaid."""
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
@@ -22,8 +24,38 @@ pytestmark = pytest.mark.anyio
 
 PATH = "/api/daemon/tasks/t1/messages"
 BATCH = [{"seq": 1, "type": "text", "content": "a"}]
+RUNTIME = [RuntimeInfo(name="s", type="scripted", version="1")]
 STORED = httpx.Response(200, json={"status": "ok"})
 DEDUPED = httpx.Response(200, json={"status": "ok"}, headers={DEDUPE_HEADER: "seq"})
+
+
+ServerAndClient = tuple[ServerClient, str, Callable[[], Awaitable[None]]]
+"""A client of a real server, the workspace to register in, and a call queueing one task."""
+
+
+@asynccontextmanager
+async def embedded_client(tmp_path: Path) -> AsyncIterator[ServerAndClient]:
+    """A client of the embedded server."""
+    async with (
+        embedded_server(tmp_path / "server.db") as url,
+        make_http_client(url, TOKEN, "test") as http,
+    ):
+
+        async def queue_task() -> None:
+            assert (await http.post("/api/tasks", json={"prompt": "hi"})).status_code == 201
+
+        yield ServerClient(http), "default", queue_task
+
+
+@asynccontextmanager
+async def multica_client() -> AsyncIterator[ServerAndClient]:
+    """A client of the Multica-faithful fake."""
+    async with multica_server() as fake, make_http_client(fake.url, "", "test") as http:
+
+        async def queue_task() -> None:
+            fake.queue_issue()
+
+        yield ServerClient(http), fake.workspace_id, queue_task
 
 
 @pytest.mark.parametrize(
@@ -110,24 +142,13 @@ async def test_a_transcript_answer_names_the_task_status_when_it_says_one(
 async def test_the_embedded_server_names_the_status_and_multica_does_not(tmp_path: Path) -> None:
     """Against the real servers: the embedded one says `running` for a running task's batch;
     the Multica-faithful one names nothing."""
-    runtime = [RuntimeInfo(name="s", type="scripted", version="1")]
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        make_http_client(url, TOKEN, "test") as http,
-    ):
-        client = ServerClient(http)
-        runtime_id = (await client.register("default", "d-1", "host", "1", runtime)).runtimes[0].id
-        assert (await http.post("/api/tasks", json={"prompt": "hi"})).status_code == 201
-        (task,) = await client.claim("d-1", [runtime_id], 1)
-        await client.start_task(task.id)
-        assert await client.send_messages(task.id, BATCH) == "running"
-    async with multica_server() as fake, make_http_client(fake.url, "", "test") as http:
-        client = ServerClient(http)
-        registered = await client.register(fake.workspace_id, "d-1", "host", "1", runtime)
-        fake.queue_issue()
-        (task,) = await client.claim("d-1", [registered.runtimes[0].id], 1)
-        await client.start_task(task.id)
-        assert await client.send_messages(task.id, BATCH) is None
+    for server, told in ((embedded_client(tmp_path), "running"), (multica_client(), None)):
+        async with server as (client, workspace_id, queue_task):
+            registered = await client.register(workspace_id, "d-1", "host", "1", RUNTIME)
+            await queue_task()
+            (task,) = await client.claim("d-1", [registered.runtimes[0].id], 1)
+            await client.start_task(task.id)
+            assert await client.send_messages(task.id, BATCH) == told
 
 
 async def test_a_refused_result_is_sent_shorter_then_as_a_failure() -> None:
@@ -160,15 +181,7 @@ async def test_a_result_for_a_gone_task_is_not_turned_into_a_failure() -> None:
 async def test_a_deduplicating_server_is_known_from_its_register_answer(tmp_path: Path) -> None:
     """The embedded server says it dedupes when the daemon registers, before any transcript;
     the Multica-faithful one does not."""
-    runtime = [RuntimeInfo(name="s", type="scripted", version="1")]
-    async with (
-        embedded_server(tmp_path / "server.db") as url,
-        make_http_client(url, TOKEN, "test") as http,
-    ):
-        client = ServerClient(http)
-        await client.register("default", "d-1", "host", "1", runtime)
-        assert client.dedupes
-    async with multica_server() as fake, make_http_client(fake.url, "", "test") as http:
-        client = ServerClient(http)
-        await client.register(fake.workspace_id, "d-1", "host", "1", runtime)
-        assert not client.dedupes
+    for server, dedupes in ((embedded_client(tmp_path), True), (multica_client(), False)):
+        async with server as (client, workspace_id, _):
+            await client.register(workspace_id, "d-1", "host", "1", RUNTIME)
+            assert client.dedupes is dedupes
