@@ -26,8 +26,11 @@ COOLDOWN = 2.0
 # One try per call, so each failed request is one failure on the circuit.
 ONE_TRY = RetryPolicy((), throttled_tries=1)
 # Claims are asked for every 20 ms, so the probe goes out as soon as the cooldown ends (a
-# heartbeat failing first would open the circuit again and only delay the probe).
-FAST_POLL = {"MULTICA_DAEMON_POLL_INTERVAL": "20ms", "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "500ms"}
+# heartbeat failing first would open the circuit again and only delay the probe). Heartbeats
+# come every 700 ms, not a fraction of the cooldown: at 500 ms, a circuit opened by a failed
+# heartbeat met the next failing heartbeat at the very end of each cooldown, again and again,
+# and on a loaded machine that heartbeat could beat the probe every time.
+FAST_POLL = {"MULTICA_DAEMON_POLL_INTERVAL": "20ms", "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "700ms"}
 
 
 @asynccontextmanager
@@ -72,7 +75,7 @@ async def test_no_claim_while_open_then_one_probe_per_cooldown(tmp_path: Path) -
 
 
 async def test_heartbeats_keep_going_while_open(tmp_path: Path) -> None:
-    """Heartbeats are never held back by the open circuit (every 500 ms here)."""
+    """Heartbeats are never held back by the open circuit (every 700 ms here)."""
     async with opened_circuit(tmp_path) as (d, proxy, _, opened):
         await sleep_until(opened + COOLDOWN)
         assert d.worker.circuit.state != "closed"
