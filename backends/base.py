@@ -19,7 +19,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:  # backends.process imports this module
+    from backends.process.identity import AgentUser
 
 
 class MessageType(enum.StrEnum):
@@ -145,6 +148,8 @@ class RunSpec:
     observer: RunObserver = field(default_factory=NullObserver)
     mcp_config: Path | None = None
     """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
+    user: AgentUser | None = None
+    """The user every process of the run starts as (None: the daemon's own)."""
 
 
 @dataclass(slots=True)

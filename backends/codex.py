@@ -35,6 +35,7 @@ from backends.base import AgentRun, RunSpec
 from backends.codex_events import CodexEventParser, thread_totals
 from backends.fallback import resume_or_fresh
 from backends.process import ProcessSpec, run_process
+from backends.process.identity import AgentUser
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +77,9 @@ class CodexBackend(AgentCli):
         model: str = "",
         *,
         detect_env: Mapping[str, str] | None = None,
+        detect_as: AgentUser | None = None,
     ) -> None:
-        super().__init__(path, args, model, detect_env=detect_env)
+        super().__init__(path, args, model, detect_env=detect_env, detect_as=detect_as)
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
@@ -134,6 +136,7 @@ class CodexBackend(AgentCli):
             result_timeout=spec.exit_wait,
             task_id=spec.task_id,
             observer=spec.observer,
+            user=spec.user,
         )
 
 

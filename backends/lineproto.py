@@ -201,6 +201,7 @@ def run_line_agent(
         result_timeout=spec.exit_wait,
         task_id=spec.task_id,
         observer=spec.observer,
+        user=spec.user,
     )
     return run_process(process_spec, LineProtocolParser(provider=provider))
 

@@ -16,6 +16,7 @@ import httpx
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
+from daemon.agent_user import take_over
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
@@ -56,7 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except DaemonError as exc:
         print(f"agent-daemon: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, ConfigError) else 1
     except BaseExceptionGroup as group:
         # A fatal error raised while starting a task group's member (the health port's lock,
         # the embedded server's address) arrives wrapped; it still deserves its one line.
@@ -117,6 +118,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     hide_from_agents()
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
+        if settings.agent_identity is not None:
+            take_over(settings.agent_identity, settings.workspaces_root)
         return await _run_locked(settings)
 
 

@@ -24,6 +24,7 @@ from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult
+from backends.process.identity import AgentUser
 from backends.process.inbox import Inbox
 from backends.process.kill import kill_tree
 from backends.process.lines import MAX_LINE_BYTES, LineFramer, Tail, clean_line
@@ -57,6 +58,8 @@ class ProcessSpec:
     result_timeout: float = 5.0
     max_line_bytes: int = MAX_LINE_BYTES
     stderr_tail_bytes: int = STDERR_TAIL_BYTES
+    user: AgentUser | None = None
+    """The user the process starts as (None: the daemon's own)."""
 
 
 class ProcessRun:
@@ -267,6 +270,9 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
     """Start the agent; leaving the context kills its whole process tree (bounded)."""
     tag = spec.task_id or f"run-{secrets.token_hex(8)}"
     env = {**spec.env, TRACKING_ENV: tag}
+    switch = {} if spec.user is None else spec.user.spawn_options()
+    if spec.user is not None:
+        env = spec.user.environ(env)
     process = await anyio.open_process(
         list(spec.argv),
         cwd=spec.cwd,
@@ -275,6 +281,7 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        **switch,
     )
     # Registered before any await, so the reaper can never take this agent's exit status.
     run = ProcessRun(spec, parser, process, tag, current_registry())

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
+from backends.process.identity import AgentUser
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
@@ -28,11 +29,15 @@ from daemon.task.workspace import (
 log = logging.getLogger(__name__)
 
 
-def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
-    """The task's directories with their markers, its skills, and its MCP file (if any)."""
-    dirs = prepare_dirs(root, task)
-    write_skills(dirs.work_dir, backend, task.agent.skills)
-    return dirs, write_mcp_config(dirs, task)
+def prepare(
+    root: Path, task: Task, backend: str, user: AgentUser | None = None
+) -> tuple[TaskDirs, Path | None]:
+    """The task's directories with their markers, its skills, and its MCP file (if any); all
+    the agent user's when there is one."""
+    owner = user.owner if user else None
+    dirs = prepare_dirs(root, task, owner)
+    write_skills(dirs.work_dir, backend, task.agent.skills, owner)
+    return dirs, write_mcp_config(dirs, task, owner)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,8 @@ def agent_spec(
     reach: AgentReach,
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice."""
-    write_brief(dirs.work_dir, backend, task)
+    user = settings.agent_identity
+    write_brief(dirs.work_dir, backend, task, user.owner if user else None)
     where = TaskPlace(
         server_url=reach.server_url,
         work_dir=dirs.work_dir,
@@ -69,6 +75,8 @@ def agent_spec(
         require_task_token=True,
     )
     env = agent_env(reach.base_env, task, where)
+    if user is not None:
+        env = user.environ(env)
     blocked = blocked_custom_keys(task.agent.custom_env)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
