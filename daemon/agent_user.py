@@ -76,9 +76,7 @@ def take_over(user: AgentUser, workspaces_root: Path) -> None:
     for directory in created:
         # Owner-only as the daemon creates directories; the agent user must pass through.
         os.chmod(directory, SHARED_DIR_MODE)
-    info = root.stat()
-    if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) & 0o011 != 0o011:
-        os.chmod(root, stat.S_IMODE(info.st_mode) | 0o011)
+    open_to_pass(root)
     _check_reachable(root, user)
     log.info(
         "agents run as user %s (uid %d, gid %d, home %s)",
@@ -87,6 +85,15 @@ def take_over(user: AgentUser, workspaces_root: Path) -> None:
         user.gid,
         user.home,
     )
+
+
+def open_to_pass(directory: Path) -> None:
+    """Let anyone pass through a directory of the daemon's that is owner-only (one made before
+    agents had a user of their own); others' directories and their modes are left alone."""
+    info = directory.stat()
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid == os.geteuid() and mode & 0o011 != 0o011:
+        os.chmod(directory, mode | 0o011)
 
 
 def _check_reachable(root: Path, user: AgentUser) -> None:

@@ -221,6 +221,11 @@ class Settings(BaseModel):
     kill_grace: Duration = _env(
         "MULTICA_AGENT_KILL_GRACE", "5s", "SIGTERM to SIGKILL grace when stopping an agent"
     )
+    agent_user: str = _env(
+        "MULTICA_AGENT_USER",
+        "",
+        "User (name or uid) a root daemon runs every agent as; empty = the daemon's own",
+    )
     command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
     command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")
     scripted_backend: Flag = _env(
@@ -232,11 +237,6 @@ class Settings(BaseModel):
     codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
     codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
     codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
-    agent_user: str = _env(
-        "MULTICA_AGENT_USER",
-        "",
-        "User (name or uid) a root daemon runs every agent as; empty = the daemon's own",
-    )
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")
     agent_identity: AgentUser | None = _derived(

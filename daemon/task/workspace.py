@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import RunObserver, RunSpec
-from daemon.agent_user import SHARED_DIR_MODE
+from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
 from daemon.config import Settings
 from daemon.files import ensure_dir, path_part
 from daemon.protocol.models import Task
@@ -67,7 +67,9 @@ def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs
     ensure_dir(root)
     workspace = env_root.parent.name
     # The root may be a link the operator made; below it, nothing is followed.
-    ensure_dir_under(root.resolve(), workspace, SHARED_DIR_MODE if owner else 0o700)
+    shared = ensure_dir_under(root.resolve(), workspace, SHARED_DIR_MODE if owner else 0o700)
+    if owner:
+        open_to_pass(shared)
     ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
     config_root = ensure_dir_under(env_root, "multica-config", owner=owner)
     temp = make_temp_dir(env_root, owner)

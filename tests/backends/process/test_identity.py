@@ -1,0 +1,115 @@
+"""Agents of every backend, and the version probe, start as the agent user: its uid, gid and
+groups, its HOME, USER and LOGNAME (real processes, a user made for the test; needs root)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backends.base import Backend, RunSpec
+from backends.claude import ClaudeBackend
+from backends.codex import CodexBackend
+from backends.command import CommandBackend
+from backends.process.identity import AgentUser
+from tests.fakes.system_user import passable_dir, system_user
+
+pytestmark = [pytest.mark.anyio, pytest.mark.root]
+
+# Prints who it runs as, as one line-protocol result (and as plain text lines for the CLIs'
+# parsers, which the test does not need: it reads the file the script writes).
+WHOAMI = """#!/bin/sh
+out="$(pwd)/whoami.json"
+printf '{"uid": %s, "gid": %s, "groups": "%s", "home": "%s", "user": "%s", "logname": "%s",' \
+    "$(id -u)" "$(id -g)" "$(id -G)" "$HOME" "$USER" "$LOGNAME" > "$out"
+printf ' "xdg": "%s", "sandbox": "%s"}\\n' "${XDG_CONFIG_HOME-}" "${IS_SANDBOX-}" >> "$out"
+printf '{"type": "result", "output": "ok"}\\n'
+"""
+
+
+@pytest.fixture
+def user() -> Iterator[AgentUser]:
+    with system_user() as made:
+        yield made
+
+
+@pytest.fixture
+def place() -> Iterator[Path]:
+    with passable_dir("agent-daemon-identity-") as path:
+        yield path
+
+
+def whoami_script(place: Path) -> Path:
+    script = place / "whoami"
+    script.write_text(WHOAMI)
+    script.chmod(0o755)
+    return script
+
+
+def agent_workdir(place: Path, user: AgentUser) -> Path:
+    work = place / "work"
+    work.mkdir()
+    os.chown(work, user.uid, user.gid)
+    return work
+
+
+def backends(script: Path) -> list[Backend]:
+    """Each way a backend builds its process: Claude's, Codex's, the line protocol's."""
+    return [
+        ClaudeBackend(str(script), is_root=True),
+        CodexBackend(str(script)),
+        CommandBackend(str(script)),
+    ]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["claude", "codex", "command"])
+async def test_every_backend_starts_its_agent_as_the_agent_user(
+    user: AgentUser, place: Path, index: int
+) -> None:
+    """The agent's uid, gid and groups are the user's, HOME/USER/LOGNAME come from the
+    password database, the daemon user's XDG directories are gone, and Claude Code is not
+    told IS_SANDBOX (it runs unprivileged)."""
+    backend = backends(whoami_script(place))[index]
+    work = agent_workdir(place, user)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "USER": "root", "XDG_CONFIG_HOME": "/x"}
+    spec = RunSpec(prompt="who", workdir=work, env=env, user=user, task_id=f"id-{index}")
+    async with backend.start(spec) as run:
+        async for _ in run.messages():
+            pass
+        await run.result()
+    seen = json.loads((work / "whoami.json").read_text())
+    assert (seen["uid"], seen["gid"]) == (user.uid, user.gid)
+    assert sorted(int(g) for g in seen["groups"].split()) == sorted(user.groups)
+    assert (seen["home"], seen["user"], seen["logname"]) == (user.home, user.name, user.name)
+    assert (seen["xdg"], seen["sandbox"]) == ("", "")
+    assert (work / "whoami.json").stat().st_uid == user.uid
+
+
+async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(place: Path) -> None:
+    """As root with no agent user, the same script sees IS_SANDBOX=1 and root's own ids."""
+    work = place / "work"
+    work.mkdir()
+    spec = RunSpec(prompt="who", workdir=work, env={"PATH": "/usr/bin:/bin", "HOME": "/root"})
+    async with ClaudeBackend(str(whoami_script(place)), is_root=True).start(spec) as run:
+        async for _ in run.messages():
+            pass
+        await run.result()
+    seen = json.loads((work / "whoami.json").read_text())
+    assert (seen["uid"], seen["sandbox"], seen["home"]) == (os.geteuid(), "1", "/root")
+
+
+@pytest.mark.parametrize("kind", [ClaudeBackend, CodexBackend])
+async def test_the_version_probe_runs_as_the_agent_user(
+    user: AgentUser, place: Path, kind: type[ClaudeBackend | CodexBackend]
+) -> None:
+    """`detect` runs `<cli> --version` as the agent user, without the daemon's variables
+    (the CLI is the agent's code: it never runs as root)."""
+    probe = place / "probe"
+    probe.write_text('#!/bin/sh\necho "$(id -u).$(id -g).${#MULTICA_DAEMON_TOKEN} (${HOME})"\n')
+    probe.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "MULTICA_DAEMON_TOKEN": "secret"}
+    backend = kind(str(probe), detect_env=env, detect_as=user)
+    assert await backend.detect() == f"{user.uid}.{user.gid}.0"

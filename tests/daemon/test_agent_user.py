@@ -1,0 +1,205 @@
+"""MULTICA_AGENT_USER: checked at start-up, and a task's place handed to that user while the
+daemon's own stays root's (real users made for the test, real files; needs root)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from backends.base import NullObserver
+from backends.process.identity import AgentUser
+from daemon.agent_user import resolve, take_over
+from daemon.config import Settings
+from daemon.errors import ConfigError
+from daemon.protocol.models import Task
+from daemon.task.setup import AgentReach, agent_spec, prepare
+from tests.daemon_child import run_cli
+from tests.fakes.system_user import passable_dir, system_user
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def user() -> Iterator[AgentUser]:
+    with system_user() as made:
+        yield made
+
+
+@pytest.fixture
+def place() -> Iterator[Path]:
+    with passable_dir("agent-daemon-user-") as path:
+        yield path
+
+
+def _task() -> Task:
+    return Task.model_validate(
+        {
+            "id": "task-1",
+            "workspace_id": "ws-1",
+            "agent_id": "ag-1",
+            "issue_id": "I-1",
+            "auth_token": "mat_task_secret",
+            "agent": {
+                "id": "ag-1",
+                "name": "Coder",
+                "mcp_config": {"mcpServers": {}},
+                "skills": [{"name": "Lint", "content": "run ruff", "files": []}],
+            },
+        }
+    )
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.lstat().st_mode)
+
+
+def test_a_name_or_a_uid_resolves_to_the_users_account(user: AgentUser, place: Path) -> None:
+    """Name and numeric uid give the same account: ids, groups and HOME from the database."""
+    by_name = resolve(user.name, place / "ws")
+    assert by_name == resolve(str(user.uid), place / "ws") == user
+    assert user.gid in user.groups and Path(user.home).is_dir()
+
+
+def test_empty_or_the_daemons_own_user_changes_nothing(place: Path) -> None:
+    """Unset, or naming the user the daemon already runs as: agents run as they always did."""
+    assert resolve("", place) is None
+    assert resolve(str(os.geteuid()), place) is None
+
+
+def test_an_unknown_user_stops_start_up(place: Path) -> None:
+    """A name no account has is one error naming the variable."""
+    with pytest.raises(ConfigError, match=r"^MULTICA_AGENT_USER='no-such-user-x' .*no such user"):
+        resolve("no-such-user-x", place)
+
+
+def test_a_daemon_that_is_not_root_cannot_switch(user: AgentUser, place: Path) -> None:
+    """A daemon running as another uid cannot start agents as this user: one error."""
+    with pytest.raises(ConfigError, match=r"^MULTICA_AGENT_USER=.*not root"):
+        resolve(user.name, place, euid=user.uid + 1)
+
+
+def test_a_user_without_its_home_stops_start_up(place: Path) -> None:
+    """An account whose home directory is missing is refused, naming the directory."""
+    with system_user(create_home=False) as homeless, pytest.raises(ConfigError) as raised:
+        resolve(homeless.name, place)
+    assert str(raised.value).startswith(f"MULTICA_AGENT_USER={homeless.name!r} is invalid")
+    assert f"home directory {homeless.home!r} does not exist" in str(raised.value)
+
+
+def test_a_workspaces_root_the_user_cannot_reach_stops_start_up(
+    user: AgentUser, place: Path
+) -> None:
+    """A root below an owner-only directory (a state directory, /root) is refused up front."""
+    closed = place / "closed"
+    closed.mkdir(mode=0o700)
+    with pytest.raises(ConfigError, match=r"^MULTICA_WORKSPACES_ROOT=.*cannot pass through"):
+        resolve(user.name, closed / "workspaces")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("problem", ["unknown", "homeless"])
+async def test_the_cli_exits_2_with_one_line_naming_the_variable(place: Path, problem: str) -> None:
+    """`agent-daemon run` stops before anything else: exit 2, one line, no traceback."""
+    with system_user(create_home=False) as homeless:
+        name = "no-such-user-x" if problem == "unknown" else homeless.name
+        env = {
+            "HOME": str(place),
+            "PATH": os.environ.get("PATH", ""),
+            "MULTICA_AGENT_USER": name,
+            "MULTICA_WORKSPACES_ROOT": str(place / "ws"),
+        }
+        code, _, err = await run_cli("run", env=env)
+    lines = err.strip().splitlines()
+    assert (code, len(lines)) == (2, 1), err
+    assert lines[0].startswith(f"agent-daemon: MULTICA_AGENT_USER={name!r} is invalid")
+
+
+def test_take_over_opens_a_new_workspaces_root_for_passing_only(
+    user: AgentUser, place: Path
+) -> None:
+    """The root and any parent the daemon creates are root's and 0711: passable, not listable."""
+    root = place / "new" / "workspaces"
+    take_over(user, root)
+    assert [(_mode(p), p.stat().st_uid) for p in (root.parent, root)] == [(0o711, 0)] * 2
+
+
+def test_take_over_refuses_a_root_under_a_directory_closed_since(
+    user: AgentUser, place: Path
+) -> None:
+    """A root below a directory made owner-only after start-up (the state dir) is refused."""
+    root = place / "state" / "workspaces"
+    settings_time = resolve(user.name, root)
+    (place / "state").mkdir(mode=0o700)
+    with pytest.raises(ConfigError, match="cannot pass through"):
+        take_over(settings_time or user, root)
+
+
+def test_the_task_place_is_the_agent_users_and_the_path_to_it_passable(
+    user: AgentUser, place: Path
+) -> None:
+    """Work dir, config root, temp dir, markers, skills, brief and MCP file belong to the
+    agent user; its task dir is 0700, the workspace dir root's 0711; HOME/USER in the env."""
+    root = place / "workspaces"
+    take_over(user, root)
+    env = {"HOME": str(place), "MULTICA_AGENT_USER": user.name}
+    settings = Settings.from_env({**env, "MULTICA_WORKSPACES_ROOT": str(root)})
+    assert settings.agent_identity == user
+    task = _task()
+    dirs, mcp = prepare(root, task, "claude", user)
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin", "HOME": "/root"}, 0, 19514, None)
+    spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach)
+    assert spec.user == user
+    assert [spec.env[k] for k in ("HOME", "USER", "LOGNAME")] == [user.home, user.name, user.name]
+    workspace = dirs.env_root.parent
+    assert (workspace.stat().st_uid, _mode(workspace)) == (0, 0o711)
+    assert (dirs.env_root.stat().st_uid, _mode(dirs.env_root)) == (user.uid, 0o700)
+    given = [p for p in dirs.env_root.rglob("*")]
+    assert mcp is not None and {mcp, dirs.work_dir / "CLAUDE.md"} <= set(given)
+    assert dirs.work_dir / ".claude" / "skills" / "lint" / "SKILL.md" in given
+    assert dirs.temp_dir in given and dirs.config_root in given
+    assert [p for p in given if p.lstat().st_uid != user.uid] == []
+    assert [p for p in given if p.lstat().st_gid != user.gid] == []
+
+
+def test_a_link_the_agent_left_is_replaced_and_its_target_keeps_its_owner(
+    user: AgentUser, place: Path
+) -> None:
+    """A `CLAUDE.md` link to a root file and a `.claude` link to a root directory: the brief
+    and skills replace or refuse them, and nothing outside the work dir changes owner."""
+    root = place / "workspaces"
+    take_over(user, root)
+    task = _task().model_copy(update={"agent": _task().agent.model_copy(update={"skills": []})})
+    dirs, _ = prepare(root, task, "claude", user)
+    secret = place / "secret"
+    secret.write_text("root's")
+    secret.chmod(0o600)
+    (dirs.work_dir / "CLAUDE.md").symlink_to(secret)
+    settings = Settings.from_env(
+        {"HOME": str(place), "MULTICA_AGENT_USER": user.name, "MULTICA_WORKSPACES_ROOT": str(root)}
+    )
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
+    agent_spec(task, "claude", dirs, settings, NullObserver(), None, reach)
+    brief = dirs.work_dir / "CLAUDE.md"
+    assert not brief.is_symlink() and brief.stat().st_uid == user.uid
+    assert (secret.read_text(), secret.stat().st_uid, _mode(secret)) == ("root's", 0, 0o600)
+
+
+def test_a_prior_work_dir_of_another_user_is_not_reused(user: AgentUser, place: Path) -> None:
+    """A work dir left by root's agents is not continued by the agent user (it could not
+    write there): the follow-up gets a fresh directory of its own."""
+    root = place / "workspaces"
+    take_over(user, root)
+    first, _ = prepare(root, _task(), "claude")  # as root, before the agent user was set
+    follow_up = _task().model_copy(update={"id": "task-2", "prior_work_dir": str(first.work_dir)})
+    again, _ = prepare(root, follow_up, "claude", user)
+    assert (again.reused, again.work_dir.stat().st_uid) == (False, user.uid)
+    assert _mode(again.env_root.parent) == 0o711  # root's 0700 one, opened for passing
+    marker = json.loads((again.work_dir / ".multica" / "daemon_task_context.json").read_text())
+    assert marker["issue_id"] == "I-1"
+    third = _task().model_copy(update={"id": "task-3", "prior_work_dir": str(again.work_dir)})
+    assert prepare(root, third, "claude", user)[0].reused
