@@ -33,11 +33,11 @@ SHARED_DIR_MODE = 0o711
 """The workspaces root and each workspace's directory: traversable, not listable."""
 
 
-def resolve(raw: str, workspaces_root: Path, euid: int | None = None) -> AgentUser | None:
+def resolve(raw: str, euid: int | None = None) -> AgentUser | None:
     """The agent user named by `raw` (a name or a numeric uid), or None to run agents as the
     daemon's own user (`raw` empty, or naming that user). Raises `ConfigError`, naming the
-    variable, when the user is unknown, its home is missing, the daemon cannot switch to it
-    (not root), or it could not reach the workspaces root."""
+    variable, when the user is unknown, the daemon cannot switch to it (not root) or its home
+    is missing."""
     name = raw.strip()
     if not name:
         return None
@@ -58,17 +58,16 @@ def resolve(raw: str, workspaces_root: Path, euid: int | None = None) -> AgentUs
             f"{VAR}={raw!r} is invalid: its home directory {entry.pw_dir!r} does not exist"
         )
     groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
-    user = AgentUser(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
-    _check_reachable(workspaces_root, user)
-    return user
+    return AgentUser(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
 
 
-def take_over(user: AgentUser, workspaces_root: Path) -> None:
-    """Make the daemon ready to start agents as `user`: no privilege gains by exec from here
-    on, and a workspaces root the user can pass through but not list.
+def take_over(user: AgentUser, workspaces_root: Path, state_dir: Path) -> None:
+    """Make the daemon ready to start agents as `user` (call it holding the state directory):
+    no privilege gains by exec from here on, the state directory owner-only (0700), and a
+    workspaces root the user can pass through but not list (0711).
 
-    Raises `ConfigError` when the root is out of the user's reach after all (a directory on
-    the way was created owner-only since start-up, such as the state directory)."""
+    Raises `ConfigError` when the user could not reach the root, or could move the root or
+    the state directory aside (a directory above one of them that it may write)."""
     forbid_privilege_gain()
     root = Path(os.path.abspath(workspaces_root))
     created = [d for d in (root, *root.parents) if not d.exists()]
@@ -76,8 +75,12 @@ def take_over(user: AgentUser, workspaces_root: Path) -> None:
     for directory in created:
         # Owner-only as the daemon creates directories; the agent user must pass through.
         os.chmod(directory, SHARED_DIR_MODE)
-    open_to_pass(root)
-    _check_reachable(root, user)
+    # Modes are set, not kept: a mounted volume comes as 0777, and these two are the
+    # boundary between the daemon and its agents.
+    state = ensure_dir(Path(os.path.abspath(state_dir)))
+    _own_mode(root, SHARED_DIR_MODE)
+    _own_mode(state, 0o700)
+    _check_ways(root, state, user)
     log.info(
         "agents run as user %s (uid %d, gid %d, home %s)",
         user.name,
@@ -96,39 +99,38 @@ def open_to_pass(directory: Path) -> None:
         os.chmod(directory, mode | 0o011)
 
 
-def _check_reachable(root: Path, user: AgentUser) -> None:
-    blocked = _first_closed(root, user)
-    if blocked is not None:
-        mode = stat.S_IMODE(blocked.stat().st_mode)
-        raise ConfigError(
-            f"MULTICA_WORKSPACES_ROOT={str(root)!r} is invalid: {VAR}={user.name} cannot "
-            f"pass through {blocked} (mode {mode:04o}); choose a root that user can reach, "
-            "outside the state directory"
-        )
+def _own_mode(directory: Path, mode: int) -> None:
+    """`directory` set to `mode` when it is the daemon's (another owner's is checked only)."""
+    if directory.stat().st_uid == os.geteuid():
+        os.chmod(directory, mode)
 
 
-def _first_closed(root: Path, user: AgentUser) -> Path | None:
-    """The first existing directory on the way to `root` that `user` may not pass through.
+def _check_ways(root: Path, state_dir: Path, user: AgentUser) -> None:
+    for way in (*reversed(root.parents), root):
+        info = way.stat()
+        if not _may(info, user, stat.S_IXUSR):
+            mode = stat.S_IMODE(info.st_mode)
+            raise ConfigError(
+                f"MULTICA_WORKSPACES_ROOT={str(root)!r} is invalid: {VAR}={user.name} cannot "
+                f"pass through {way} (mode {mode:04o}); choose a root that user can reach, "
+                "outside the state directory"
+            )
+    for var, path in (("MULTICA_WORKSPACES_ROOT", root), ("MULTICA_DAEMON_STATE_DIR", state_dir)):
+        for above in path.parents:
+            info = above.stat()
+            # In a sticky directory (/tmp) a user may not move what is not its own.
+            if _may(info, user, stat.S_IWUSR) and not info.st_mode & stat.S_ISVTX:
+                raise ConfigError(
+                    f"{var}={str(path)!r} is invalid: {VAR}={user.name} may write {above}, "
+                    "so it could move the directory aside; choose a parent it cannot write"
+                )
 
-    The root itself is left out when the daemon owns it: `take_over` opens it."""
-    path = Path(os.path.abspath(root))
-    ways = [*reversed(path.parents)]
-    if path.exists() and path.stat().st_uid != os.geteuid():
-        ways.append(path)
-    for directory in ways:
-        try:
-            info = directory.stat()
-        except FileNotFoundError:
-            return None  # created by the daemon below here, passable
-        if not _may_pass(info, user):
-            return directory
-    return None
 
-
-def _may_pass(info: os.stat_result, user: AgentUser) -> bool:
-    """Whether `user` has search permission on a directory, by its mode bits."""
+def _may(info: os.stat_result, user: AgentUser, owner_bit: int) -> bool:
+    """Whether `user` has the permission whose owner bit is `owner_bit` (S_IXUSR, S_IWUSR)
+    on a file, by its mode bits: the owner's, the group's or everyone's, as for the kernel."""
     if info.st_uid == user.uid:
-        return bool(info.st_mode & stat.S_IXUSR)
+        return bool(info.st_mode & owner_bit)
     if info.st_gid in user.groups:
-        return bool(info.st_mode & stat.S_IXGRP)
-    return bool(info.st_mode & stat.S_IXOTH)
+        return bool(info.st_mode & (owner_bit >> 3))
+    return bool(info.st_mode & (owner_bit >> 6))

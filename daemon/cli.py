@@ -119,7 +119,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
         if settings.agent_identity is not None:
-            take_over(settings.agent_identity, settings.workspaces_root)
+            take_over(settings.agent_identity, settings.workspaces_root, settings.state_dir)
         return await _run_locked(settings)
 
 

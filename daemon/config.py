@@ -276,9 +276,7 @@ class Settings(BaseModel):
         for name, field in _variables():
             if name not in values:
                 values[name] = _parse(field, _declared(field)[1])
-        values["agent_identity"] = resolve_agent_user(
-            values["agent_user"], values["workspaces_root"]
-        )
+        values["agent_identity"] = resolve_agent_user(values["agent_user"])
         return cls(**values)
 
 

@@ -92,9 +92,11 @@ def write_under(
         fd = os.open(temp, _NEW_FILE, mode, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "wb") as out:
+                # Through the descriptor, and before the file is given away: a path could be
+                # swapped meanwhile, and changing the mode of another's file takes CAP_FOWNER.
+                os.fchmod(out.fileno(), mode)
                 _give(out.fileno(), owner)
                 out.write(raw)
-            os.chmod(temp, mode, dir_fd=dir_fd, follow_symlinks=False)
             os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except BaseException:
             with suppress(OSError):

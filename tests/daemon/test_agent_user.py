@@ -60,83 +60,98 @@ def _mode(path: Path) -> int:
 
 def test_a_name_or_a_uid_resolves_to_the_users_account(user: AgentUser, place: Path) -> None:
     """Name and numeric uid give the same account: ids, groups and HOME from the database."""
-    by_name = resolve(user.name, place / "ws")
-    assert by_name == resolve(str(user.uid), place / "ws") == user
+    assert resolve(user.name) == resolve(str(user.uid)) == user
     assert user.gid in user.groups and Path(user.home).is_dir()
 
 
-def test_empty_or_the_daemons_own_user_changes_nothing(place: Path) -> None:
+def test_empty_or_the_daemons_own_user_changes_nothing() -> None:
     """Unset, or naming the user the daemon already runs as: agents run as they always did."""
-    assert resolve("", place) is None
-    assert resolve(str(os.geteuid()), place) is None
+    assert resolve("") is None
+    assert resolve(str(os.geteuid())) is None
 
 
-def test_an_unknown_user_stops_start_up(place: Path) -> None:
+def test_an_unknown_user_stops_start_up() -> None:
     """A name no account has is one error naming the variable."""
     with pytest.raises(ConfigError, match=r"^MULTICA_AGENT_USER='no-such-user-x' .*no such user"):
-        resolve("no-such-user-x", place)
+        resolve("no-such-user-x")
 
 
-def test_a_daemon_that_is_not_root_cannot_switch(user: AgentUser, place: Path) -> None:
-    """A daemon running as another uid cannot start agents as this user: one error."""
+def test_a_daemon_that_is_not_root_cannot_switch(user: AgentUser) -> None:
+    """A daemon running as another uid cannot start agents as this user: one error. (The uid
+    is the seam: the test process, root, cannot become another user and come back.)"""
     with pytest.raises(ConfigError, match=r"^MULTICA_AGENT_USER=.*not root"):
-        resolve(user.name, place, euid=user.uid + 1)
+        resolve(user.name, euid=user.uid + 1)
 
 
-def test_a_user_without_its_home_stops_start_up(place: Path) -> None:
+def test_a_user_without_its_home_stops_start_up() -> None:
     """An account whose home directory is missing is refused, naming the directory."""
     with system_user(create_home=False) as homeless, pytest.raises(ConfigError) as raised:
-        resolve(homeless.name, place)
+        resolve(homeless.name)
     assert str(raised.value).startswith(f"MULTICA_AGENT_USER={homeless.name!r} is invalid")
     assert f"home directory {homeless.home!r} does not exist" in str(raised.value)
 
 
-def test_a_workspaces_root_the_user_cannot_reach_stops_start_up(
-    user: AgentUser, place: Path
-) -> None:
-    """A root below an owner-only directory (a state directory, /root) is refused up front."""
-    closed = place / "closed"
+def test_a_workspaces_root_the_user_cannot_reach_is_refused(user: AgentUser, place: Path) -> None:
+    """A root below an owner-only directory (the state directory, /root) is refused."""
+    closed = place / "state"
     closed.mkdir(mode=0o700)
     with pytest.raises(ConfigError, match=r"^MULTICA_WORKSPACES_ROOT=.*cannot pass through"):
-        resolve(user.name, closed / "workspaces")
+        take_over(user, closed / "workspaces", closed)
+
+
+@pytest.mark.parametrize("writable", ["root's parent", "state dir's parent"])
+def test_a_directory_the_user_could_move_aside_is_refused(
+    user: AgentUser, place: Path, writable: str
+) -> None:
+    """The user may not write a parent of the root or of the state directory: it could
+    rename ours and put its own in place (a sticky directory such as /tmp is fine)."""
+    shared = place / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    root, state = place / "workspaces", place / "state"
+    if writable == "root's parent":
+        root = shared / "workspaces"
+    else:
+        state = shared / "state"
+    state.mkdir(parents=True)
+    with pytest.raises(ConfigError, match=r"may write .*shared.*move the directory aside"):
+        take_over(user, root, state)
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("problem", ["unknown", "homeless"])
+@pytest.mark.parametrize("problem", ["unknown", "homeless", "unreachable root"])
 async def test_the_cli_exits_2_with_one_line_naming_the_variable(place: Path, problem: str) -> None:
-    """`agent-daemon run` stops before anything else: exit 2, one line, no traceback."""
-    with system_user(create_home=False) as homeless:
-        name = "no-such-user-x" if problem == "unknown" else homeless.name
+    """`agent-daemon run` stops before any agent runs: exit 2, one line naming the variable,
+    no traceback."""
+    closed = place / "closed"
+    closed.mkdir(mode=0o700)
+    with system_user(create_home=problem != "homeless") as made:
+        name = "no-such-user-x" if problem == "unknown" else made.name
+        root = closed if problem == "unreachable root" else place
         env = {
             "HOME": str(place),
             "PATH": os.environ.get("PATH", ""),
             "MULTICA_AGENT_USER": name,
-            "MULTICA_WORKSPACES_ROOT": str(place / "ws"),
+            "MULTICA_WORKSPACES_ROOT": str(root / "ws"),
+            "MULTICA_DAEMON_HEALTH_ADDR": "127.0.0.1:0",
         }
         code, _, err = await run_cli("run", env=env)
     lines = err.strip().splitlines()
     assert (code, len(lines)) == (2, 1), err
-    assert lines[0].startswith(f"agent-daemon: MULTICA_AGENT_USER={name!r} is invalid")
+    var = "MULTICA_WORKSPACES_ROOT" if problem == "unreachable root" else "MULTICA_AGENT_USER"
+    assert lines[0].startswith(f"agent-daemon: {var}=")
+    assert f"MULTICA_AGENT_USER={name}" in lines[0] or f"={name!r} is invalid" in lines[0]
 
 
-def test_take_over_opens_a_new_workspaces_root_for_passing_only(
-    user: AgentUser, place: Path
-) -> None:
-    """The root and any parent the daemon creates are root's and 0711: passable, not listable."""
-    root = place / "new" / "workspaces"
-    take_over(user, root)
+def test_take_over_sets_the_boundary_modes(user: AgentUser, place: Path) -> None:
+    """The root and any parent the daemon creates are root's and 0711 (passable, not
+    listable); a state dir that came open (a mounted volume's 0777) is made 0700."""
+    root, state = place / "new" / "workspaces", place / "state"
+    state.mkdir()
+    state.chmod(0o777)
+    take_over(user, root, state)
     assert [(_mode(p), p.stat().st_uid) for p in (root.parent, root)] == [(0o711, 0)] * 2
-
-
-def test_take_over_refuses_a_root_under_a_directory_closed_since(
-    user: AgentUser, place: Path
-) -> None:
-    """A root below a directory made owner-only after start-up (the state dir) is refused."""
-    root = place / "state" / "workspaces"
-    settings_time = resolve(user.name, root)
-    (place / "state").mkdir(mode=0o700)
-    with pytest.raises(ConfigError, match="cannot pass through"):
-        take_over(settings_time or user, root)
+    assert _mode(state) == 0o700
 
 
 def test_the_task_place_is_the_agent_users_and_the_path_to_it_passable(
@@ -145,7 +160,7 @@ def test_the_task_place_is_the_agent_users_and_the_path_to_it_passable(
     """Work dir, config root, temp dir, markers, skills, brief and MCP file belong to the
     agent user; its task dir is 0700, the workspace dir root's 0711; HOME/USER in the env."""
     root = place / "workspaces"
-    take_over(user, root)
+    take_over(user, root, place / "state")
     env = {"HOME": str(place), "MULTICA_AGENT_USER": user.name}
     settings = Settings.from_env({**env, "MULTICA_WORKSPACES_ROOT": str(root)})
     assert settings.agent_identity == user
@@ -172,7 +187,7 @@ def test_a_link_the_agent_left_is_replaced_and_its_target_keeps_its_owner(
     """A `CLAUDE.md` link to a root file and a `.claude` link to a root directory: the brief
     and skills replace or refuse them, and nothing outside the work dir changes owner."""
     root = place / "workspaces"
-    take_over(user, root)
+    take_over(user, root, place / "state")
     task = _task().model_copy(update={"agent": _task().agent.model_copy(update={"skills": []})})
     dirs, _ = prepare(root, task, "claude", user)
     secret = place / "secret"
@@ -193,7 +208,7 @@ def test_a_prior_work_dir_of_another_user_is_not_reused(user: AgentUser, place: 
     """A work dir left by root's agents is not continued by the agent user (it could not
     write there): the follow-up gets a fresh directory of its own."""
     root = place / "workspaces"
-    take_over(user, root)
+    take_over(user, root, place / "state")
     first, _ = prepare(root, _task(), "claude")  # as root, before the agent user was set
     follow_up = _task().model_copy(update={"id": "task-2", "prior_work_dir": str(first.work_dir)})
     again, _ = prepare(root, follow_up, "claude", user)

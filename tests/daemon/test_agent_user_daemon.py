@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,7 +24,7 @@ from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import DaemonChild, daemon_child
 from tests.fakes.anthropic_api import Text, ToolUse, claude_env, fake_anthropic
 from tests.fakes.real_cli import require_cli
-from tests.fakes.system_user import passable_dir, system_user
+from tests.fakes.system_user import AGENT_USER_CAPABILITIES, passable_dir, system_user, with_only
 from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.root]
@@ -86,7 +87,9 @@ async def root_daemon(
         MULTICA_SCRIPTED_BACKEND="0",
         **env,
     )
-    async with daemon_child(settings) as child:
+    # Run with only the capabilities the deploy files grant it: they are shown to suffice.
+    python = (*with_only(AGENT_USER_CAPABILITIES), sys.executable)
+    async with daemon_child(settings, python=python) as child:
         # The health port listens first; the embedded server's line follows.
         await eventually(lambda: _EMBEDDED.search(child.log) is not None, within=15)
         url = _EMBEDDED.search(child.log).group(1)  # type: ignore[union-attr]
@@ -134,7 +137,7 @@ async def test_an_agent_runs_as_the_user_and_reaches_nothing_of_the_daemons(
     async with root_daemon(home, user, **shell_agent(home, user, "report")) as (child, api):
         task = await run_task(api, "command")
         daemon_pid = child.process.pid
-    assert task["status"] == "completed", task
+    assert task["status"] == "completed", (task["error"], task["output"])
     seen = _report(task["output"])
     assert (seen["uid"], seen["gid"]) == (str(user.uid), str(user.gid))
     assert sorted(int(g) for g in seen["groups"].split()) == sorted(user.groups)
@@ -184,7 +187,7 @@ async def test_a_detached_straggler_of_the_agent_user_dies_with_its_task(
         task = await wait_task(api, task_id)
         await eventually(lambda: not is_alive(straggler), within=10)
         assert child.process.returncode is None
-    assert task["status"] == "completed", task
+    assert task["status"] == "completed", (task["error"], task["output"])
     assert f"Uid:\t{user.uid}\t" in status and b"AGENT_DAEMON_TASK_ID" not in environ
 
 
@@ -204,7 +207,7 @@ async def test_claude_code_runs_a_bash_tool_as_the_agent_user(home: Path, user: 
         async with root_daemon(home, user, MULTICA_CLAUDE_PATH=cli, **agent_env) as (_, api):
             task = await run_task(api, "claude", within=90)
             messages = await api.messages(task["id"])
-    assert task["status"] == "completed", task
+    assert task["status"] == "completed", (task["error"], task["output"])
     assert task["output"] == "Checked."
     expected = f"who={user.uid}:{user.gid} home={user.home} sandbox=none"
     results = [m["output"] for m in messages if m["type"] == "tool_result"]

@@ -18,6 +18,16 @@ from pathlib import Path
 
 from backends.process.identity import AgentUser
 
+AGENT_USER_CAPABILITIES = ("SETUID", "SETGID", "CHOWN", "DAC_OVERRIDE", "KILL", "SYS_PTRACE")
+"""All a root daemon with an agent user needs: the deploy files grant exactly these, and the
+end-to-end tests run their daemon with no others."""
+
+
+def with_only(capabilities: tuple[str, ...]) -> tuple[str, ...]:
+    """The `setpriv` prefix that runs a command with no capabilities but `capabilities`."""
+    keep = ",".join(f"+{c.lower()}" for c in capabilities)
+    return ("setpriv", "--bounding-set", f"-all,{keep}")
+
 
 def require_root() -> None:
     """Fail the test, loudly, where it cannot run: not root, or no `useradd`."""
