@@ -30,9 +30,9 @@ from pathlib import Path
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
-from backends.claude_stream import ClaudeStreamParser
-from backends.fallback import resume_or_fresh
+from backends.claude.stream import ClaudeStreamParser
 from backends.process import ProcessSpec, run_process
+from backends.resume import resume_or_fresh
 
 log = logging.getLogger(__name__)
 

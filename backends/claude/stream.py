@@ -37,8 +37,8 @@ from backends.base import (
     Usage,
     ended_early,
 )
-from backends.claude_blocks import control_reply, progress, tool_result, tool_results
-from backends.lineproto import int_field, json_object, str_field
+from backends.claude.blocks import control_reply, progress, tool_result, tool_results
+from backends.command.lineproto import int_field, json_object, str_field
 
 # What the CLI says when the session to resume does not exist (or is not a session id).
 SESSION_MISSING = ("No conversation found", "requires a valid session ID")

@@ -13,7 +13,7 @@ system prompt (the `instructions` key would replace that prompt). `AGENTS.md` in
 directory is left to the repository.
 
 A thread the CLI does not know makes `codex exec resume` fail at once ("no rollout found");
-the run then falls back to a fresh thread (see `backends.fallback`). Given a thread *name* it
+the run then falls back to a fresh thread (see `backends.resume`). Given a thread *name* it
 cannot find, the CLI starts a new thread by itself; the parser notes that in the transcript.
 """
 
@@ -32,9 +32,9 @@ import anyio
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
-from backends.codex_events import CodexEventParser, thread_totals
-from backends.fallback import resume_or_fresh
+from backends.codex.events import CodexEventParser, thread_totals
 from backends.process import ProcessSpec, run_process
+from backends.resume import resume_or_fresh
 
 log = logging.getLogger(__name__)
 

@@ -33,7 +33,7 @@ from backends.base import (
     Usage,
     ended_early,
 )
-from backends.lineproto import int_field, json_object, str_field
+from backends.command.lineproto import int_field, json_object, str_field
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")

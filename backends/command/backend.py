@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager
 import anyio
 
 from backends.base import RunSpec
-from backends.lineproto import run_line_agent
+from backends.command.lineproto import run_line_agent
 from backends.process import ProcessRun
 
 

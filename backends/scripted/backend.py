@@ -47,10 +47,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from backends import scripted_child
 from backends.base import RunSpec
-from backends.lineproto import run_line_agent
+from backends.command.lineproto import run_line_agent
 from backends.process import ProcessRun
+from backends.scripted import child
 
 SCRIPT_FORMAT = 1
 
@@ -73,7 +73,7 @@ class ScriptedBackend:
         """Start the scripted child with the prompt on stdin (then closed)."""
         # Run by file path with -P: the work directory can neither shadow the module nor
         # needs the package on the agent's PYTHONPATH.
-        argv = [sys.executable, "-P", str(Path(scripted_child.__file__).resolve())]
+        argv = [sys.executable, "-P", str(Path(child.__file__).resolve())]
         if spec.resume_session_id:
             argv += ["--resume", spec.resume_session_id]
         return run_line_agent(argv, spec, self.name)

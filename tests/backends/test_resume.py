@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
-from backends.fallback import Launch, resume_or_fresh
 from backends.process import ProcessSpec, identify
+from backends.resume import Launch, resume_or_fresh
 from tests.backends.support import SLEEPER, python, survivors
 
 pytestmark = [
