@@ -106,27 +106,6 @@ class NullObserver:
         """Ignore the line."""
 
 
-def ended_early(
-    agent: str,
-    what: str,
-    exit_code: int | None,
-    stderr_tail: str,
-    output: str = "",
-    session_id: str = "",
-) -> RunResult:
-    """A failed result for an agent that stopped before `what` (its final event) arrived."""
-    how = "was stopped" if exit_code is None else f"exited with code {exit_code}"
-    error = f"{agent} {how} before {what}"
-    tail = stderr_tail.strip()
-    return RunResult(
-        RunStatus.FAILED,
-        output=output,
-        error=f"{error}; stderr: {tail}" if tail else error,
-        session_id=session_id,
-        exit_code=exit_code,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """Everything a backend needs to start one agent run."""

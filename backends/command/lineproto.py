@@ -16,9 +16,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from pydantic_core import from_json
-
 from backends.base import Message, MessageType, ParseStep, RunResult, RunSpec, RunStatus, Usage
+from backends.json_lines import json_object
 from backends.process import ProcessRun, ProcessSpec, run_process
 
 log = logging.getLogger(__name__)
@@ -175,19 +174,6 @@ def describe_exit(exit_code: int | None) -> str:
     return f"exit code {exit_code}"
 
 
-def json_object(line: str) -> dict[str, Any] | None:
-    """The line as a JSON object, or None when it is not one (agents' lines are untrusted)."""
-    text = line.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        # pydantic-core's parser: several times faster than json.loads on the drain's hot path.
-        value = from_json(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def run_line_agent(
     argv: Sequence[str], spec: RunSpec, provider: str
 ) -> AbstractAsyncContextManager[ProcessRun]:
@@ -203,13 +189,3 @@ def run_line_agent(
         observer=spec.observer,
     )
     return run_process(process_spec, LineProtocolParser(provider=provider))
-
-
-def str_field(value: Any) -> str:
-    """A JSON field that should be a string: itself, or "" for anything else."""
-    return value if isinstance(value, str) else ""
-
-
-def int_field(value: Any) -> int:
-    """A JSON field that should be an integer: itself, or 0 (a bool is not a count)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
