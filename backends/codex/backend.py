@@ -33,8 +33,8 @@ import anyio
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.codex.events import CodexEventParser, thread_totals
-from backends.process import ProcessSpec, run_process
-from backends.resume import resume_or_fresh
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
 
 log = logging.getLogger(__name__)
 
@@ -88,21 +88,15 @@ class CodexBackend(AgentCli):
         home = codex_home(spec.env)
         model = spec.model or self.model or await anyio.to_thread.run_sync(configured_model, home)
         thread = spec.resume_session_id
-        if not thread:
-            parser = CodexEventParser(model)
-            async with run_process(self._spec(spec, ""), parser) as run:
-                yield run
-            return
-        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread)
-        resumed = (self._spec(spec, thread), CodexEventParser(model, thread, baseline))
+        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread) if thread else {}
 
-        def fresh() -> tuple[ProcessSpec, CodexEventParser]:
-            log.warning("codex: thread %s not found; starting a fresh thread", thread)
-            return self._spec(spec, ""), CodexEventParser(model)
+        def launch(resume: str) -> Launch:
+            # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
+            parser = CodexEventParser(model, resume, baseline if resume else None)
+            return self._spec(spec, resume), parser
 
-        notice = f"Session {thread} was not found; started a fresh session instead."
-        async with resume_or_fresh(resumed, fresh, notice) as either:
-            yield either
+        async with start_session(self.name, thread, launch) as run:
+            yield run
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""

@@ -26,6 +26,7 @@ from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
 from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.resume import fresh_session_notice
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
@@ -108,11 +109,7 @@ class CodexEventParser(JsonLinesParser):
             # Given a name it cannot find, the CLI quietly starts a new thread.
             messages.insert(
                 0,
-                Message(
-                    MessageType.STATUS,
-                    content=f"Session {self.resuming} was not found; "
-                    "started a fresh session instead.",
-                ),
+                Message(MessageType.STATUS, content=fresh_session_notice(self.resuming)),
             )
         return messages
 
