@@ -19,7 +19,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from backends.process.registry import ProcessRegistry
 
 
 class MessageType(enum.StrEnum):
@@ -122,6 +125,8 @@ class RunSpec:
     exit_wait: float = 5.0
     """Seconds to wait for the process to exit once its stdout closed (then it is killed)."""
     observer: RunObserver = field(default_factory=NullObserver)
+    processes: ProcessRegistry | None = None
+    """Where the run's processes are recorded (the daemon's one registry); None: the run's own."""
     mcp_config: Path | None = None
     """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
 

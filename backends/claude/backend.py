@@ -133,17 +133,9 @@ class ClaudeBackend(AgentCli):
         return env
 
     def _spec(self, spec: RunSpec, resume: str, instructions: Sequence[str]) -> ProcessSpec:
-        return ProcessSpec(
-            argv=self.argv(spec, resume, instructions),
-            cwd=spec.workdir,
-            env=self.env(spec),
-            stdin_data=prompt_line(spec.prompt),
-            keep_stdin_open=True,
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
-        )
+        argv = self.argv(spec, resume, instructions)
+        stdin = prompt_line(spec.prompt)
+        return ProcessSpec.for_run(spec, argv, self.env(spec), stdin, keep_stdin_open=True)
 
 
 def prompt_line(prompt: str) -> bytes:

@@ -119,16 +119,8 @@ class CodexBackend(AgentCli):
         return self.strip_markers(spec.env)
 
     def _spec(self, spec: RunSpec, resume: str) -> ProcessSpec:
-        return ProcessSpec(
-            argv=self.argv(spec, resume),
-            cwd=spec.workdir,
-            env=self.env(spec),
-            stdin_data=spec.prompt.encode(),
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
-        )
+        argv = self.argv(spec, resume)
+        return ProcessSpec.for_run(spec, argv, self.env(spec), spec.prompt.encode())
 
 
 def filter_args(args: Sequence[str]) -> list[str]:

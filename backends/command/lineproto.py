@@ -178,14 +178,5 @@ def run_line_agent(
     argv: Sequence[str], spec: RunSpec, provider: str
 ) -> AbstractAsyncContextManager[ProcessRun]:
     """Start an agent speaking this protocol: the prompt on stdin, then stdin closed."""
-    process_spec = ProcessSpec(
-        argv=argv,
-        cwd=spec.workdir,
-        env=spec.env,
-        stdin_data=spec.prompt.encode(),
-        kill_grace=spec.kill_grace,
-        result_timeout=spec.exit_wait,
-        task_id=spec.task_id,
-        observer=spec.observer,
-    )
+    process_spec = ProcessSpec.for_run(spec, argv, spec.env, spec.prompt.encode())
     return run_process(process_spec, LineProtocolParser(provider=provider))

@@ -11,9 +11,8 @@ below the agent. A registry keeps what is needed to find it anyway:
   of the daemon it did not spawn, in another session) belongs to the run whose members it was
   seen among, or whose work directory it still runs in.
 
-The daemon makes one registry and installs it (`installed()`) around the task group its runs
-live in; `run_process` picks it up from there, so backends need no argument for it. A run
-started with no registry installed gets a private one (its own tree only).
+The daemon makes one registry and hands it to every run in its spec (`RunSpec.processes`,
+then `ProcessSpec.processes`); a run given none gets a private one (its own tree only).
 
 A per-task cgroup (`cgroup.kill`) would find such a process without attribution, but the daemon
 may rarely create one: it needs a delegated, writable cgroup v2 subtree (systemd's `Delegate=`,
@@ -25,9 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,8 +50,6 @@ TRACK_INTERVAL = 0.5
 REAP_INTERVAL = 2.0
 """How often a subreaper daemon looks for adopted orphans that died (one syscall if none)."""
 
-_CURRENT: ContextVar[ProcessRegistry | None] = ContextVar("process_registry", default=None)
-
 
 @dataclass
 class _Run:
@@ -78,15 +73,6 @@ class ProcessRegistry:
         self.adopts_orphans = False
         self._last_scan: tuple[float, Snapshot] | None = None
         self._scanning = anyio.Lock()
-
-    @contextmanager
-    def installed(self) -> Iterator[ProcessRegistry]:
-        """Make this the registry of every run started inside the block (and its tasks)."""
-        token = _CURRENT.set(self)
-        try:
-            yield self
-        finally:
-            _CURRENT.reset(token)
 
     def adopt_orphans(self) -> bool:
         """Become the child subreaper of every agent tree; logs once whether that worked."""
@@ -219,11 +205,6 @@ class ProcessRegistry:
                 reaped = self.reap()
                 if reaped:
                     log.info("reaped %d adopted orphan(s): pids %s", len(reaped), reaped)
-
-
-def current_registry() -> ProcessRegistry:
-    """The registry installed around the caller, or a private one for a single run."""
-    return _CURRENT.get() or ProcessRegistry()
 
 
 def _roots(run: _Run) -> list[ProcIdentity]:

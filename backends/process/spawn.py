@@ -23,11 +23,11 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult
+from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult, RunSpec
 from backends.process.inbox import Inbox
 from backends.process.kill import kill_tree
 from backends.process.lines import MAX_LINE_BYTES, LineFramer, Tail, clean_line
-from backends.process.registry import ProcessRegistry, current_registry
+from backends.process.registry import ProcessRegistry
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,35 @@ class ProcessSpec:
     kill_grace: float = 5.0
     task_id: str = ""
     observer: RunObserver = field(default_factory=NullObserver)
+    processes: ProcessRegistry | None = None
+    """Where this process and what it starts are recorded; None: a registry of its own."""
     result_timeout: float = 5.0
     max_line_bytes: int = MAX_LINE_BYTES
     stderr_tail_bytes: int = STDERR_TAIL_BYTES
+
+    @classmethod
+    def for_run(
+        cls,
+        spec: RunSpec,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        stdin_data: bytes,
+        *,
+        keep_stdin_open: bool = False,
+    ) -> ProcessSpec:
+        """The process of one agent run: `argv` in its work directory, under its limits."""
+        return cls(
+            argv=argv,
+            cwd=spec.workdir,
+            env=env,
+            stdin_data=stdin_data,
+            keep_stdin_open=keep_stdin_open,
+            kill_grace=spec.kill_grace,
+            task_id=spec.task_id,
+            observer=spec.observer,
+            processes=spec.processes,
+            result_timeout=spec.exit_wait,
+        )
 
 
 class ProcessRun:
@@ -276,8 +302,9 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    registry = spec.processes if spec.processes is not None else ProcessRegistry()
     # Registered before any await, so the reaper can never take this agent's exit status.
-    run = ProcessRun(spec, parser, process, tag, current_registry())
+    run = ProcessRun(spec, parser, process, tag, registry)
     log.debug("spawned pid %d for %s (%s)", process.pid, tag, spec.argv[0])
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:

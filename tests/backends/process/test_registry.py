@@ -104,18 +104,17 @@ async def main():
     dirs = [Path(sys.argv[1], name) for name in ("a", "b")]
     specs = [
         ProcessSpec([sys.executable, "-c", AGENT], d, {"PATH": "/usr/bin:/bin"},
-                    keep_stdin_open=True, kill_grace=2.0)
+                    keep_stdin_open=True, kill_grace=2.0, processes=registry)
         for d in dirs
     ]
     for d in dirs:
         d.mkdir()
-    with registry.installed():
-        async with run_process(specs[1], LinesParser()) as b:
-            b_sleeper = identify(int((await anext(aiter(b.messages()))).content))
-            async with run_process(specs[0], LinesParser()) as a:
-                a_sleeper = identify(int((await anext(aiter(a.messages()))).content))
-            after_a = [is_alive(a_sleeper), is_alive(b_sleeper)]
-        after_b = [is_alive(a_sleeper), is_alive(b_sleeper)]
+    async with run_process(specs[1], LinesParser()) as b:
+        b_sleeper = identify(int((await anext(aiter(b.messages()))).content))
+        async with run_process(specs[0], LinesParser()) as a:
+            a_sleeper = identify(int((await anext(aiter(a.messages()))).content))
+        after_a = [is_alive(a_sleeper), is_alive(b_sleeper)]
+    after_b = [is_alive(a_sleeper), is_alive(b_sleeper)]
     print(json.dumps({"after_a": after_a, "after_b": after_b}))
 
 anyio.run(main)
