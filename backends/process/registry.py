@@ -32,15 +32,15 @@ import anyio
 
 from backends.process.linux import become_subreaper
 from backends.process.tree import (
+    ProcessTable,
     ProcIdentity,
-    Snapshot,
     all_stats,
     collect_tree,
     cwd_of,
     identify,
     is_alive,
-    snapshot,
-    subtree_snapshot,
+    process_table,
+    subtree_table,
 )
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class ProcessRegistry:
     """One daemon's agent processes: leaders not yet reaped, and each run's members."""
 
     def __init__(
-        self, scanner: Callable[[list[ProcIdentity]], Snapshot] = subtree_snapshot
+        self, scanner: Callable[[list[ProcIdentity]], ProcessTable] = subtree_table
     ) -> None:
         """`scanner` reads the processes below the roots it is given (tests count its calls)."""
         self._scanner = scanner
@@ -71,7 +71,7 @@ class ProcessRegistry:
         self._runs: dict[int, _Run] = {}
         """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
         self.adopts_orphans = False
-        self._last_scan: tuple[float, Snapshot] | None = None
+        self._last_scan: tuple[float, ProcessTable] | None = None
         self._scanning = anyio.Lock()
 
     def adopt_orphans(self) -> bool:
@@ -98,7 +98,7 @@ class ProcessRegistry:
         """The run of agent `pid` is over and its tree killed."""
         self._runs.pop(pid, None)
 
-    def note(self, pid: int, scan: Snapshot) -> None:
+    def note(self, pid: int, scan: ProcessTable) -> None:
         """Record every process found below agent `pid` and its members in `scan`."""
         run = self._runs.get(pid)
         if run is None:
@@ -124,7 +124,7 @@ class ProcessRegistry:
             await anyio.sleep(interval - anyio.current_time() % interval)
             self.note(pid, await self._scan(fresher_than=interval / 2))
 
-    async def _scan(self, fresher_than: float) -> Snapshot:
+    async def _scan(self, fresher_than: float) -> ProcessTable:
         # Runs share a recent scan: the cost stays near two scans per interval however many
         # agents run, instead of one scan per agent. The lock makes runs that wake together
         # wait for the scan under way: without it 200 agents started 200 scans each interval,
@@ -145,7 +145,7 @@ class ProcessRegistry:
             return []
         if not run.members and not self.adopts_orphans:
             return collect_tree(run.leader, tag_var, run.tag)  # nothing else to look for
-        scan = snapshot()
+        scan = process_table()
         found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag, scan)}
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
         if self.adopts_orphans:
@@ -155,7 +155,7 @@ class ProcessRegistry:
             found.setdefault(below.pid, below)
         return list(found.values())
 
-    def _orphans_of(self, run: _Run, scan: Snapshot) -> list[ProcIdentity]:
+    def _orphans_of(self, run: _Run, scan: ProcessTable) -> list[ProcIdentity]:
         me, my_session = os.getpid(), os.getsid(0)
         own: list[ProcIdentity] = []
         for child in scan.children(me):

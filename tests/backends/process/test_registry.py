@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
-from backends.process.tree import Snapshot, subtree_snapshot
+from backends.process.tree import ProcessTable, subtree_table
 from tests.backends.support import TREE_CHILD, identities, python, tree_pids
 from tests.helpers import eventually
 
@@ -132,10 +132,10 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
     """Fifty runs' trackers read /proc once a tick between them, not once each."""
     scans = 0
 
-    def counted(roots: list[ProcIdentity]) -> Snapshot:
+    def counted(roots: list[ProcIdentity]) -> ProcessTable:
         nonlocal scans
         scans += 1
-        return subtree_snapshot(roots)
+        return subtree_table(roots)
 
     registry = ProcessRegistry(scanner=counted)
     async with anyio.create_task_group() as tg:
