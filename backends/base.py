@@ -52,7 +52,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One event from an agent, in the daemon's own model (DESIGN.md §2 and §5)."""
+    """One event from an agent in the daemon's own model (what the line protocol prints)."""
 
     type: MessageType
     content: str = ""

@@ -1,4 +1,4 @@
-"""The `command` backend: any executable that speaks the line protocol (DESIGN.md §5)."""
+"""The `command` backend: any executable that speaks the line protocol (`lineproto` here)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,19 @@
-"""The `command` line protocol (DESIGN.md §5): one message per stdout line, plain text welcome.
+"""The `command` line protocol: one message per stdout line, plain text welcome.
+
+The agent gets the prompt on stdin, which is then closed, and prints one JSON object a line:
+
+    {"type": "text", "content": "working on it"}
+    {"type": "tool_use", "tool": "Bash", "call_id": "c1", "input": {"command": "make"}}
+    {"type": "tool_result", "call_id": "c1", "output": "ok", "is_error": false}
+    {"type": "result", "output": "done", "session_id": "s1", "usage": {"input_tokens": 9}}
+
+`type` is a `MessageType` (text, thinking, tool_use, tool_result, status, error, log, result);
+`content`, `tool`, `call_id`, `output` and `session_id` are strings, `input` an object,
+`is_error` a boolean. `usage` is one object or a list of them: `provider`, `model` and token
+counts (`input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens`, or the
+Anthropic API's `cache_read_input_tokens` and `cache_creation_input_tokens`). A `result` with
+an `error` fails the run. Exit 0 completes the run with the result's output (without one, the
+text printed); any other exit fails it.
 
 A line that is a JSON object with a known `type` becomes that message; any other line — not
 JSON, or JSON without a known type — is a `text` message carrying the line, so a plain script

@@ -4,7 +4,8 @@ The task prompt is the script, a JSON object `{"steps": [...]}` (it may also sit
 prompt text). A prompt without a script is simply echoed: one `text` message and a `result`
 whose output is the prompt. Each step is an object with exactly one key:
 
-    {"emit": {"type": "text", "content": "hi"}}   print one line-protocol message (DESIGN.md §5)
+    {"emit": {"type": "text", "content": "hi"}}   print one message of the line protocol
+                                                   (`backends.command.lineproto`)
     {"text": "hi"}                                 shorthand for emitting a text message
     {"sleep": 1.5}                                 stay silent for that many seconds
     {"burst": {"count": 1000, "message": {...}}}   print the message N times, as fast as possible
