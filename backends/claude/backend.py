@@ -82,7 +82,7 @@ class ClaudeBackend(AgentCli):
 
     def __init__(
         self,
-        path: str = "claude",
+        path: str | None = None,
         args: Sequence[str] = (),
         model: str = "",
         *,

@@ -69,16 +69,6 @@ class CodexBackend(AgentCli):
     name = "codex"
     session_markers = SESSION_MARKERS
 
-    def __init__(
-        self,
-        path: str = "codex",
-        args: Sequence[str] = (),
-        model: str = "",
-        *,
-        detect_env: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(path, args, model, detect_env=detect_env)
-
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
         return self._run(spec)
