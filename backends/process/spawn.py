@@ -13,76 +13,31 @@ import logging
 import secrets
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult, RunSpec
+from backends.base import LineParser, Message, RunResult
 from backends.process.inbox import Inbox
 from backends.process.kill import kill_tree
-from backends.process.lines import MAX_LINE_BYTES, LineFramer, Tail, clean_line
+from backends.process.lines import LineFramer, Tail, clean_line
 from backends.process.registry import ProcessRegistry
+from backends.process.spec import ProcessSpec
 
 log = logging.getLogger(__name__)
 
 TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
 """Set in every agent's environment to its task id; the kill sweeps processes carrying it."""
 
-STDERR_TAIL_BYTES = 8 * 1024
 # Messages travel in batches, one per stdout read: a hand-off per message would cost an
 # event-loop round trip each and cap the drain far below what an agent can print.
 _BATCH_BUFFER = 64
 _STDIN_QUEUE = 1024
 _READ_CHUNK = 256 * 1024
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    """How to start one agent process and how hard to stop it."""
-
-    argv: Sequence[str]
-    cwd: Path
-    env: Mapping[str, str]
-    stdin_data: bytes = b""
-    keep_stdin_open: bool = False
-    kill_grace: float = 5.0
-    task_id: str = ""
-    observer: RunObserver = field(default_factory=NullObserver)
-    processes: ProcessRegistry | None = None
-    """Where this process and what it starts are recorded; None: a registry of its own."""
-    result_timeout: float = 5.0
-    max_line_bytes: int = MAX_LINE_BYTES
-    stderr_tail_bytes: int = STDERR_TAIL_BYTES
-
-    @classmethod
-    def for_run(
-        cls,
-        spec: RunSpec,
-        argv: Sequence[str],
-        env: Mapping[str, str],
-        stdin_data: bytes,
-        *,
-        keep_stdin_open: bool = False,
-    ) -> ProcessSpec:
-        """The process of one agent run: `argv` in its work directory, under its limits."""
-        return cls(
-            argv=argv,
-            cwd=spec.workdir,
-            env=env,
-            stdin_data=stdin_data,
-            keep_stdin_open=keep_stdin_open,
-            kill_grace=spec.kill_grace,
-            task_id=spec.task_id,
-            observer=spec.observer,
-            processes=spec.processes,
-            result_timeout=spec.exit_wait,
-        )
 
 
 class ProcessRun:
