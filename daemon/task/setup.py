@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
+from backends.process import ProcessRegistry
 from backends.process.identity import AgentUser
 from daemon.config import Settings
 from daemon.logs import short_id
@@ -59,6 +60,8 @@ def agent_spec(
     observer: RunObserver,
     mcp_config: Path | None,
     reach: AgentReach,
+    *,
+    processes: ProcessRegistry | None,
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice."""
     user = settings.agent_identity
@@ -95,6 +98,7 @@ def agent_spec(
         prompt=build_prompt(task, session_lost=lost),
         resume=resume,
         mcp_config=mcp_config,
+        processes=processes,
     )
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import RunObserver, RunSpec
+from backends.process import ProcessRegistry
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
 from daemon.config import Settings
 from daemon.files import ensure_dir, path_part
@@ -162,6 +163,7 @@ def run_spec(
     prompt: str,
     resume: str,
     mcp_config: Path | None,
+    processes: ProcessRegistry | None,
 ) -> RunSpec:
     """How to start the task's agent: prompt, work directory, environment, model, limits."""
     return RunSpec(
@@ -178,6 +180,7 @@ def run_spec(
         # An agent that closed stdout after its final result gets the whole exit grace.
         exit_wait=max(EXIT_WAIT, settings.exit_grace),
         observer=observer,
+        processes=processes,
         mcp_config=mcp_config,
         user=settings.agent_identity,
     )

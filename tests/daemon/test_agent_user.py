@@ -167,7 +167,7 @@ def test_the_task_place_is_the_agent_users_and_the_path_to_it_passable(
     task = _task()
     dirs, mcp = prepare(root, task, "claude", user)
     reach = AgentReach("http://x.test", {"PATH": "/usr/bin", "HOME": "/root"}, 0, 19514, None)
-    spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach)
+    spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach, processes=None)
     assert spec.user == user
     assert [spec.env[k] for k in ("HOME", "USER", "LOGNAME")] == [user.home, user.name, user.name]
     workspace = dirs.env_root.parent
@@ -198,7 +198,7 @@ def test_a_link_the_agent_left_is_replaced_and_its_target_keeps_its_owner(
         {"HOME": str(place), "MULTICA_AGENT_USER": user.name, "MULTICA_WORKSPACES_ROOT": str(root)}
     )
     reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
-    agent_spec(task, "claude", dirs, settings, NullObserver(), None, reach)
+    agent_spec(task, "claude", dirs, settings, NullObserver(), None, reach, processes=None)
     brief = dirs.work_dir / "CLAUDE.md"
     assert not brief.is_symlink() and brief.stat().st_uid == user.uid
     assert (secret.read_text(), secret.stat().st_uid, _mode(secret)) == ("root's", 0, 0o600)
