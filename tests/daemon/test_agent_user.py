@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,21 +18,9 @@ from daemon.errors import ConfigError
 from daemon.protocol.models import Task
 from daemon.task.setup import AgentReach, agent_spec, prepare
 from tests.daemon_child import run_cli
-from tests.fakes.system_user import passable_dir, system_user
+from tests.fakes.system_user import system_user
 
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture
-def user() -> Iterator[AgentUser]:
-    with system_user() as made:
-        yield made
-
-
-@pytest.fixture
-def place() -> Iterator[Path]:
-    with passable_dir("agent-daemon-user-") as path:
-        yield path
 
 
 def _task() -> Task:
@@ -58,10 +45,12 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.lstat().st_mode)
 
 
-def test_a_name_or_a_uid_resolves_to_the_users_account(user: AgentUser, place: Path) -> None:
+def test_a_name_or_a_uid_resolves_to_the_users_account(
+    agent_user: AgentUser, passable_tmp: Path
+) -> None:
     """Name and numeric uid give the same account: ids, groups and HOME from the database."""
-    assert resolve(user.name) == resolve(str(user.uid)) == user
-    assert user.gid in user.groups and Path(user.home).is_dir()
+    assert resolve(agent_user.name) == resolve(str(agent_user.uid)) == agent_user
+    assert agent_user.gid in agent_user.groups and Path(agent_user.home).is_dir()
 
 
 def test_empty_or_the_daemons_own_user_changes_nothing() -> None:
@@ -76,11 +65,11 @@ def test_an_unknown_user_stops_start_up() -> None:
         resolve("no-such-user-x")
 
 
-def test_a_daemon_that_is_not_root_cannot_switch(user: AgentUser) -> None:
+def test_a_daemon_that_is_not_root_cannot_switch(agent_user: AgentUser) -> None:
     """A daemon running as another uid cannot start agents as this user: one error. (The uid
     is the seam: the test process, root, cannot become another user and come back.)"""
     with pytest.raises(ConfigError, match=r"^MULTICA_AGENT_USER=.*not root"):
-        resolve(user.name, euid=user.uid + 1)
+        resolve(agent_user.name, euid=agent_user.uid + 1)
 
 
 def test_a_user_without_its_home_stops_start_up() -> None:
@@ -91,45 +80,49 @@ def test_a_user_without_its_home_stops_start_up() -> None:
     assert f"home directory {homeless.home!r} does not exist" in str(raised.value)
 
 
-def test_a_workspaces_root_the_user_cannot_reach_is_refused(user: AgentUser, place: Path) -> None:
+def test_a_workspaces_root_the_user_cannot_reach_is_refused(
+    agent_user: AgentUser, passable_tmp: Path
+) -> None:
     """A root below an owner-only directory (the state directory, /root) is refused."""
-    closed = place / "state"
+    closed = passable_tmp / "state"
     closed.mkdir(mode=0o700)
     with pytest.raises(ConfigError, match=r"^MULTICA_WORKSPACES_ROOT=.*cannot pass through"):
-        take_over(user, closed / "workspaces", closed)
+        take_over(agent_user, closed / "workspaces", closed)
 
 
 @pytest.mark.parametrize("writable", ["root's parent", "state dir's parent"])
 def test_a_directory_the_user_could_move_aside_is_refused(
-    user: AgentUser, place: Path, writable: str
+    agent_user: AgentUser, passable_tmp: Path, writable: str
 ) -> None:
     """The user may not write a parent of the root or of the state directory: it could
     rename ours and put its own in place (a sticky directory such as /tmp is fine)."""
-    shared = place / "shared"
+    shared = passable_tmp / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    root, state = place / "workspaces", place / "state"
+    root, state = passable_tmp / "workspaces", passable_tmp / "state"
     if writable == "root's parent":
         root = shared / "workspaces"
     else:
         state = shared / "state"
     state.mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"may write .*shared.*move the directory aside"):
-        take_over(user, root, state)
+        take_over(agent_user, root, state)
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("problem", ["unknown", "homeless", "unreachable root"])
-async def test_the_cli_exits_2_with_one_line_naming_the_variable(place: Path, problem: str) -> None:
+async def test_the_cli_exits_2_with_one_line_naming_the_variable(
+    passable_tmp: Path, problem: str
+) -> None:
     """`agent-daemon run` stops before any agent runs: exit 2, one line naming the variable,
     no traceback."""
-    closed = place / "closed"
+    closed = passable_tmp / "closed"
     closed.mkdir(mode=0o700)
     with system_user(create_home=problem != "homeless") as made:
         name = "no-such-user-x" if problem == "unknown" else made.name
-        root = closed if problem == "unreachable root" else place
+        root = closed if problem == "unreachable root" else passable_tmp
         env = {
-            "HOME": str(place),
+            "HOME": str(passable_tmp),
             "PATH": os.environ.get("PATH", ""),
             "MULTICA_AGENT_USER": name,
             "MULTICA_WORKSPACES_ROOT": str(root / "ws"),
@@ -143,78 +136,88 @@ async def test_the_cli_exits_2_with_one_line_naming_the_variable(place: Path, pr
     assert f"MULTICA_AGENT_USER={name}" in lines[0] or f"={name!r} is invalid" in lines[0]
 
 
-def test_take_over_sets_the_boundary_modes(user: AgentUser, place: Path) -> None:
+def test_take_over_sets_the_boundary_modes(agent_user: AgentUser, passable_tmp: Path) -> None:
     """The root and any parent the daemon creates are root's and 0711 (passable, not
     listable); a state dir that came open (a mounted volume's 0777) is made 0700."""
-    root, state = place / "new" / "workspaces", place / "state"
+    root, state = passable_tmp / "new" / "workspaces", passable_tmp / "state"
     state.mkdir()
     state.chmod(0o777)
-    take_over(user, root, state)
+    take_over(agent_user, root, state)
     assert [(_mode(p), p.stat().st_uid) for p in (root.parent, root)] == [(0o711, 0)] * 2
     assert _mode(state) == 0o700
 
 
 def test_the_task_place_is_the_agent_users_and_the_path_to_it_passable(
-    user: AgentUser, place: Path
+    agent_user: AgentUser, passable_tmp: Path
 ) -> None:
     """Work dir, config root, temp dir, markers, skills, brief and MCP file belong to the
     agent user; its task dir is 0700, the workspace dir root's 0711; HOME/USER in the env."""
-    root = place / "workspaces"
-    take_over(user, root, place / "state")
-    env = {"HOME": str(place), "MULTICA_AGENT_USER": user.name}
+    root = passable_tmp / "workspaces"
+    take_over(agent_user, root, passable_tmp / "state")
+    env = {"HOME": str(passable_tmp), "MULTICA_AGENT_USER": agent_user.name}
     settings = Settings.from_env({**env, "MULTICA_WORKSPACES_ROOT": str(root)})
-    assert settings.agent_identity == user
+    assert settings.agent_identity == agent_user
     task = _task()
-    dirs, mcp = prepare(root, task, "claude", user)
+    dirs, mcp = prepare(root, task, "claude", agent_user)
     reach = AgentReach("http://x.test", {"PATH": "/usr/bin", "HOME": "/root"}, 0, 19514, None)
     spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach, processes=None)
-    assert spec.user == user
-    assert [spec.env[k] for k in ("HOME", "USER", "LOGNAME")] == [user.home, user.name, user.name]
+    assert spec.user == agent_user
+    assert [spec.env[k] for k in ("HOME", "USER", "LOGNAME")] == [
+        agent_user.home,
+        agent_user.name,
+        agent_user.name,
+    ]
     workspace = dirs.env_root.parent
     assert (workspace.stat().st_uid, _mode(workspace)) == (0, 0o711)
-    assert (dirs.env_root.stat().st_uid, _mode(dirs.env_root)) == (user.uid, 0o700)
+    assert (dirs.env_root.stat().st_uid, _mode(dirs.env_root)) == (agent_user.uid, 0o700)
     given = [p for p in dirs.env_root.rglob("*")]
     assert mcp is not None and {mcp, dirs.work_dir / "CLAUDE.md"} <= set(given)
     assert dirs.work_dir / ".claude" / "skills" / "lint" / "SKILL.md" in given
     assert dirs.temp_dir in given and dirs.config_root in given
-    assert [p for p in given if p.lstat().st_uid != user.uid] == []
-    assert [p for p in given if p.lstat().st_gid != user.gid] == []
+    assert [p for p in given if p.lstat().st_uid != agent_user.uid] == []
+    assert [p for p in given if p.lstat().st_gid != agent_user.gid] == []
 
 
 def test_a_link_the_agent_left_is_replaced_and_its_target_keeps_its_owner(
-    user: AgentUser, place: Path
+    agent_user: AgentUser, passable_tmp: Path
 ) -> None:
     """A `CLAUDE.md` link to a root file and a `.claude` link to a root directory: the brief
     and skills replace or refuse them, and nothing outside the work dir changes owner."""
-    root = place / "workspaces"
-    take_over(user, root, place / "state")
+    root = passable_tmp / "workspaces"
+    take_over(agent_user, root, passable_tmp / "state")
     task = _task().model_copy(update={"agent": _task().agent.model_copy(update={"skills": []})})
-    dirs, _ = prepare(root, task, "claude", user)
-    secret = place / "secret"
+    dirs, _ = prepare(root, task, "claude", agent_user)
+    secret = passable_tmp / "secret"
     secret.write_text("root's")
     secret.chmod(0o600)
     (dirs.work_dir / "CLAUDE.md").symlink_to(secret)
     settings = Settings.from_env(
-        {"HOME": str(place), "MULTICA_AGENT_USER": user.name, "MULTICA_WORKSPACES_ROOT": str(root)}
+        {
+            "HOME": str(passable_tmp),
+            "MULTICA_AGENT_USER": agent_user.name,
+            "MULTICA_WORKSPACES_ROOT": str(root),
+        }
     )
     reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
     agent_spec(task, "claude", dirs, settings, NullObserver(), None, reach, processes=None)
     brief = dirs.work_dir / "CLAUDE.md"
-    assert not brief.is_symlink() and brief.stat().st_uid == user.uid
+    assert not brief.is_symlink() and brief.stat().st_uid == agent_user.uid
     assert (secret.read_text(), secret.stat().st_uid, _mode(secret)) == ("root's", 0, 0o600)
 
 
-def test_a_prior_work_dir_of_another_user_is_not_reused(user: AgentUser, place: Path) -> None:
+def test_a_prior_work_dir_of_another_user_is_not_reused(
+    agent_user: AgentUser, passable_tmp: Path
+) -> None:
     """A work dir left by root's agents is not continued by the agent user (it could not
     write there): the follow-up gets a fresh directory of its own."""
-    root = place / "workspaces"
-    take_over(user, root, place / "state")
+    root = passable_tmp / "workspaces"
+    take_over(agent_user, root, passable_tmp / "state")
     first, _ = prepare(root, _task(), "claude")  # as root, before the agent user was set
     follow_up = _task().model_copy(update={"id": "task-2", "prior_work_dir": str(first.work_dir)})
-    again, _ = prepare(root, follow_up, "claude", user)
-    assert (again.reused, again.work_dir.stat().st_uid) == (False, user.uid)
+    again, _ = prepare(root, follow_up, "claude", agent_user)
+    assert (again.reused, again.work_dir.stat().st_uid) == (False, agent_user.uid)
     assert _mode(again.env_root.parent) == 0o711  # root's 0700 one, opened for passing
     marker = json.loads((again.work_dir / ".multica" / "daemon_task_context.json").read_text())
     assert marker["issue_id"] == "I-1"
     third = _task().model_copy(update={"id": "task-3", "prior_work_dir": str(again.work_dir)})
-    assert prepare(root, third, "claude", user)[0].reused
+    assert prepare(root, third, "claude", agent_user)[0].reused

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from daemon.protocol.tasks_api import TasksApi
 from tests.daemon_child import DaemonChild, daemon_child
 from tests.fakes.anthropic_api import Text, ToolUse, claude_env, fake_anthropic
 from tests.fakes.real_cli import require_cli
-from tests.fakes.system_user import AGENT_USER_CAPABILITIES, passable_dir, system_user, with_only
+from tests.fakes.system_user import AGENT_USER_CAPABILITIES, with_only
 from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.root]
@@ -60,29 +60,17 @@ echo "read_brief=$(try cat "$MULTICA_WORKDIR/AGENTS.md")"
 """
 
 
-@pytest.fixture
-def user() -> Iterator[AgentUser]:
-    with system_user() as made:
-        yield made
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    with passable_dir("agent-daemon-e2e-") as path:
-        yield path
-
-
 @asynccontextmanager
 async def root_daemon(
-    home: Path, user: AgentUser, **env: str
+    passable_tmp: Path, agent_user: AgentUser, **env: str
 ) -> AsyncIterator[tuple[DaemonChild, TasksApi]]:
     """`agent-daemon run` as root with its embedded server (state in `home/state`) and
     MULTICA_AGENT_USER; yields the child and the task API of its server."""
     assert os.geteuid() == 0
     settings = daemon_env(
-        home,
+        passable_tmp,
         "",
-        MULTICA_AGENT_USER=user.name,
+        MULTICA_AGENT_USER=agent_user.name,
         MULTICA_EMBEDDED_LISTEN="127.0.0.1:0",
         MULTICA_SCRIPTED_BACKEND="0",
         **env,
@@ -111,11 +99,11 @@ async def wait_task(api: TasksApi, task_id: str, within: float = 30) -> dict[str
     return await api.get_task(task_id)
 
 
-def shell_agent(home: Path, user: AgentUser, mode: str) -> dict[str, str]:
-    agent = home / "agent.sh"
+def shell_agent(passable_tmp: Path, agent_user: AgentUser, mode: str) -> dict[str, str]:
+    agent = passable_tmp / "agent.sh"
     agent.write_text(AGENT)
     agent.chmod(0o755)
-    args = f"{home / 'state'} {mode}"
+    args = f"{passable_tmp / 'state'} {mode}"
     return {"MULTICA_COMMAND_PATH": str(agent), "MULTICA_COMMAND_ARGS": args}
 
 
@@ -129,19 +117,21 @@ def _mode(path: Path) -> int:
 
 
 async def test_an_agent_runs_as_the_user_and_reaches_nothing_of_the_daemons(
-    home: Path, user: AgentUser
+    passable_tmp: Path, agent_user: AgentUser
 ) -> None:
     """The agent has the user's uid, gid, groups and HOME, no capabilities and no_new_privs;
     it writes its work and temp dirs and reads its brief, but cannot read the daemon's
     /proc environ (its token), list or read the state dir (server.db) or list the root."""
-    async with root_daemon(home, user, **shell_agent(home, user, "report")) as (child, api):
+    async with root_daemon(
+        passable_tmp, agent_user, **shell_agent(passable_tmp, agent_user, "report")
+    ) as (child, api):
         task = await run_task(api, "command")
         daemon_pid = child.process.pid
     assert task["status"] == "completed", (task["error"], task["output"])
     seen = _report(task["output"])
-    assert (seen["uid"], seen["gid"]) == (str(user.uid), str(user.gid))
-    assert sorted(int(g) for g in seen["groups"].split()) == sorted(user.groups)
-    assert seen["home"] == f"{user.home} user={user.name} logname={user.name}"
+    assert (seen["uid"], seen["gid"]) == (str(agent_user.uid), str(agent_user.gid))
+    assert sorted(int(g) for g in seen["groups"].split()) == sorted(agent_user.groups)
+    assert seen["home"] == f"{agent_user.home} user={agent_user.name} logname={agent_user.name}"
     assert (seen["nnp"], int(seen["capeff"], 16)) == ("1", 0)
     assert seen["daemon"] == str(daemon_pid)
     assert {k: seen[k] for k in ("daemon_environ", "list_state", "read_db", "list_root")} == {
@@ -153,26 +143,31 @@ async def test_an_agent_runs_as_the_user_and_reaches_nothing_of_the_daemons(
     assert {k: seen[k] for k in ("write_work", "write_tmp", "read_brief")} == dict.fromkeys(
         ("write_work", "write_tmp", "read_brief"), "allowed"
     )
-    check_places(home, Path(task["work_dir"]), user)
+    check_places(passable_tmp, Path(task["work_dir"]), agent_user)
 
 
-def check_places(home: Path, work: Path, user: AgentUser) -> None:
+def check_places(passable_tmp: Path, work: Path, agent_user: AgentUser) -> None:
     """What the agent was refused exists and is root's alone; what it wrote is its own; the
     way to its work dir is passable (0711) and its task dir is the user's (0700)."""
-    state = home / "state"
+    state = passable_tmp / "state"
     assert (state / "server.db").is_file() and _mode(state) == 0o700
     assert {p.stat().st_uid for p in state.rglob("*")} == {0}
-    assert (work.stat().st_uid, (work / "made-by-agent").stat().st_uid) == (user.uid, user.uid)
-    modes = (_mode(home / "workspaces"), _mode(work.parent.parent), _mode(work.parent))
+    assert (work.stat().st_uid, (work / "made-by-agent").stat().st_uid) == (
+        agent_user.uid,
+        agent_user.uid,
+    )
+    modes = (_mode(passable_tmp / "workspaces"), _mode(work.parent.parent), _mode(work.parent))
     assert modes == (0o711, 0o711, 0o700)
 
 
 async def test_a_detached_straggler_of_the_agent_user_dies_with_its_task(
-    home: Path, user: AgentUser
+    passable_tmp: Path, agent_user: AgentUser
 ) -> None:
     """`env -i setsid sleep 333 &` (no tag, its own session, its parent gone) started by an
     agent running as the user is killed when its task ends, while the daemon runs on."""
-    async with root_daemon(home, user, **shell_agent(home, user, "straggle")) as (child, api):
+    async with root_daemon(
+        passable_tmp, agent_user, **shell_agent(passable_tmp, agent_user, "straggle")
+    ) as (child, api):
         task_id = str((await api.create_task("Leave one behind.", backend="command"))["id"])
         said: list[str] = []
 
@@ -188,7 +183,7 @@ async def test_a_detached_straggler_of_the_agent_user_dies_with_its_task(
         await eventually(lambda: not is_alive(straggler), within=10)
         assert child.process.returncode is None
     assert task["status"] == "completed", (task["error"], task["output"])
-    assert f"Uid:\t{user.uid}\t" in status and b"AGENT_DAEMON_TASK_ID" not in environ
+    assert f"Uid:\t{agent_user.uid}\t" in status and b"AGENT_DAEMON_TASK_ID" not in environ
 
 
 def proc_facts(pid: int) -> tuple[str, bytes]:
@@ -197,25 +192,30 @@ def proc_facts(pid: int) -> tuple[str, bytes]:
 
 
 @pytest.mark.real_cli
-async def test_claude_code_runs_a_bash_tool_as_the_agent_user(home: Path, user: AgentUser) -> None:
+async def test_claude_code_runs_a_bash_tool_as_the_agent_user(
+    passable_tmp: Path, agent_user: AgentUser
+) -> None:
     """The real CLI, in bypass mode as the agent user without IS_SANDBOX, runs a Bash tool
     call whose output shows the user's ids and HOME, and completes."""
     cli = require_cli("claude", "MULTICA_TEST_CLAUDE_PATH")
     command = 'echo "who=$(id -u):$(id -g) home=$HOME sandbox=${IS_SANDBOX-none}" | tee proof'
     async with fake_anthropic([ToolUse(command), Text("Checked.")]) as fake:
-        agent_env = claude_env(fake.url, home / "unused-home")
-        async with root_daemon(home, user, MULTICA_CLAUDE_PATH=cli, **agent_env) as (_, api):
+        agent_env = claude_env(fake.url, passable_tmp / "unused-home")
+        async with root_daemon(passable_tmp, agent_user, MULTICA_CLAUDE_PATH=cli, **agent_env) as (
+            _,
+            api,
+        ):
             task = await run_task(api, "claude", within=90)
             messages = await api.messages(task["id"])
     assert task["status"] == "completed", (task["error"], task["output"])
     assert task["output"] == "Checked."
-    expected = f"who={user.uid}:{user.gid} home={user.home} sandbox=none"
+    expected = f"who={agent_user.uid}:{agent_user.gid} home={agent_user.home} sandbox=none"
     results = [m["output"] for m in messages if m["type"] == "tool_result"]
     assert any(expected in r for r in results), results
-    check_proof(Path(task["work_dir"]) / "proof", expected, user)
+    check_proof(Path(task["work_dir"]) / "proof", expected, agent_user)
 
 
-def check_proof(proof: Path, expected: str, user: AgentUser) -> None:
+def check_proof(proof: Path, expected: str, agent_user: AgentUser) -> None:
     """The tool's file says the same and is the user's; the CLI kept its state in its HOME."""
-    assert (proof.read_text().strip(), proof.stat().st_uid) == (expected, user.uid)
-    assert Path(user.home, ".claude").is_dir()
+    assert (proof.read_text().strip(), proof.stat().st_uid) == (expected, agent_user.uid)
+    assert Path(agent_user.home, ".claude").is_dir()

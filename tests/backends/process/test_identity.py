@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,6 @@ from backends.claude import ClaudeBackend
 from backends.codex import CodexBackend
 from backends.command import CommandBackend
 from backends.process.identity import AgentUser
-from tests.fakes.system_user import passable_dir, system_user
 
 pytestmark = [pytest.mark.anyio, pytest.mark.root]
 
@@ -30,29 +28,17 @@ printf '{"type": "result", "output": "ok"}\\n'
 """
 
 
-@pytest.fixture
-def user() -> Iterator[AgentUser]:
-    with system_user() as made:
-        yield made
-
-
-@pytest.fixture
-def place() -> Iterator[Path]:
-    with passable_dir("agent-daemon-identity-") as path:
-        yield path
-
-
-def whoami_script(place: Path) -> Path:
-    script = place / "whoami"
+def whoami_script(passable_tmp: Path) -> Path:
+    script = passable_tmp / "whoami"
     script.write_text(WHOAMI)
     script.chmod(0o755)
     return script
 
 
-def agent_workdir(place: Path, user: AgentUser) -> Path:
-    work = place / "work"
+def agent_workdir(passable_tmp: Path, agent_user: AgentUser) -> Path:
+    work = passable_tmp / "work"
     work.mkdir()
-    os.chown(work, user.uid, user.gid)
+    os.chown(work, agent_user.uid, agent_user.gid)
     return work
 
 
@@ -67,33 +53,39 @@ def backends(script: Path) -> list[Backend]:
 
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["claude", "codex", "command"])
 async def test_every_backend_starts_its_agent_as_the_agent_user(
-    user: AgentUser, place: Path, index: int
+    agent_user: AgentUser, passable_tmp: Path, index: int
 ) -> None:
     """The agent's uid, gid and groups are the user's, HOME/USER/LOGNAME come from the
     password database, the daemon user's XDG directories are gone, and Claude Code is not
     told IS_SANDBOX (it runs unprivileged)."""
-    backend = backends(whoami_script(place))[index]
-    work = agent_workdir(place, user)
+    backend = backends(whoami_script(passable_tmp))[index]
+    work = agent_workdir(passable_tmp, agent_user)
     env = {"PATH": "/usr/bin:/bin", "HOME": "/root", "USER": "root", "XDG_CONFIG_HOME": "/x"}
-    spec = RunSpec(prompt="who", workdir=work, env=env, user=user, task_id=f"id-{index}")
+    spec = RunSpec(prompt="who", workdir=work, env=env, user=agent_user, task_id=f"id-{index}")
     async with backend.start(spec) as run:
         async for _ in run.messages():
             pass
         await run.result()
     seen = json.loads((work / "whoami.json").read_text())
-    assert (seen["uid"], seen["gid"]) == (user.uid, user.gid)
-    assert sorted(int(g) for g in seen["groups"].split()) == sorted(user.groups)
-    assert (seen["home"], seen["user"], seen["logname"]) == (user.home, user.name, user.name)
+    assert (seen["uid"], seen["gid"]) == (agent_user.uid, agent_user.gid)
+    assert sorted(int(g) for g in seen["groups"].split()) == sorted(agent_user.groups)
+    assert (seen["home"], seen["user"], seen["logname"]) == (
+        agent_user.home,
+        agent_user.name,
+        agent_user.name,
+    )
     assert (seen["xdg"], seen["sandbox"]) == ("", "")
-    assert (work / "whoami.json").stat().st_uid == user.uid
+    assert (work / "whoami.json").stat().st_uid == agent_user.uid
 
 
-async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(place: Path) -> None:
+async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(
+    passable_tmp: Path,
+) -> None:
     """As root with no agent user, the same script sees IS_SANDBOX=1 and root's own ids."""
-    work = place / "work"
+    work = passable_tmp / "work"
     work.mkdir()
     spec = RunSpec(prompt="who", workdir=work, env={"PATH": "/usr/bin:/bin", "HOME": "/root"})
-    async with ClaudeBackend(str(whoami_script(place)), is_root=True).start(spec) as run:
+    async with ClaudeBackend(str(whoami_script(passable_tmp)), is_root=True).start(spec) as run:
         async for _ in run.messages():
             pass
         await run.result()
@@ -103,13 +95,13 @@ async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(place
 
 @pytest.mark.parametrize("kind", [ClaudeBackend, CodexBackend])
 async def test_the_version_probe_runs_as_the_agent_user(
-    user: AgentUser, place: Path, kind: type[ClaudeBackend | CodexBackend]
+    agent_user: AgentUser, passable_tmp: Path, kind: type[ClaudeBackend | CodexBackend]
 ) -> None:
     """`detect` runs `<cli> --version` as the agent user, without the daemon's variables
     (the CLI is the agent's code: it never runs as root)."""
-    probe = place / "probe"
+    probe = passable_tmp / "probe"
     probe.write_text('#!/bin/sh\necho "$(id -u).$(id -g).${#MULTICA_DAEMON_TOKEN} (${HOME})"\n')
     probe.chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "MULTICA_DAEMON_TOKEN": "secret"}
-    backend = kind(str(probe), detect_env=env, detect_as=user)
-    assert await backend.detect() == f"{user.uid}.{user.gid}.0"
+    backend = kind(str(probe), detect_env=env, detect_as=agent_user)
+    assert await backend.detect() == f"{agent_user.uid}.{agent_user.gid}.0"
