@@ -11,6 +11,7 @@ path the agent swapped meanwhile cannot make root chown something else.
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 from collections.abc import Iterator, Sequence
@@ -45,13 +46,18 @@ def _open_dir(
     whatever the umask), none a link; with `owner`, each component is that user's."""
     fd = os.open(root, _DIR_FLAGS)
     try:
-        for part in parts:
+        for depth, part in enumerate(parts, 1):
             created = True
             try:
                 os.mkdir(part, mode, dir_fd=fd)
             except FileExistsError:
                 created = False
-            child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except NotADirectoryError:
+                # A file holds the name (a link is ELOOP, left as it is): say so with its path.
+                where = str(root.joinpath(*parts[:depth]))
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), where) from None
             os.close(fd)
             fd = child
             if created:
@@ -81,9 +87,9 @@ def write_under(
 ) -> Path:
     """Write `data` to `root/path` without following any link below `root`; return the path.
 
-    Raises `UnsafePathError` for a path that would leave `root`, and `OSError` (ELOOP or
-    ENOTDIR) when a directory on the way is a symlink. With `owner`, the file and every
-    directory on the way are that user's.
+    Raises `UnsafePathError` for a path that would leave `root`, `OSError` (ELOOP) when a
+    directory on the way is a symlink and `FileExistsError` when it is a file. With `owner`,
+    the file and every directory on the way are that user's.
     """
     *dirs, name = relative_parts(path)
     raw = data.encode() if isinstance(data, str) else data
