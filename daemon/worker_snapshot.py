@@ -12,7 +12,7 @@ from daemon.snapshot import DaemonSnapshot, RunSnapshot, ToolSnapshot
 
 if TYPE_CHECKING:
     from daemon.task.run import TaskRun
-    from daemon.worker import Worker
+    from daemon.worker.worker import Worker
 
 
 def worker_snapshot(worker: Worker) -> DaemonSnapshot:

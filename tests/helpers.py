@@ -25,19 +25,19 @@ import pytest
 import daemon
 from backends.base import Backend
 from backends.process import TRACKING_ENV, tagged
+from daemon.cli.discovery import available
+from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
-from daemon.discovery import available
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.shutdown import ShutdownBudget
-from daemon.statuses import TERMINAL_STATUSES
-from daemon.worker import OUTBOX_INTERVAL, Worker
+from daemon.worker.worker import OUTBOX_INTERVAL, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 FINAL = frozenset(TERMINAL_STATUSES)

@@ -16,24 +16,24 @@ import httpx
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
+from daemon.cli.discovery import available
+from daemon.cli.status_view import check, status
+from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
-from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
 from daemon.logs import configure_logging
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
-from daemon.ops.status_view import check, status
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.tasks_api import TasksApi
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
-from daemon.statuses import TERMINAL_STATUSES
-from daemon.worker import Worker
+from daemon.worker.worker import Worker
 
 log = logging.getLogger("daemon")
 

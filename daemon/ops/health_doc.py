@@ -16,9 +16,8 @@ from typing import Any
 
 import daemon
 from daemon.addresses import without_credentials
-from daemon.durations import format_duration
 from daemon.snapshot import DaemonSnapshot, RunSnapshot
-from daemon.timefmt import utc_iso
+from daemon.times import format_duration, utc_iso
 
 OS_NAME = platform.system().lower()
 

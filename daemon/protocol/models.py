@@ -35,6 +35,10 @@ Count = Annotated[int, BeforeValidator(_zero)]
 TextList = Annotated[list[str], BeforeValidator(_empty_list)]
 TextMap = Annotated[dict[str, str], BeforeValidator(_empty_map)]
 
+TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+"""Task statuses the daemon, its CLI and the embedded server agree on: a task in one of these
+is finished, and nothing more is reported or run for it."""
+
 
 class WireModel(BaseModel):
     """Base of every protocol body: unknown fields ignored, numeric ids read as strings."""

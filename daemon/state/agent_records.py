@@ -20,9 +20,9 @@ from pathlib import Path
 import anyio
 
 from backends.process import ProcessRegistry, ProcIdentity, boot_id, group_of, identify, sweep
-from daemon.files import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
-from daemon.timefmt import utc_iso
+from daemon.private_files import ensure_dir, path_part, write_atomic
+from daemon.times import utc_iso
 
 log = logging.getLogger(__name__)
 

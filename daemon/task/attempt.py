@@ -13,7 +13,7 @@ from backends.base import AgentRun, Backend, Message, MessageType, RunResult, Ru
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
-from daemon.state.agents import AgentRecords
+from daemon.state.agent_records import AgentRecords
 from daemon.task.activity import Activity
 from daemon.task.transcript import Transcript
 from daemon.task.watchdog import Verdict, Watchdog, WatchdogPolicy

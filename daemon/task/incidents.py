@@ -29,10 +29,10 @@ from pathlib import Path
 
 from prometheus_client import Counter
 
-from daemon.files import append_line, ensure_dir
+from daemon.private_files import append_line, ensure_dir
 from daemon.task.activity import Activity
 from daemon.task.watchdog import Verdict
-from daemon.timefmt import utc_iso
+from daemon.times import utc_iso
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backends.base import Message, RunResult, RunStatus, Usage
-from daemon.durations import format_duration
 from daemon.protocol.failure import checked_reason, failure_reason
 from daemon.protocol.reports import TerminalReport, UsageEntry
+from daemon.times import format_duration
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from backends.base import Backend, RunSpec
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.retry import RetryPolicy
-from daemon.state.agents import AgentRecords
+from daemon.state.agent_records import AgentRecords
 from daemon.task.activity import Activity
 from daemon.task.attempt import Attempt, AttemptResult
 from daemon.task.incidents import TaskIncidents

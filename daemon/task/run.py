@@ -20,21 +20,21 @@ from daemon.protocol.api import TaskServer
 from daemon.protocol.models import Task
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import ShutdownBudget
-from daemon.state.agents import AgentRecords
+from daemon.state.agent_records import AgentRecords
 from daemon.state.outbox import Outbox
 from daemon.task.activity import Activity
-from daemon.task.attempts import Attempts
 from daemon.task.incidents import IncidentLog, TaskIncidents
 from daemon.task.outcome import Ending, Outcome, decide
 from daemon.task.pacing import Pacing
 from daemon.task.reporter import Reporter
-from daemon.task.setup import AgentReach, agent_spec, describe_error, prepare, remove_tree
+from daemon.task.retries import Attempts
+from daemon.task.setup.spec import AgentReach, agent_spec, describe_error, prepare, remove_tree
+from daemon.task.setup.workspace import (
+    TaskDirs,
+)
 from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import StatusNews, poll_status
 from daemon.task.watchdog import Watchdog
-from daemon.task.workspace import (
-    TaskDirs,
-)
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)

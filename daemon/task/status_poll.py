@@ -16,7 +16,7 @@ import anyio
 from daemon.errors import ServerError, TaskGoneError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
-from daemon.statuses import TERMINAL_STATUSES
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import anyio
 
-from daemon.durations import format_duration
 from daemon.task.activity import Activity
+from daemon.times import format_duration
 
 Sleep = Callable[[float], Awaitable[None]]
 

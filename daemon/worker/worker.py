@@ -17,22 +17,22 @@ from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
-from daemon.pickup import Pickup
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
-from daemon.registration import Registration, recover_orphans
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
-from daemon.state.agents import AgentRecords
+from daemon.state.agent_records import AgentRecords
 from daemon.state.outbox import Outbox
-from daemon.summary import Summary
 from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
 from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
-from daemon.token_renewal import renew_once, renewal_loop
+from daemon.worker.pickup import Pickup
+from daemon.worker.registration import Registration, recover_orphans
+from daemon.worker.summary import Summary
+from daemon.worker.token_renewal import renew_once, renewal_loop
 from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)

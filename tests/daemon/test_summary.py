@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from daemon.summary import Summary
 from daemon.task.outcome import Ending, decide
+from daemon.worker.summary import Summary
 
 
 def test_the_line_counts_each_kind_and_a_run_that_raised_as_failed() -> None:

@@ -13,11 +13,11 @@ from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
-from daemon.task.agent_env import TaskPlace, agent_env, blocked_custom_keys
-from daemon.task.prompt import build_prompt
-from daemon.task.runtime_brief import write_brief
-from daemon.task.skills import write_skills
-from daemon.task.workspace import (
+from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
+from daemon.task.setup.prompt import build_prompt
+from daemon.task.setup.runtime_brief import write_brief
+from daemon.task.setup.skills import write_skills
+from daemon.task.setup.workspace import (
     TaskDirs,
     prepare_dirs,
     resumable_session,

@@ -6,7 +6,7 @@
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `daemon.files.path_part`, which keeps a plain id as it is
+Ids become path components through `daemon.private_files.path_part`, which keeps a plain id as it is
 and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
@@ -21,10 +21,10 @@ from typing import Any
 
 from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
-from daemon.files import ensure_dir, path_part
+from daemon.private_files import ensure_dir, path_part
 from daemon.protocol.models import Task
-from daemon.task.agent_env import make_temp_dir
-from daemon.task.files import read_under, write_under
+from daemon.task.setup.agent_env import make_temp_dir
+from daemon.task.setup.nofollow import read_under, write_under
 
 ENV_MARKER = ".managed_env.json"
 TASK_MARKER = ".multica/daemon_task_context.json"
