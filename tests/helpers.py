@@ -37,7 +37,8 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.shutdown import ShutdownBudget
-from daemon.worker.worker import OUTBOX_INTERVAL, Worker
+from daemon.task.setup.spec import AgentReach
+from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 FINAL = frozenset(TERMINAL_STATUSES)
@@ -188,17 +189,16 @@ async def running_daemon(
             report_policy=report_policy,
             budget=budget,
         )
+        env = base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")}
         worker = Worker(
             settings,
             client,
             found,
-            server_url=server_url,
+            reach=AgentReach.found(server_url, env),
             metrics=metrics,
             circuit=circuit,
-            base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
-            outbox_interval=outbox_interval,
             budget=budget,
-            control=control,
+            options=WorkerOptions(control=control, outbox_interval=outbox_interval),
         )
         if in_process is not None:
             in_process.hub.subscribe(worker.pickup)
@@ -226,7 +226,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     server = HealthServer("127.0.0.1:0", metrics, **options)
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
-        worker.health_port = port
+        worker.attach_health(port)
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()

@@ -33,7 +33,8 @@ from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
-from daemon.worker.worker import Worker
+from daemon.task.setup.spec import AgentReach
+from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")
 
@@ -150,21 +151,20 @@ async def _run_locked(settings: Settings) -> int:
         async with make_http_client(url, token, daemon.__version__, transport=transport) as http:
             budget = ShutdownBudget()
             client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
+            # A separate server tells us of queued tasks over its control WebSocket; the
+            # embedded one in this process tells the worker directly (`subscribe`).
+            options = WorkerOptions(control=not settings.embedded, subreaper=True)
             worker = Worker(
                 settings,
                 client,
                 found,
-                server_url=url,
+                reach=AgentReach.found(url, os.environ),
                 metrics=metrics,
                 circuit=circuit,
-                base_env=os.environ,
                 budget=budget,
-                subreaper=True,
-                # A separate server tells us of queued tasks over its control WebSocket; the
-                # embedded one in this process tells the worker directly (`subscribe`).
-                control=not settings.embedded,
+                options=options,
             )
-            worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
+            worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()

@@ -27,7 +27,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    """Why a task's run stopped, everything `decide` needs and nothing else.
+    """Why a task's run stopped, everything `outcome_of` needs and nothing else.
 
     Exactly one of these holds: `stopped` (who interrupted the run), `wall_clock` (the cap in
     seconds that struck), `error` (the run failed before or instead of an agent's answer), or
@@ -44,7 +44,7 @@ class Ending:
     result: RunResult | None = None
 
 
-def decide(ending: Ending, work_dir: str) -> Outcome:
+def outcome_of(ending: Ending, work_dir: str) -> Outcome:
     """The one place a run's outcome is decided."""
     session = ending.session_id
 

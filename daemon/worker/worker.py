@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import logging
-import shutil
 import signal
 from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import anyio
 from anyio.abc import TaskGroup
 
 from backends.base import Backend
+from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
@@ -20,6 +20,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
+from daemon.services import Services
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
 from daemon.state.agent_records import AgentRecords
@@ -29,11 +30,11 @@ from daemon.task.outcome import Outcome
 from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.task.setup.spec import AgentReach
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.summary import Summary
 from daemon.worker.token_renewal import renew_once, renewal_loop
-from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,17 @@ OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How the worker sits in its process; the defaults suit a worker embedded in another."""
+
+    control: bool = False
+    """Open the server's control WebSocket (a server in another process)."""
+    subreaper: bool = False
+    """Adopt orphaned agent processes: only a daemon that owns its process may."""
+    outbox_interval: float = OUTBOX_INTERVAL
 
 
 class Worker:
@@ -52,21 +64,19 @@ class Worker:
         client: ServerClient,
         backends: Mapping[str, tuple[Backend, str]],
         *,
-        server_url: str,
+        reach: AgentReach,
         metrics: Metrics,
         circuit: CircuitBreaker,
-        base_env: Mapping[str, str],
         budget: ShutdownBudget,
-        subreaper: bool = False,
-        outbox_interval: float = OUTBOX_INTERVAL,
-        control: bool = False,
+        options: WorkerOptions = WorkerOptions(),
     ) -> None:
+        """`reach` is how agents reach the daemon and the server (`AgentReach.found`; its health
+        port is set when the port is served: `attach_health`)."""
         self.settings = settings
         self.client = client
         self.backends = dict(backends)
         self.metrics = metrics
         self.circuit = circuit
-        self.server_url = server_url
         self.status = "starting"
         self.daemon_id = daemon_id(
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
@@ -74,23 +84,28 @@ class Worker:
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runners: dict[str, TaskRun] = {}
         self.summary = Summary()
-        self.outbox = Outbox(settings.state_dir / "outbox", metrics)
-        self.outbox_interval = outbox_interval
-        self.agents = AgentRecords(settings.state_dir / "agents")
+        self.outbox_interval = options.outbox_interval
         # Off by default: a worker embedded in another process must not adopt its orphans.
-        self.subreaper = subreaper
-        self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
-        self.base_env = base_env
-        self.health_port = 0
-        """The health port's bound port (set when it attaches): agents reach the daemon there."""
-        found = shutil.which("multica", path=base_env.get("PATH") or None)
-        self.multica_bin = Path(found) if found else None
+        self.subreaper = options.subreaper
+        self.services = Services(
+            client=client,
+            settings=settings,
+            metrics=metrics,
+            outbox=Outbox(settings.state_dir / "outbox", metrics),
+            incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
+            budget=budget,
+            idle_retry=idle_retry_policy(settings.idle_retries),
+            reach=reach,
+            records=AgentRecords(settings.state_dir / "agents"),
+            processes=ProcessRegistry(),
+            pacing=Pacing(lambda: len(self.runners)),
+        )
+        self.outbox = self.services.outbox
         self.budget = budget
-        self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
-        self.pacing = Pacing(lambda: len(self.runners))
-        self.pickup = Pickup(settings, self.runners, self.registration, server_url, control)
+        url = reach.server_url
+        self.pickup = Pickup(settings, self.runners, self.registration, url, options.control)
         self._idle = anyio.Event()
 
     @property
@@ -103,9 +118,33 @@ class Worker:
         """The workspaces this daemon serves (id and name)."""
         return self.registration.workspaces
 
+    def attach_health(self, port: int) -> None:
+        """The health port is served on `port`: agents started from now on reach the daemon
+        there (`MULTICA_DAEMON_PORT`)."""
+        reach = replace(self.services.reach, health_port=port)
+        self.services = replace(self.services, reach=reach)
+
     def snapshot(self) -> DaemonSnapshot:
         """The daemon and its running tasks now, as plain values for the health port."""
-        return worker_snapshot(self)
+        workspaces = tuple(
+            (w["id"], w["name"], tuple(r.id for r in self.registration.by_workspace[w["id"]]))
+            for w in self.workspaces
+        )
+        return DaemonSnapshot(
+            status=self.status,
+            daemon_id=self.daemon_id,
+            device_name=self.settings.device_name,
+            server_url=self.services.reach.server_url,
+            registered=self.registered,
+            max_concurrent_tasks=self.settings.max_concurrent_tasks,
+            agents=tuple((name, version) for name, (_, version) in self.backends.items()),
+            workspaces=workspaces,
+            profile=self.settings.profile,
+            server_circuit=self.circuit.state,
+            outbox_depth=self.outbox.depth(),
+            # A copy of the runs: one that finishes mid-build must not change the tuple.
+            runs=tuple(run.snapshot() for run in list(self.runners.values())),
+        )
 
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
@@ -143,9 +182,11 @@ class Worker:
     async def startup(self) -> None:
         """Kill what a crashed run left, register, flush the outbox, recover orphans."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
+        records, processes = self.services.records, self.services.processes
         if self.subreaper:
-            self.subreaper = self.agents.adopt_orphans()
-        await self.agents.recover(self.settings.kill_grace)
+            self.subreaper = processes.adopt_orphans()
+        if records is not None:
+            await records.recover(self.settings.kill_grace)
         await renew_once(self.client, self.settings.profile)
         await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
@@ -170,10 +211,11 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
+            processes = self.services.processes
             if self.subreaper:
-                tg.start_soon(self.agents.reap_adopted)
+                tg.start_soon(processes.reap_adopted)
             # Every agent spawned by a run below is tracked in the daemon's one registry.
-            with self.agents.processes.installed():
+            with processes.installed():
                 async with anyio.create_task_group() as runners:
                     await self._claim_loop(runners)
                     await self._drain_running()
@@ -240,24 +282,7 @@ class Worker:
 
     def _launch(self, runners: TaskGroup, task: Task) -> None:
         backend = self.registration.backend_for(task)
-        runner = TaskRun(
-            task,
-            backend,
-            client=self.client,
-            settings=self.settings,
-            metrics=self.metrics,
-            outbox=self.outbox,
-            incidents=self.incidents,
-            budget=self.budget,
-            agents=self.agents,
-            server_url=self.server_url,
-            base_env=self.base_env,
-            retry=self.idle_retry,
-            slot=self._free_slot(),
-            health_port=self.health_port,
-            multica_bin=self.multica_bin,
-            pacing=self.pacing,
-        )
+        runner = TaskRun(task, backend, self._free_slot(), self.services)
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()
         log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)

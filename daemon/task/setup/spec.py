@@ -21,11 +21,13 @@ from daemon.task.setup.workspace import (
     TaskDirs,
     prepare_dirs,
     resumable_session,
-    run_spec,
     write_mcp_config,
 )
 
 log = logging.getLogger(__name__)
+
+EXIT_WAIT = 5.0
+"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
 
 def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
@@ -37,13 +39,21 @@ def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None
 
 @dataclass(frozen=True, slots=True)
 class AgentReach:
-    """How an agent reaches the daemon and its server: what a task's environment adds."""
+    """How an agent reaches the daemon and its server: what every task's environment adds."""
 
     server_url: str
     base_env: Mapping[str, str]
-    slot: int
-    health_port: int
-    multica_bin: Path | None
+    """The environment the daemon started with, of which an agent gets only what it needs."""
+    health_port: int = 0
+    """The health port's bound port (0 until it is served): agents reach the daemon there."""
+    multica_bin: Path | None = None
+    """The `multica` executable when one is installed: its directory goes first on PATH."""
+
+    @classmethod
+    def found(cls, server_url: str, base_env: Mapping[str, str]) -> AgentReach:
+        """The reach of agents started from `base_env`, with the `multica` CLI on its PATH."""
+        found = shutil.which("multica", path=base_env.get("PATH") or None)
+        return cls(server_url, base_env, multica_bin=Path(found) if found else None)
 
 
 def agent_spec(
@@ -54,8 +64,10 @@ def agent_spec(
     observer: RunObserver,
     mcp_config: Path | None,
     reach: AgentReach,
+    slot: int,
 ) -> RunSpec:
-    """The brief in the work directory, then the prompt, environment and resume choice."""
+    """The brief in the work directory, then the prompt, environment and resume choice: the
+    one place a task's `RunSpec` is made."""
     write_brief(dirs.work_dir, backend, task)
     where = TaskPlace(
         server_url=reach.server_url,
@@ -64,7 +76,7 @@ def agent_spec(
         config_root=dirs.config_root,
         workspaces_root=settings.workspaces_root,
         health_port=reach.health_port,
-        slot=reach.slot,
+        slot=slot,
         multica_bin=reach.multica_bin,
         require_task_token=True,
     )
@@ -78,25 +90,19 @@ def agent_spec(
         log.info(
             "task %s: prior session not resumed: its work dir is not reused", short_id(task.id)
         )
-    return run_spec(
-        task,
-        dirs,
-        env,
-        settings,
-        observer,
+    return RunSpec(
         prompt=build_prompt(task, session_lost=lost),
-        resume=resume,
+        workdir=dirs.work_dir,
+        env=env,
+        task_id=task.id,
+        model=task.agent.model,
+        resume_session_id=resume,
+        # The runtime brief in the work directory carries the agent's instructions.
+        instructions="",
+        extra_args=tuple(task.agent.custom_args),
+        kill_grace=settings.kill_grace,
+        # An agent that closed stdout after its final result gets the whole exit grace.
+        exit_wait=max(EXIT_WAIT, settings.exit_grace),
+        observer=observer,
         mcp_config=mcp_config,
     )
-
-
-def describe_error(exc: BaseException) -> str:
-    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a task's temp directory; what cannot be removed stays."""
-    shutil.rmtree(path, ignore_errors=True)

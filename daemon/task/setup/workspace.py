@@ -1,4 +1,4 @@
-"""A task's place on disk, laid out as Multica's daemon lays it out, and its run spec.
+"""A task's place on disk, laid out as Multica's daemon lays it out.
 
     <workspaces root>/<workspace>/<task>/            the task's own directory
         .managed_env.json                          says which issue or chat it serves
@@ -15,12 +15,11 @@ agent and issue (or chat): a server's word alone never points the agent at a dir
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import RunObserver, RunSpec
-from daemon.config import Settings
 from daemon.private_files import ensure_dir, path_part
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
@@ -31,8 +30,6 @@ TASK_MARKER = ".multica/daemon_task_context.json"
 MANAGED_ENV = "multica-daemon-managed-env"
 MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
-EXIT_WAIT = 5.0
-"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,31 +133,6 @@ def write_mcp_config(dirs: TaskDirs, task: Task) -> Path | None:
     return write_under(dirs.env_root, MCP_CONFIG_FILE, json.dumps(config))
 
 
-def run_spec(
-    task: Task,
-    dirs: TaskDirs,
-    env: dict[str, str],
-    settings: Settings,
-    observer: RunObserver,
-    *,
-    prompt: str,
-    resume: str,
-    mcp_config: Path | None,
-) -> RunSpec:
-    """How to start the task's agent: prompt, work directory, environment, model, limits."""
-    return RunSpec(
-        prompt=prompt,
-        workdir=dirs.work_dir,
-        env=env,
-        task_id=task.id,
-        model=task.agent.model,
-        resume_session_id=resume,
-        # The runtime brief in the work directory carries the agent's instructions.
-        instructions="",
-        extra_args=tuple(task.agent.custom_args),
-        kill_grace=settings.kill_grace,
-        # An agent that closed stdout after its final result gets the whole exit grace.
-        exit_wait=max(EXIT_WAIT, settings.exit_grace),
-        observer=observer,
-        mcp_config=mcp_config,
-    )
+def remove_tree(path: Path) -> None:
+    """Remove a task's temp directory; what cannot be removed stays."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -33,9 +33,9 @@ def test_custom_env_names_the_daemon_keeps_are_skipped_and_logged(
     settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_SERVER_URL": "http://x.test"})
     task = _task({"PATH": "/evil", "MULTICA_TOKEN": "stolen", "MY_FLAG": "1"})
     dirs, mcp = prepare(tmp_path / "ws", task, "claude")
-    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 19514, None)
     with caplog.at_level(logging.WARNING, logger="daemon.task.setup.spec"):
-        spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach)
+        spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach, 0)
     assert spec.env["MY_FLAG"] == "1"
     assert spec.env["MULTICA_TOKEN"] == "mat_task_secret" and spec.env["PATH"] != "/evil"
     assert [r.getMessage() for r in caplog.records] == [
