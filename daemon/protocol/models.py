@@ -1,4 +1,4 @@
-"""Pydantic models of every body in the daemon ⇄ server protocol (PROTOCOL.md).
+"""Pydantic models of every body in the daemon ⇄ server protocol.
 
 Responses are read leniently: unknown fields are ignored, `null` where a string, list or map
 is expected means "empty", and numbers in id fields become strings. A response that still does

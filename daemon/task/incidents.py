@@ -81,8 +81,11 @@ class TaskIncidents:
     def __init__(
         self, log: IncidentLog, task_id: str, backend: str, activity: Activity, fires: Counter
     ) -> None:
-        self._log, self._task_id, self._backend = log, task_id, backend
-        self._activity, self._fires = activity, fires
+        self._log = log
+        self._task_id = task_id
+        self._backend = backend
+        self._activity = activity
+        self._fires = fires
 
     def failed(self, scope: str, error: str, retry: int, pid: int | None) -> None:
         """One line for a task the daemon itself failed (`prepare`, `internal`); no watchdog

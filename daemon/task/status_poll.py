@@ -28,7 +28,8 @@ class StatusNews:
     def __init__(self, due: Wakeup, clock: Callable[[], float] = anyio.current_time) -> None:
         """`due` is the poll's alarm: a finished status sets it. `clock` is the one the poll
         waits by (the event loop's)."""
-        self._due, self._clock = due, clock
+        self._due = due
+        self._clock = clock
         self._told: tuple[float, str] | None = None
 
     def heard(self, status: str) -> None:
