@@ -1,4 +1,9 @@
-"""The daemon's lifecycle: start up, claim and run tasks, shut down in two stages."""
+"""The daemon's lifecycle: start up, claim and run tasks, shut down in two stages.
+
+A little past 300 lines on purpose: it reads top-down as one lifecycle (`run → startup → serve
+→ shutdown`), and its own parts (pickup, registration, token renewal, summary) are already
+modules beside it.
+"""
 
 from __future__ import annotations
 
