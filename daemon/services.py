@@ -7,21 +7,41 @@ variable a caller must have set.
 
 from __future__ import annotations
 
+import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
+from daemon.protocol.pacing import Pacing
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
+from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
-from daemon.task.incidents import IncidentLog
-from daemon.task.pacing import Pacing
-from daemon.task.setup.spec import AgentReach
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReach:
+    """How an agent reaches the daemon and its server: what every task's environment adds."""
+
+    server_url: str
+    base_env: Mapping[str, str]
+    """The environment the daemon started with, of which an agent gets only what it needs."""
+    health_port: int = 0
+    """The health port's bound port (0 until it is served): agents reach the daemon there."""
+    multica_bin: Path | None = None
+    """The `multica` executable when one is installed: its directory goes first on PATH."""
+
+    @classmethod
+    def found(cls, server_url: str, base_env: Mapping[str, str]) -> AgentReach:
+        """The reach of agents started from `base_env`, with the `multica` CLI on its PATH."""
+        found = shutil.which("multica", path=base_env.get("PATH") or None)
+        return cls(server_url, base_env, multica_bin=Path(found) if found else None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.protocol.retry import RetryPolicy
 from daemon.server import running_server
 from daemon.server.in_process import InProcess
+from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
-from daemon.task.setup.spec import AgentReach
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -31,9 +31,9 @@ from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
+from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
-from daemon.task.setup.spec import AgentReach
 from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")

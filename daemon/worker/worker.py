@@ -25,17 +25,16 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
-from daemon.services import Services
+from daemon.protocol.pacing import Pacing
+from daemon.services import AgentReach, Services
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
 from daemon.state.agent_records import AgentRecords
+from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
-from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
-from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
-from daemon.task.setup.spec import AgentReach
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.summary import Summary

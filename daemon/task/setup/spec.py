@@ -4,15 +4,13 @@ file, then its brief, environment, prompt and resume choice, as one `RunSpec`.""
 from __future__ import annotations
 
 import logging
-import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
+from daemon.services import AgentReach
 from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
 from daemon.task.setup.prompt import build_prompt
 from daemon.task.setup.runtime_brief import write_brief
@@ -35,25 +33,6 @@ def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None
     dirs = prepare_dirs(root, task)
     write_skills(dirs.work_dir, backend, task.agent.skills)
     return dirs, write_mcp_config(dirs, task)
-
-
-@dataclass(frozen=True, slots=True)
-class AgentReach:
-    """How an agent reaches the daemon and its server: what every task's environment adds."""
-
-    server_url: str
-    base_env: Mapping[str, str]
-    """The environment the daemon started with, of which an agent gets only what it needs."""
-    health_port: int = 0
-    """The health port's bound port (0 until it is served): agents reach the daemon there."""
-    multica_bin: Path | None = None
-    """The `multica` executable when one is installed: its directory goes first on PATH."""
-
-    @classmethod
-    def found(cls, server_url: str, base_env: Mapping[str, str]) -> AgentReach:
-        """The reach of agents started from `base_env`, with the `multica` CLI on its PATH."""
-        found = shutil.which("multica", path=base_env.get("PATH") or None)
-        return cls(server_url, base_env, multica_bin=Path(found) if found else None)
 
 
 def agent_spec(

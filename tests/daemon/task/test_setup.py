@@ -10,7 +10,8 @@ import pytest
 from backends.base import NullObserver
 from daemon.config import Settings
 from daemon.protocol.models import Task
-from daemon.task.setup.spec import AgentReach, agent_spec, prepare
+from daemon.services import AgentReach
+from daemon.task.setup.spec import agent_spec, prepare
 
 
 def _task(custom_env: dict[str, str]) -> Task:
