@@ -125,7 +125,7 @@ class RunningDaemon:
         """Cancel the task on the server and wait until this daemon's run of it is over (fail
         the test after `within`); the task as the server has it then."""
         await self.api.cancel(task_id)
-        await eventually(lambda: task_id not in self.worker.runners, within=within)
+        await eventually(lambda: task_id not in self.worker.runs, within=within)
         return await self.wait(task_id)
 
     async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:

@@ -86,7 +86,7 @@ class Worker:
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
-        self.runners: dict[str, TaskRun] = {}
+        self.runs: dict[str, TaskRun] = {}
         self.summary = Summary()
         self.outbox_interval = options.outbox_interval
         # Off by default: a worker embedded in another process must not adopt its orphans.
@@ -102,14 +102,14 @@ class Worker:
             reach=reach,
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
-            pacing=Pacing(lambda: len(self.runners)),
+            pacing=Pacing(lambda: len(self.runs)),
         )
         self.outbox = self.services.outbox
         self.budget = budget
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         url = reach.server_url
-        self.pickup = Pickup(settings, self.runners, self.registration, url, options.control)
+        self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
         self._idle = anyio.Event()
 
     @property
@@ -147,7 +147,7 @@ class Worker:
             server_circuit=self.circuit.state,
             outbox_depth=self.outbox.depth(),
             # A copy of the runs: one that finishes mid-build must not change the tuple.
-            runs=tuple(run.snapshot() for run in list(self.runners.values())),
+            runs=tuple(run.snapshot() for run in list(self.runs.values())),
         )
 
     async def run(self) -> None:
@@ -169,7 +169,7 @@ class Worker:
     def request_stop(self) -> None:
         """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
         if not self._stopping.is_set():
-            log.info("stopping: no new claims, %d tasks running", len(self.runners))
+            log.info("stopping: no new claims, %d tasks running", len(self.runs))
             self.status = "stopping"
             self._stopping.set()
             self.pickup.wake()
@@ -180,8 +180,8 @@ class Worker:
         """Second stage: cancel every running task now (each is still reported)."""
         self.request_stop()
         self.budget.stop()
-        for runner in list(self.runners.values()):
-            runner.stop("shutdown")
+        for run in list(self.runs.values()):
+            run.stop("shutdown")
 
     async def startup(self) -> None:
         """Kill what a crashed run left, register, flush the outbox, recover orphans."""
@@ -220,8 +220,8 @@ class Worker:
                 tg.start_soon(processes.reap_adopted)
             # Every agent spawned by a run below is tracked in the daemon's one registry.
             with processes.installed():
-                async with anyio.create_task_group() as runners:
-                    await self._claim_loop(runners)
+                async with anyio.create_task_group() as group:
+                    await self._claim_loop(group)
                     await self._drain_running()
             tg.cancel_scope.cancel()
 
@@ -262,13 +262,13 @@ class Worker:
                 # the next round tries again; the daemon's other work must not end over it.
                 log.error("outbox: re-send failed, again in %ss: %s", self.outbox_interval, exc)
 
-    async def _claim_loop(self, runners: TaskGroup) -> None:
+    async def _claim_loop(self, group: TaskGroup) -> None:
         """Claim only when a slot is free; again at once when a task finishes."""
         while not self._stopping.is_set():
-            free = self.settings.max_concurrent_tasks - len(self.runners)
+            free = self.settings.max_concurrent_tasks - len(self.runs)
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 for task in await self._claim(free):
-                    self._launch(runners, task)
+                    self._launch(group, task)
             await self.pickup.wait()
 
     async def _claim(self, free: int) -> list[Task]:
@@ -284,43 +284,43 @@ class Worker:
                 log.warning("claim failed: %s", exc)
         return []
 
-    def _launch(self, runners: TaskGroup, task: Task) -> None:
+    def _launch(self, group: TaskGroup, task: Task) -> None:
         backend = self.registration.backend_for(task)
-        runner = TaskRun(task, backend, self._free_slot(), self.services)
-        self.runners[task.id] = runner
+        run = TaskRun(task, backend, self._free_slot(), self.services)
+        self.runs[task.id] = run
         self.metrics.tasks_claimed.labels(backend.name).inc()
         log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
         self._idle = anyio.Event()
-        runners.start_soon(self._run_one, runner, name=f"task {short_id(task.id)}")
+        group.start_soon(self._run_one, run, name=f"task {short_id(task.id)}")
 
     def _free_slot(self) -> int:
         """The lowest slot no running task holds (Multica's `MULTICA_TASK_SLOT`, from 0)."""
-        taken = {r.slot for r in self.runners.values()}
+        taken = {r.slot for r in self.runs.values()}
         return next(n for n in range(len(taken) + 1) if n not in taken)
 
-    async def _run_one(self, runner: TaskRun) -> None:
+    async def _run_one(self, run: TaskRun) -> None:
         outcome: Outcome | None = None
         try:
-            outcome = await runner.run()
+            outcome = await run.run()
         except Exception:
             # `run` fails its own task on any error; this guards the rest of the daemon from a
-            # defect in that very path (deciding or reporting), which must not end `runners`.
-            log.exception("task %s: run ended by an unexpected error", runner.id)
+            # defect in that very path (deciding or reporting), which must not end the runs' group.
+            log.exception("task %s: run ended by an unexpected error", run.id)
         finally:
-            self.runners.pop(runner.task.id, None)
+            self.runs.pop(run.task.id, None)
             self.summary.add(outcome)
             self.pickup.wake()
-            if not self.runners:
+            if not self.runs:
                 self._idle.set()
 
     async def _drain_running(self) -> None:
         """Let running tasks finish within the shutdown grace, then cancel the rest."""
-        if not self.runners:
+        if not self.runs:
             return
         grace = self.settings.shutdown_grace
-        log.info("waiting up to %ss for %d running tasks", grace, len(self.runners))
+        log.info("waiting up to %ss for %d running tasks", grace, len(self.runs))
         with anyio.move_on_after(grace):
             await self._idle.wait()
-        if self.runners:
-            log.warning("shutdown grace over: cancelling %d tasks", len(self.runners))
+        if self.runs:
+            log.warning("shutdown grace over: cancelling %d tasks", len(self.runs))
             self.stop_now()

@@ -184,7 +184,7 @@ async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) ->
             return bool((await d.api.get_task(task_id))["cancel_acked"])
 
         await eventually(acked, within=10)
-        await eventually(lambda: not d.worker.runners)  # the runner left its 30 s backoff
+        await eventually(lambda: not d.worker.runs)  # the run left its 30 s backoff
         took = time.monotonic() - begun
         task = await d.api.get_task(task_id)
         lines = incidents(d, task_id)
