@@ -16,7 +16,8 @@ from daemon.agent_user import resolve, take_over
 from daemon.config import Settings
 from daemon.errors import ConfigError
 from daemon.protocol.models import Task
-from daemon.task.setup import AgentReach, agent_spec, prepare
+from daemon.services import AgentReach
+from daemon.task.setup.spec import agent_spec, prepare
 from tests.daemon_child import run_cli
 from tests.fakes.system_user import system_user
 
@@ -159,8 +160,8 @@ def test_the_task_place_is_the_agent_users_and_the_path_to_it_passable(
     assert settings.agent_identity == agent_user
     task = _task()
     dirs, mcp = prepare(root, task, "claude", agent_user)
-    reach = AgentReach("http://x.test", {"PATH": "/usr/bin", "HOME": "/root"}, 0, 19514, None)
-    spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach, processes=None)
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin", "HOME": "/root"}, 19514, None)
+    spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach, 0, processes=None)
     assert spec.user == agent_user
     assert [spec.env[k] for k in ("HOME", "USER", "LOGNAME")] == [
         agent_user.home,
@@ -198,8 +199,8 @@ def test_a_link_the_agent_left_is_replaced_and_its_target_keeps_its_owner(
             "MULTICA_WORKSPACES_ROOT": str(root),
         }
     )
-    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
-    agent_spec(task, "claude", dirs, settings, NullObserver(), None, reach, processes=None)
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 19514, None)
+    agent_spec(task, "claude", dirs, settings, NullObserver(), None, reach, 0, processes=None)
     brief = dirs.work_dir / "CLAUDE.md"
     assert not brief.is_symlink() and brief.stat().st_uid == agent_user.uid
     assert (secret.read_text(), secret.stat().st_uid, _mode(secret)) == ("root's", 0, 0o600)

@@ -20,7 +20,7 @@ import pytest
 
 from backends.process import identify, is_alive
 from backends.process.identity import AgentUser
-from daemon.protocol.tasks_api import TasksApi
+from daemon.cli.tasks_api import TasksApi
 from tests.daemon_child import DaemonChild, daemon_child
 from tests.fakes.anthropic_api import Text, ToolUse, claude_env, fake_anthropic
 from tests.fakes.real_cli import require_cli

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from daemon.errors import TaskTokenError
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
-from daemon.task.files import Owner, ensure_dir_under
+from daemon.task.setup.nofollow import Owner, ensure_dir_under
 
 TASK_TOKEN_PREFIX = "mat_"
 TEMP_PREFIX = "multica-task-"
