@@ -1,5 +1,6 @@
 """Agents of every backend, and the version probe, start as the agent user: its uid, gid and
-groups, its HOME, USER and LOGNAME (real processes, a user made for the test; needs root)."""
+groups, its HOME, USER and LOGNAME (real processes and a user made for the test: those tests
+are marked `root` and fail without it)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from backends.codex import CodexBackend
 from backends.command import CommandBackend
 from backends.process.identity import AgentUser
 
-pytestmark = [pytest.mark.anyio, pytest.mark.root]
+pytestmark = pytest.mark.anyio
+AS_ROOT = pytest.mark.root
 
 # Prints who it runs as, as one line-protocol result (and as plain text lines for the CLIs'
 # parsers, which the test does not need: it reads the file the script writes).
@@ -51,6 +53,7 @@ def backends(script: Path) -> list[Backend]:
     ]
 
 
+@AS_ROOT
 @pytest.mark.parametrize("index", [0, 1, 2], ids=["claude", "codex", "command"])
 async def test_every_backend_starts_its_agent_as_the_agent_user(
     agent_user: AgentUser, passable_tmp: Path, index: int
@@ -78,6 +81,7 @@ async def test_every_backend_starts_its_agent_as_the_agent_user(
     assert (work / "whoami.json").stat().st_uid == agent_user.uid
 
 
+@AS_ROOT
 async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(
     passable_tmp: Path,
 ) -> None:
@@ -93,6 +97,7 @@ async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(
     assert (seen["uid"], seen["sandbox"], seen["home"]) == (os.geteuid(), "1", "/root")
 
 
+@AS_ROOT
 @pytest.mark.parametrize("kind", [ClaudeBackend, CodexBackend])
 async def test_the_version_probe_runs_as_the_agent_user(
     agent_user: AgentUser, passable_tmp: Path, kind: type[ClaudeBackend | CodexBackend]
@@ -105,3 +110,23 @@ async def test_the_version_probe_runs_as_the_agent_user(
     env = {"PATH": "/usr/bin:/bin", "MULTICA_DAEMON_TOKEN": "secret"}
     backend = kind(str(probe), detect_env=env, detect_as=agent_user)
     assert await backend.detect() == f"{agent_user.uid}.{agent_user.gid}.0"
+
+
+def test_the_environment_is_the_users_and_idempotent() -> None:
+    """HOME, USER and LOGNAME become the user's; the daemon user's XDG directories go; the
+    rest stays, and applying it twice changes nothing."""
+    user = AgentUser("agent", 10001, 10002, (10002, 27), "/home/agent")
+    env = {"HOME": "/root", "USER": "root", "XDG_RUNTIME_DIR": "/run/user/0", "PATH": "/bin"}
+    mine = user.environ(env)
+    expected = {"HOME": "/home/agent", "USER": "agent", "LOGNAME": "agent", "PATH": "/bin"}
+    assert mine == expected and user.environ(mine) == mine
+
+
+def test_the_spawn_always_names_the_groups() -> None:
+    """uid, gid and the supplementary groups, even an empty list: left out, the child would
+    keep the daemon's own (root's) groups under the new uid."""
+    assert AgentUser("a", 5, 6, (), "/h").spawn_options() == {
+        "user": 5,
+        "group": 6,
+        "extra_groups": [],
+    }
