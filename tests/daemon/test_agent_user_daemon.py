@@ -62,15 +62,15 @@ echo "read_brief=$(try cat "$MULTICA_WORKDIR/AGENTS.md")"
 
 @asynccontextmanager
 async def root_daemon(
-    passable_tmp: Path, agent_user: AgentUser, **env: str
+    home: Path, user: AgentUser, **env: str
 ) -> AsyncIterator[tuple[DaemonChild, TasksApi]]:
     """`agent-daemon run` as root with its embedded server (state in `home/state`) and
     MULTICA_AGENT_USER; yields the child and the task API of its server."""
     assert os.geteuid() == 0
     settings = daemon_env(
-        passable_tmp,
+        home,
         "",
-        MULTICA_AGENT_USER=agent_user.name,
+        MULTICA_AGENT_USER=user.name,
         MULTICA_EMBEDDED_LISTEN="127.0.0.1:0",
         MULTICA_SCRIPTED_BACKEND="0",
         **env,
@@ -99,11 +99,12 @@ async def wait_task(api: TasksApi, task_id: str, within: float = 30) -> dict[str
     return await api.get_task(task_id)
 
 
-def shell_agent(passable_tmp: Path, agent_user: AgentUser, mode: str) -> dict[str, str]:
-    agent = passable_tmp / "agent.sh"
+def shell_agent(home: Path, mode: str) -> dict[str, str]:
+    """The `command` backend's settings for the shell agent, told the state dir and `mode`."""
+    agent = home / "agent.sh"
     agent.write_text(AGENT)
     agent.chmod(0o755)
-    args = f"{passable_tmp / 'state'} {mode}"
+    args = f"{home / 'state'} {mode}"
     return {"MULTICA_COMMAND_PATH": str(agent), "MULTICA_COMMAND_ARGS": args}
 
 
@@ -122,9 +123,10 @@ async def test_an_agent_runs_as_the_user_and_reaches_nothing_of_the_daemons(
     """The agent has the user's uid, gid, groups and HOME, no capabilities and no_new_privs;
     it writes its work and temp dirs and reads its brief, but cannot read the daemon's
     /proc environ (its token), list or read the state dir (server.db) or list the root."""
-    async with root_daemon(
-        passable_tmp, agent_user, **shell_agent(passable_tmp, agent_user, "report")
-    ) as (child, api):
+    async with root_daemon(passable_tmp, agent_user, **shell_agent(passable_tmp, "report")) as (
+        child,
+        api,
+    ):
         task = await run_task(api, "command")
         daemon_pid = child.process.pid
     assert task["status"] == "completed", (task["error"], task["output"])
@@ -146,17 +148,17 @@ async def test_an_agent_runs_as_the_user_and_reaches_nothing_of_the_daemons(
     check_places(passable_tmp, Path(task["work_dir"]), agent_user)
 
 
-def check_places(passable_tmp: Path, work: Path, agent_user: AgentUser) -> None:
+def check_places(home: Path, work: Path, user: AgentUser) -> None:
     """What the agent was refused exists and is root's alone; what it wrote is its own; the
     way to its work dir is passable (0711) and its task dir is the user's (0700)."""
-    state = passable_tmp / "state"
+    state = home / "state"
     assert (state / "server.db").is_file() and _mode(state) == 0o700
     assert {p.stat().st_uid for p in state.rglob("*")} == {0}
     assert (work.stat().st_uid, (work / "made-by-agent").stat().st_uid) == (
-        agent_user.uid,
-        agent_user.uid,
+        user.uid,
+        user.uid,
     )
-    modes = (_mode(passable_tmp / "workspaces"), _mode(work.parent.parent), _mode(work.parent))
+    modes = (_mode(home / "workspaces"), _mode(work.parent.parent), _mode(work.parent))
     assert modes == (0o711, 0o711, 0o700)
 
 
@@ -165,9 +167,10 @@ async def test_a_detached_straggler_of_the_agent_user_dies_with_its_task(
 ) -> None:
     """`env -i setsid sleep 333 &` (no tag, its own session, its parent gone) started by an
     agent running as the user is killed when its task ends, while the daemon runs on."""
-    async with root_daemon(
-        passable_tmp, agent_user, **shell_agent(passable_tmp, agent_user, "straggle")
-    ) as (child, api):
+    async with root_daemon(passable_tmp, agent_user, **shell_agent(passable_tmp, "straggle")) as (
+        child,
+        api,
+    ):
         task_id = str((await api.create_task("Leave one behind.", backend="command"))["id"])
         said: list[str] = []
 
