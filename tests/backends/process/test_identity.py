@@ -82,6 +82,33 @@ async def test_every_backend_starts_its_agent_as_the_agent_user(
 
 
 @AS_ROOT
+async def test_claudes_long_instructions_file_is_readable_by_the_agent_user(
+    agent_user: AgentUser, passable_tmp: Path
+) -> None:
+    """Instructions too long for argv go in a file the agent user can read (it is made by the
+    daemon, as root, and handed over)."""
+    script = passable_tmp / "reader"
+    script.write_text(
+        '#!/bin/sh\nfor a; do [ "$prev" = --append-system-prompt-file ] && '
+        'head -c 9 "$a" > "$(pwd)/seen"; prev="$a"; done\n'
+    )
+    script.chmod(0o755)
+    work = agent_workdir(passable_tmp, agent_user)
+    spec = RunSpec(
+        prompt="read",
+        workdir=work,
+        env={"PATH": "/usr/bin:/bin"},
+        user=agent_user,
+        instructions="remember " * 20_000,
+    )
+    async with ClaudeBackend(str(script), is_root=True).start(spec) as run:
+        async for _ in run.messages():
+            pass
+        await run.result()
+    assert (work / "seen").read_text() == "remember "
+
+
+@AS_ROOT
 async def test_without_an_agent_user_a_root_claude_is_told_it_is_sandboxed(
     passable_tmp: Path,
 ) -> None:
