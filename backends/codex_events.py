@@ -12,6 +12,8 @@
     error                       error (stream retries, API errors)
     anything else               log naming the type
 
+Why a turn failed is read from its error sentence (`backends.codex_failure`).
+
 Usage: `turn.completed` counts the whole thread, earlier runs of a resumed thread included, so
 the backend hands in the thread's total from before this run (`baseline`) and only the
 difference is reported. Input tokens are reported without the cached ones (as the Anthropic
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from backends.base import (
@@ -33,10 +36,13 @@ from backends.base import (
     Usage,
     ended_early,
 )
+from backends.codex_failure import failure_reason, limit_resets
 from backends.lineproto import int_field, json_object, str_field
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
+PROVIDER = "codex"
+"""The usage entries' `provider`: the runtime's name, as Multica's daemon reports it."""
 _TOOL_ITEMS = {
     "command_execution": "shell",
     "file_change": "apply_patch",
@@ -60,6 +66,7 @@ class CodexEventParser:
         self._last_text = ""
         self._started: set[str] = set()
         self._final: Message | None = None
+        self._last_error = ""
 
     def feed(self, line: str) -> ParseStep:
         """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
@@ -81,7 +88,8 @@ class CodexEventParser:
         if kind in ("turn.completed", "turn.failed"):
             return ParseStep(messages=[self._turn_end(event)])
         if kind == "error":
-            return ParseStep(messages=[_error(str_field(event.get("message")))])
+            self._last_error = str_field(event.get("message"))
+            return ParseStep(messages=[_error(self._last_error)])
         return ParseStep(messages=[Message(MessageType.LOG, content=f"codex event: {kind}")])
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
@@ -90,7 +98,7 @@ class CodexEventParser:
             self.session_not_found = True
         final = self._final
         if final is None:
-            return ended_early(
+            early = ended_early(
                 "codex",
                 "the turn completed",
                 exit_code,
@@ -98,13 +106,17 @@ class CodexEventParser:
                 self._last_text,
                 self.thread_id,
             )
+            return replace(early, failure_reason=failure_reason(self._last_error))
+        said = final.content if final.is_error else ""
         return RunResult(
             RunStatus.FAILED if final.is_error else RunStatus.COMPLETED,
             output=final.output,
-            error=final.content if final.is_error else "",
+            error=said,
             session_id=self.thread_id,
             usage=final.usage,
             exit_code=exit_code,
+            failure_reason=failure_reason(said or self._last_error) if said else "",
+            limit_resets=limit_resets(said),
         )
 
     def _thread_started(self, event: Mapping[str, Any]) -> list[Message]:
@@ -187,7 +199,7 @@ class CodexEventParser:
         cached = spent["cached_input_tokens"]
         return (
             Usage(
-                provider="openai",
+                provider=PROVIDER,
                 model=self.model,
                 input_tokens=max(0, spent["input_tokens"] - cached),
                 output_tokens=spent["output_tokens"],

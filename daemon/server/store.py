@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from daemon.protocol.failure_text import classify
 from daemon.server import records
 from daemon.server.bodies import AgentIn
 from daemon.server.database import (
@@ -22,7 +23,6 @@ from daemon.server.database import (
     StateError,
     marks,
 )
-from daemon.server.failures import classify
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
 from daemon.statuses import TERMINAL_STATUSES

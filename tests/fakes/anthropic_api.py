@@ -77,9 +77,56 @@ class ApiError:
     status: int = 529
     type: str = "overloaded_error"
     message: str = "fake server scripted error 529"
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Step = Text | ToolUse | Stall | ApiError
+@dataclass(frozen=True)
+class Cut:
+    """Start streaming an answer, then drop the connection mid-response."""
+
+
+Step = Text | ToolUse | Stall | ApiError | Cut
+
+# The API's own answers to the failures a run meets, as the real API words and heads them.
+RATE_LIMIT_MESSAGE = (
+    "This request would exceed the rate limit for your organization "
+    "(4a1c2f9e-8b7d-4e3f-9a21-5c6d7e8f9a0b) of 30,000 input tokens per minute. For details, "
+    "refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers "
+    "for current usage. Please reduce the prompt length or the maximum tokens requested, or "
+    "try again later. You may also contact sales at https://www.anthropic.com/contact-sales to "
+    "discuss your options for a rate limit increase."
+)
+
+
+def rate_limited(retry_after: int = 1) -> ApiError:
+    """429 `rate_limit_error` for input tokens per minute, with `retry-after` and the
+    `anthropic-ratelimit-*` headers."""
+    reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + retry_after))
+    headers = {"retry-after": str(retry_after), "x-should-retry": "true"}
+    for kind, limit, remaining in (
+        ("requests", "50", "49"),
+        ("input-tokens", "30000", "0"),
+        ("output-tokens", "8000", "8000"),
+        ("tokens", "38000", "8000"),
+    ):
+        headers[f"anthropic-ratelimit-{kind}-limit"] = limit
+        headers[f"anthropic-ratelimit-{kind}-remaining"] = remaining
+        headers[f"anthropic-ratelimit-{kind}-reset"] = reset
+    return ApiError(429, "rate_limit_error", RATE_LIMIT_MESSAGE, headers)
+
+
+PROMPT_TOO_LONG = ApiError(
+    400, "invalid_request_error", "prompt is too long: 215439 tokens > 200000 maximum"
+)
+CREDIT_BALANCE = ApiError(
+    400,
+    "invalid_request_error",
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+    "to upgrade or purchase credits.",
+)
+BAD_KEY = ApiError(401, "authentication_error", "invalid x-api-key")
+NO_MODEL = ApiError(404, "not_found_error", "model: claude-nonexistent-9")
+OVERLOADED = ApiError(529, "overloaded_error", "Overloaded")
 
 
 @dataclass
@@ -143,7 +190,9 @@ class FakeAnthropic:
         except ValueError:
             body = {}
         stream = bool(body.get("stream"))
-        main = stream and bool(body.get("tools"))
+        # The agent's turns offer tools; after a failed stream the CLI asks once more without
+        # streaming, and that request is a turn too.
+        main = bool(body.get("tools"))
         step = self._next_step() if main else Text("Fake side answer.")
         record = ApiCall(
             seq=len(self.requests) + 1,
@@ -166,14 +215,16 @@ class FakeAnthropic:
             return JSONResponse(
                 {"type": "error", "error": {"type": step.type, "message": step.message}},
                 status_code=step.status,
-                headers={"request-id": _id("req_")},
+                headers={"request-id": _id("req_"), **step.headers},
             )
         if isinstance(step, Stall) and step.when == "no-bytes":
             await self.closing.wait()
             return Response(status_code=503)
+        if isinstance(step, Cut) and not stream:
+            return StreamingResponse(_cut_body(), media_type="application/json")
         if not stream:
-            assert isinstance(step, Text)
-            return JSONResponse(_message(model, [{"type": "text", "text": step.text}], "end_turn"))
+            text = step.text if isinstance(step, Text | ToolUse) else ""
+            return JSONResponse(_message(model, [{"type": "text", "text": text}], "end_turn"))
         return StreamingResponse(
             self._sse(step, model),
             media_type="text/event-stream",
@@ -181,6 +232,11 @@ class FakeAnthropic:
         )
 
     async def _sse(self, step: Step, model: str) -> AsyncIterator[bytes]:
+        if isinstance(step, Cut):
+            start = _message(model, [], None)
+            yield _event("message_start", {"type": "message_start", "message": start})
+            # Raising mid-body makes the server drop the connection, as a proxy reset would.
+            raise ConnectionResetError("fake API cut the stream")
         if isinstance(step, Stall):
             if step.when == "mid-stream":
                 start = _message(model, [], None)
@@ -222,6 +278,11 @@ async def _other(request: Request) -> Response:
     if request.url.path.endswith("/count_tokens"):
         return JSONResponse({"input_tokens": USAGE["input_tokens"]})
     return JSONResponse({})
+
+
+async def _cut_body() -> AsyncIterator[bytes]:
+    yield b'{"id": "msg_'
+    raise ConnectionResetError("fake API cut the answer")
 
 
 def _count_tool_results(messages: list[Any]) -> int:
