@@ -17,6 +17,7 @@ from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
+from daemon.ops.provider_failures import ProviderFailures
 from daemon.pickup import Pickup
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
@@ -74,6 +75,7 @@ class Worker:
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runners: dict[str, TaskRun] = {}
         self.summary = Summary()
+        self.provider_failures = ProviderFailures(metrics)
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
         self.outbox_interval = outbox_interval
         self.agents = AgentRecords(settings.state_dir / "agents")
@@ -280,6 +282,13 @@ class Worker:
         finally:
             self.runners.pop(runner.task.id, None)
             self.summary.add(outcome)
+            if outcome is not None:
+                self.provider_failures.record(
+                    runner.task.id,
+                    runner.backend.name,
+                    outcome.failure_reason,
+                    outcome.limit_resets,
+                )
             self.pickup.wake()
             if not self.runners:
                 self._idle.set()
