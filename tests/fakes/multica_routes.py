@@ -75,6 +75,8 @@ class FakeTask:
     """Monotonic time before which a deferred retry is not claimed (0: at once)."""
     ended: int = 0
     """Order in which tasks reached a terminal status (0: not yet)."""
+    claimed: dict[str, Any] | None = None
+    """The task as the claim handed it to a daemon."""
 
     def claim_body(self) -> dict[str, Any]:
         """The task as Multica's claim returns it: no `prompt`, a task-scoped token."""
@@ -234,7 +236,8 @@ class Handlers:
             if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
-                claimed.append({**self._resume_fields(task), **task.claim_body()})
+                task.claimed = {**self._resume_fields(task), **task.claim_body()}
+                claimed.append(task.claimed)
                 if task.id in self.fake.cancelled_on_claim:
                     task.status = "cancelled"
         return JSONResponse({"tasks": claimed})
