@@ -68,8 +68,9 @@ def claimed_task(row: sqlite3.Row, runtime_type: str) -> dict[str, Any]:
         "agent_id": agent["id"],
         "agent": agent,
         "auth_token": row["auth_token"],
+        # No `prior_work_dir`: a daemon reuses one only for an issue or chat, which these tasks
+        # are not, and drops a session named with a directory it does not reuse.
         "prior_session_id": row["prior_session_id"],
-        "prior_work_dir": row["prior_work_dir"],
         "prompt": row["prompt"],
         "backend": row["backend"] or runtime_type,
         "issue_id": "",
