@@ -23,7 +23,9 @@ from tests.fakes.anthropic_api import (
     PROMPT_TOO_LONG,
     USAGE,
     Cut,
+    Stall,
     Text,
+    ToolUse,
     claude_env,
     fake_anthropic,
     rate_limited,
@@ -61,34 +63,37 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
     one after another: each `fail` names the reason the CLI's fields give (where the text
     alone would say otherwise) and carries the session; a rate-limited session is resumed by
     the next claim, a full one is not; the dropped stream is retried by the server, resuming;
-    usage is reported before the terminal call."""
+    usage is reported before the terminal call, for a cancelled run too."""
     cli = require_cli("claude", "MULTICA_TEST_CLAUDE_PATH")
-    script = [
-        # 1: the context is full. On a fresh session, as the CLI compacts a longer one first.
-        PROMPT_TOO_LONG,
-        Text("A fresh start."),  # 2: the follow-up, not resumed
-        rate_limited(),  # 3: 429 tokens per minute, in the follow-up's session
-        Text("Resumed after the limit."),  # 4: the next follow-up, resumed
-        CREDIT_BALANCE,  # 5
-        BAD_KEY,  # 6
-        NO_MODEL,  # 7: streamed, then once more without streaming
-        NO_MODEL,
-        Cut(),  # 8: the stream drops on the try, the retry and the unstreamed ask
-        Cut(),
-        Cut(),
-        Text("Continued after the cut."),  # the server's retry of 8, resumed
-        OVERLOADED,  # 9: 529 twice, then the CLI's own third try answers
-        OVERLOADED,
-        Text("Made it."),
-    ]
     agent = {"id": str(uuid.uuid4())}
-    issue = str(uuid.uuid4())
+    issue, credit_issue, key_issue, model_issue, cut_issue, busy_issue, slow_issue = (
+        str(uuid.uuid4()) for _ in range(7)
+    )
+    # Each issue's turns get their own answers (its id is in the prompt), in order.
+    by_issue = {
+        issue: [
+            # The context is full. On a fresh session: the CLI would compact a longer one.
+            PROMPT_TOO_LONG,
+            Text("A fresh start."),  # the follow-up, not resumed
+            rate_limited(),  # 429 tokens per minute, in the follow-up's session
+            Text("Resumed after the limit."),  # the next follow-up, resumed
+        ],
+        credit_issue: [CREDIT_BALANCE],
+        key_issue: [BAD_KEY],
+        model_issue: [NO_MODEL],  # streamed, then once more without streaming
+        # The stream drops on the try, the CLI's retry and its unstreamed ask; the server's
+        # retry resumes the session and is answered.
+        cut_issue: [Cut(until_resumed=True)],
+        busy_issue: [OVERLOADED, OVERLOADED, Text("Made it.")],  # the CLI's third try answers
+        # Cancelled while its tool runs (or, should the tool end first, its next turn stalls).
+        slow_issue: [ToolUse("sleep 30 && echo slept"), Stall()],
+    }
 
     def patient(retries: int) -> dict[str, Any]:
         return {**agent, "custom_env": {"CLAUDE_CODE_MAX_RETRIES": str(retries)}}
 
     async with (
-        fake_anthropic(script) as api,
+        fake_anthropic(by_marker=by_issue) as api,
         multica_server() as fake,
         running_daemon(
             tmp_path,
@@ -99,7 +104,7 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
         ) as d,
     ):
 
-        async def run(issue_id: str = "", **options: Any) -> FakeTask:
+        async def run(issue_id: str, **options: Any) -> FakeTask:
             options.setdefault("agent", agent)
             return await finished(fake, fake.queue_issue(issue_id, provider="claude", **options))
 
@@ -107,12 +112,18 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
         fresh = await run(issue)
         limited = await run(issue)
         resumed = await run(issue)
-        credit, key, model = await run(), await run(), await run()
-        cut = await run(agent=patient(1))
+        credit, key, model = await run(credit_issue), await run(key_issue), await run(model_issue)
+        cut = await run(cut_issue, agent=patient(1))
         await eventually(lambda: len(fake.tasks) == 9, within=10)
         (retry,) = [t for t in fake.tasks.values() if t.parent_id == cut.id]
         retry = await finished(fake, retry.id)
-        recovered = await run(agent=patient(2))
+        recovered = await run(busy_issue, agent=patient(2))
+        cancelled = fake.queue_issue(slow_issue, provider="claude", agent=agent)
+        await eventually(
+            lambda: any(m["type"] == "tool_use" for m in fake.messages_of(cancelled)), within=30
+        )
+        fake.cancel(cancelled)
+        await eventually(lambda: fake.tasks[cancelled].cancel_acks == 1, within=30)
         tokens = d.metrics.tokens
     # What each `fail` said, and what the text alone would have said.
     sent = {
@@ -148,7 +159,7 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
     # The dropped stream: Multica's retry resumed its session and finished the work.
     assert retry.claimed and retry.claimed["prior_session_id"] == cut.session_id
     assert (retry.attempt, retry.status, retry.session_id) == (2, "completed", cut.session_id)
-    assert retry.output == "Continued after the cut."
+    assert retry.output == Text().text
     # 529 twice then an answer: the CLI recovered by itself; its usage went first.
     assert recovered.status == "completed" and recovered.output == "Made it."
     routes = [r.route for r in fake.requests if recovered.id in r.path]
@@ -161,7 +172,9 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
         "cache_read_tokens": USAGE["cache_read_input_tokens"],
         "cache_write_tokens": USAGE["cache_creation_input_tokens"],
     }
-    # A failed run's usage is reported before its `fail` as well.
-    routes = [r.route for r in fake.requests if cut.id in r.path]
-    assert "usage" in routes and routes.index("usage") < routes.index("fail")
+    # A cancelled run's usage (its assistant messages so far) is reported before the ack.
+    routes = [r.route for r in fake.requests if cancelled in r.path]
+    assert routes.index("usage") < routes.index("cancel-ack")
+    spent = fake.usage[(cancelled, "claude", MODEL)]
+    assert (spent["input_tokens"], spent["cache_read_tokens"]) == (100, 7)
     assert tokens.labels("claude", MODEL, "cache_read")._value.get() > 0

@@ -82,7 +82,10 @@ class ApiError:
 
 @dataclass(frozen=True)
 class Cut:
-    """Start streaming an answer, then drop the connection mid-response."""
+    """Start streaming an answer, then drop the connection mid-response; `until_resumed`: do
+    so on every request of a fresh session, and answer `Text()` to one that carries history."""
+
+    until_resumed: bool = False
 
 
 Step = Text | ToolUse | Stall | ApiError | Cut
@@ -151,11 +154,18 @@ class ApiCall:
 class FakeAnthropic:
     """The fake's state: the remaining script, the request log and the base URL once serving."""
 
-    def __init__(self, script: Iterable[Step], default: Step) -> None:
+    def __init__(
+        self,
+        script: Iterable[Step],
+        default: Step,
+        by_marker: Mapping[str, Iterable[Step]] | None = None,
+    ) -> None:
         self.url = ""
         self.requests: list[ApiCall] = []
         self._script: deque[Step] = deque(script)
         self._default = default
+        self._by_marker = {k: deque(v) for k, v in (by_marker or {}).items()}
+        self._first_size: dict[str, int] = {}
         self._started = time.monotonic()
         self._changed = anyio.Event()
         self.closing = anyio.Event()
@@ -180,7 +190,31 @@ class FakeAnthropic:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def _next_step(self) -> Step:
+    def _grown(self, body: dict[str, Any]) -> bool:
+        """Whether this request carries more than its session's first one did: a resumed run
+        sends the earlier prompt too (the CLI merges it into the same user message, so the
+        blocks grow, not the messages). The session is the one `metadata.user_id` names."""
+        try:
+            session = json.loads(body["metadata"]["user_id"]).get("session_id", "")
+        except (KeyError, TypeError, ValueError):
+            session = ""
+        size = sum(
+            len(m["content"]) if isinstance(m.get("content"), list) else 1
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        )
+        first = self._first_size.setdefault(session, size)
+        return size > first
+
+    def _next_step(self, body: dict[str, Any]) -> Step:
+        history = json.dumps(body.get("messages") or [])
+        for marker, steps in self._by_marker.items():
+            if marker in history:
+                # A run's own steps, in order; the last one answers every request after it.
+                step = steps[0]
+                if isinstance(step, Cut) and step.until_resumed:
+                    return Text() if self._grown(body) else step
+                return steps.popleft() if len(steps) > 1 else step
         return self._script.popleft() if self._script else self._default
 
     async def messages(self, request: Request) -> Response:
@@ -193,7 +227,7 @@ class FakeAnthropic:
         # The agent's turns offer tools; after a failed stream the CLI asks once more without
         # streaming, and that request is a turn too.
         main = bool(body.get("tools"))
-        step = self._next_step() if main else Text("Fake side answer.")
+        step = self._next_step(body) if main else Text("Fake side answer.")
         record = ApiCall(
             seq=len(self.requests) + 1,
             t=round(time.monotonic() - self._started, 3),
@@ -380,10 +414,16 @@ def _answer_events(step: Text | ToolUse, model: str) -> list[tuple[str, dict[str
 
 @contextlib.asynccontextmanager
 async def fake_anthropic(
-    script: Iterable[Step] = (), default: Step | None = None
+    script: Iterable[Step] = (),
+    default: Step | None = None,
+    by_marker: Mapping[str, Iterable[Step]] | None = None,
 ) -> AsyncIterator[FakeAnthropic]:
-    """Serve the fake on a loopback port; main requests past the script get `default`."""
-    fake = FakeAnthropic(script, default or Text())
+    """Serve the fake on a loopback port; main requests past the script get `default`.
+
+    `by_marker` gives the turns whose messages hold a marker (say, an issue id) their own
+    steps, so runs that make more or fewer requests than expected cannot shift each other's.
+    """
+    fake = FakeAnthropic(script, default or Text(), by_marker)
     routes = [
         Route("/v1/messages", fake.messages, methods=["POST"]),
         Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
