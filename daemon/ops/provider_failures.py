@@ -13,7 +13,7 @@ from collections.abc import Callable
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.snapshot import ProviderFailure
-from daemon.timefmt import utc_iso
+from daemon.times import utc_iso
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from daemon.protocol.failure_text import resume_unsafe
-from daemon.timefmt import utc_iso
+from daemon.times import utc_iso
 
 RETRIED = {"agent_error.provider_network": 3}
 """Retried reasons → the attempts they get in all (Multica's `providerNetworkMaxAttempts`)."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from daemon.protocol.failure_text import classify
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server import records
 from daemon.server.bodies import AgentIn
 from daemon.server.database import (
@@ -27,7 +28,6 @@ from daemon.server.database import (
 from daemon.server.retries import FINAL_RETRY_WAIT, resume_from, retry
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
-from daemon.statuses import TERMINAL_STATUSES
 
 __all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 

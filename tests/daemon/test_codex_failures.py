@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from daemon.ops.status_view import render
+from daemon.cli.status_view import render
 from tests.fakes.multica_routes import FakeTask
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.fakes.openai_api import (

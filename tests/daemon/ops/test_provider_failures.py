@@ -7,10 +7,10 @@ import logging
 
 import pytest
 
-from daemon.cli import usage_line
+from daemon.cli.status_view import render
+from daemon.cli.submit import usage_line
 from daemon.ops.metrics import MODELS_PER_BACKEND, Metrics
 from daemon.ops.provider_failures import ProviderFailures
-from daemon.ops.status_view import render
 from daemon.protocol.reports import UsageEntry
 
 QUOTA = "agent_error.provider_quota_limit"
