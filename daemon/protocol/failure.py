@@ -3,7 +3,8 @@
 The server owns the taxonomy (Go `server/pkg/taskfailure`, `AllReasons()`): it retries the
 retryable reasons and shows each one its own way. A reason outside that set is stored as-is and
 never classified, so the daemon sends either a value it knows the server shares or an empty
-reason, and an empty reason makes the server classify the error text itself.
+reason, and an empty reason makes the server classify the error text itself. The daemon names
+what it can (`known_reason`): it has the agent's structured output, which the text lacks.
 """
 
 from __future__ import annotations

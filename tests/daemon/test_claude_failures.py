@@ -41,11 +41,6 @@ MODEL = "claude-opus-5-5"
 CAPACITY = "agent_error.provider_capacity_or_rate_limit"
 
 
-async def finished(fake: MulticaFake, task_id: str) -> FakeTask:
-    await eventually(lambda: fake.tasks[task_id].status in ("completed", "failed"), within=60)
-    return fake.tasks[task_id]
-
-
 def fail_body(fake: MulticaFake, task_id: str) -> dict[str, Any]:
     (body,) = [r.body for r in fake.seen("fail") if task_id in r.path]
     assert isinstance(body, dict)
@@ -106,7 +101,7 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
 
         async def run(issue_id: str, **options: Any) -> FakeTask:
             options.setdefault("agent", agent)
-            return await finished(fake, fake.queue_issue(issue_id, provider="claude", **options))
+            return await fake.finished(fake.queue_issue(issue_id, provider="claude", **options))
 
         full = await run(issue)
         fresh = await run(issue)
@@ -116,7 +111,7 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
         cut = await run(cut_issue, agent=patient(1))
         await eventually(lambda: len(fake.tasks) == 9, within=10)
         (retry,) = [t for t in fake.tasks.values() if t.parent_id == cut.id]
-        retry = await finished(fake, retry.id)
+        retry = await fake.finished(retry.id)
         recovered = await run(busy_issue, agent=patient(2))
         cancelled = fake.queue_issue(slow_issue, provider="claude", agent=agent)
         await eventually(

@@ -14,8 +14,7 @@ import httpx
 import pytest
 
 from daemon.cli.status_view import render
-from tests.fakes.multica_routes import FakeTask
-from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.fakes.multica_server import multica_server
 from tests.fakes.openai_api import (
     NO_QUOTA,
     RATE_LIMITED,
@@ -31,11 +30,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 QUOTA = "agent_error.provider_quota_limit"
 CLOCK_TIME = re.compile(r"^\d{1,2}:\d{2} [AP]M$")
-
-
-async def finished(fake: MulticaFake, task_id: str) -> FakeTask:
-    await eventually(lambda: fake.tasks[task_id].status in ("completed", "failed"), within=60)
-    return fake.tasks[task_id]
 
 
 async def test_rate_limit_and_quotas_are_named_with_when_they_lift(
@@ -56,7 +50,7 @@ async def test_rate_limit_and_quotas_are_named_with_when_they_lift(
             MULTICA_CODEX_PATH=cli,
             MULTICA_SCRIPTED_BACKEND="0",
         ) as d:
-            tasks = [await finished(fake, fake.queue_issue(provider="codex")) for _ in script]
+            tasks = [await fake.finished(fake.queue_issue(provider="codex")) for _ in script]
             doc: dict[str, Any] = {}
             async with httpx.AsyncClient(base_url=d.health_url) as probe:
 

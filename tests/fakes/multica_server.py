@@ -49,6 +49,7 @@ from starlette.websockets import WebSocket
 
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+from tests.helpers import eventually
 
 
 @dataclass
@@ -170,6 +171,11 @@ class MulticaFake:
     def drop_answers(self, route: str, count: int = 1) -> None:
         """Act on the next `count` calls of `route`, then cut the connection, not answering."""
         self._drops[route] += count
+
+    async def finished(self, task_id: str, within: float = 60.0) -> FakeTask:
+        """The task once a daemon reported it completed or failed (bounded by `within`)."""
+        await eventually(lambda: self.tasks[task_id].status in ("completed", "failed"), within)
+        return self.tasks[task_id]
 
     def seen(self, route: str) -> list[SeenRequest]:
         """The requests read for one route, in order."""
