@@ -181,6 +181,8 @@ class CodexEventParser(JsonLinesParser):
         if not isinstance(raw, dict):
             return ()
         spent = {k: max(0, int_field(raw.get(k)) - self.baseline.get(k, 0)) for k in _USAGE_KEYS}
+        if not any(spent.values()):
+            return ()  # as Multica's daemon: a model that counted nothing is no entry
         cached = spent["cached_input_tokens"]
         return (
             Usage(

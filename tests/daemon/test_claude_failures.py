@@ -73,7 +73,7 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
             rate_limited(),  # 429 tokens per minute, in the follow-up's session
             Text("Resumed after the limit."),  # the next follow-up, resumed
         ],
-        credit_issue: [CREDIT_BALANCE],
+        credit_issue: [ToolUse("true"), CREDIT_BALANCE],  # a turn spent, then refused
         key_issue: [BAD_KEY],
         model_issue: [NO_MODEL],  # streamed, then once more without streaming
         # The stream drops on the try, the CLI's retry and its unstreamed ask; the server's
@@ -167,7 +167,11 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
         "cache_read_tokens": USAGE["cache_read_input_tokens"],
         "cache_write_tokens": USAGE["cache_creation_input_tokens"],
     }
-    # A cancelled run's usage (its assistant messages so far) is reported before the ack.
+    # A failed run's usage is reported before its `fail`; a cancelled one's (its assistant
+    # messages so far) before the ack.
+    routes = [r.route for r in fake.requests if credit.id in r.path]
+    assert routes.index("usage") < routes.index("fail")
+    assert fake.usage[(credit.id, "claude", MODEL)]["input_tokens"] == USAGE["input_tokens"]
     routes = [r.route for r in fake.requests if cancelled in r.path]
     assert routes.index("usage") < routes.index("cancel-ack")
     spent = fake.usage[(cancelled, "claude", MODEL)]

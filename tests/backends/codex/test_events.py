@@ -163,3 +163,12 @@ def test_plan_updates_are_logged() -> None:
     (log,) = parser.feed(json.dumps(event)).messages
     assert log.type is MessageType.LOG
     assert log.content == "plan:\n[x] read\n[ ] write"
+
+
+def test_a_turn_that_spent_nothing_reports_no_usage() -> None:
+    """A completed turn whose counts are all zero (or all already in the baseline) is no usage
+    entry, as Multica's daemon leaves such a model out."""
+    parser = CodexEventParser(MODEL)
+    parser.feed('{"type":"thread.started","thread_id":"t"}')
+    parser.feed('{"type":"turn.completed","usage":{"input_tokens":0,"output_tokens":0}}')
+    assert parser.finish(0, "").usage == ()
