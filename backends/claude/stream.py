@@ -20,7 +20,7 @@ stream-json --verbose` mode maps to zero or more messages:
 A `result` with `is_error: true` fails the run even when its subtype says `success` (that is
 how the CLI reports an API error after its retries), and so does `terminal_reason:
 prompt_too_long` (the context is full; the CLI has been seen to call that a success). Why it
-failed is read from the structured fields (`backends.claude_failure`). A process that ends
+failed is read from the structured fields (`backends.claude.failure`). A process that ends
 without a `result` line fails with the stderr tail in the error.
 
 Usage is the `result` line's per-model count; until it arrives (and when it counts nothing)
@@ -220,6 +220,7 @@ class ClaudeStreamParser(JsonLinesParser):
         model, raw = str_field(message.get("model")), message.get("usage")
         if not model or model == "<synthetic>" or not isinstance(raw, dict):
             return False
+        # A line without a message id is a message of its own.
         key = str_field(message.get("id")) or f"line-{sum(map(len, self._spent.values()))}"
         counts = {name: int_field(raw.get(field)) for field, name in _COUNTS}
         seen = self._spent.setdefault(model, {})
@@ -279,10 +280,9 @@ def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
             cache_read_tokens=int_field(counts.get("cacheReadInputTokens")),
             cache_write_tokens=int_field(counts.get("cacheCreationInputTokens")),
         )
-        # As Multica's daemon: a model that counted nothing is no entry.
-        if any((entry.input_tokens, entry.output_tokens, entry.cache_read_tokens)) or (
-            entry.cache_write_tokens
-        ):
+        counted = (entry.input_tokens, entry.output_tokens)
+        cached = (entry.cache_read_tokens, entry.cache_write_tokens)
+        if any(counted + cached):  # as Multica's daemon: a model that counted nothing is left out
             usage.append(entry)
     return tuple(usage)
 

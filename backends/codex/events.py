@@ -12,7 +12,7 @@
     error                       error (stream retries, API errors)
     anything else               log naming the type
 
-Why a turn failed is read from its error sentence (`backends.codex_failure`).
+Why a turn failed is read from its error sentence (`backends.codex.failure`).
 
 Usage: `turn.completed` counts the whole thread, earlier runs of a resumed thread included, so
 the backend hands in the thread's total from before this run (`baseline`) and only the
