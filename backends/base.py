@@ -88,6 +88,11 @@ class RunResult:
     session_id: str = ""
     usage: tuple[Usage, ...] = ()
     exit_code: int | None = None
+    failure_reason: str = ""
+    """Why the run failed, read from the agent's structured output: a Multica taxonomy value,
+    or "" when the output does not say (the daemon then reads the error text)."""
+    limit_resets: str = ""
+    """When a provider limit that failed the run lifts, in the agent's words ("2:05 PM")."""
 
 
 class RunObserver(Protocol):

@@ -105,6 +105,7 @@ class TaskRun:
                 await self.reporter.report(outcome)
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
+                m.count_tokens(backend, outcome.usage)
                 m.task_duration.labels(backend).observe(clock() - begun)
                 if dirs is not None:
                     # The task's private temp dir goes with it (the work dir stays for reuse).
