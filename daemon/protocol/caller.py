@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _JSON_HEADERS = {"Content-Type": "application/json"}
+_URLS_KEPT = 4096
+"""Parsed URLs kept (a few per running task); past it the cache starts again."""
 # Failures that leave no doubt the server never read the whole request: no connection, or the
 # request not fully written. Any other transport error (a read timeout, a connection dropped
 # while waiting for the answer) may come after the server acted on it.
@@ -72,6 +74,7 @@ class Caller:
         self._report_policy = report_policy or RetryPolicy.for_reports()
         self.budget = budget or ShutdownBudget()
         self.dedupes = False
+        self._urls: dict[str, httpx.URL] = {}
         """Whether the server's last register or transcript answer said it stores each
         (task, seq) once (`X-Message-Dedupe: seq`)."""
 
@@ -79,6 +82,20 @@ class Caller:
         """How long one terminal report may take in all: its policy's waits plus one request."""
         waits = self._report_policy.budget() if retry else 0.0
         return waits + request_budget(self._http)
+
+    def _url(self, path: str) -> httpx.URL:
+        """The URL of `path` under the client's base URL, parsed once per path: httpx parses a
+        relative one again on every request (about 0.1 ms, a fifth of a request's cost)."""
+        url = self._urls.get(path)
+        if url is None:
+            if len(self._urls) >= _URLS_KEPT:
+                self._urls.clear()
+            url = httpx.URL(path)
+            if url.is_relative_url:  # joined as httpx joins it: under the base URL's path
+                base = self._http.base_url
+                url = base.copy_with(raw_path=base.raw_path + url.raw_path.lstrip(b"/"))
+            self._urls[path] = url
+        return url
 
     def _note_dedupe(self, response: httpx.Response) -> None:
         # Asked on every register and transcript answer: a server swapped behind the same URL
@@ -110,7 +127,9 @@ class Caller:
             throttled, retry_after = False, None
             try:
                 # pydantic-core serialises a 1,000-message batch several times faster than json.
-                response = await self._http.request(method, path, content=content, headers=headers)
+                response = await self._http.request(
+                    method, self._url(path), content=content, headers=headers
+                )
             except httpx.UnsupportedProtocol as exc:  # a bad server URL: no retry helps
                 self._observe(endpoint, "permanent", started, reached=False)
                 raise PermanentServerError(endpoint, describe_transport_error(exc)) from exc
