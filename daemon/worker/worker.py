@@ -104,7 +104,7 @@ class Worker:
             reach=reach,
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
-            pacing=Pacing(lambda: len(self.runs)),
+            pacing=Pacing(lambda: len(self.runs), metrics),
         )
         self.outbox = self.services.outbox
         self.budget = budget
