@@ -14,6 +14,7 @@ never sent again to a server that does not deduplicate.
 
 from __future__ import annotations
 
+import io
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ import httpx
 import yarl
 from aiohttp.helpers import get_env_proxy_for_url
 
+_LARGE_BODY = 1024 * 1024
 _Proxy = tuple[yarl.URL | None, aiohttp.BasicAuth | None]
 _SKIPPED = frozenset({"accept-encoding", "connection", "content-length", "transfer-encoding"})
 """Request headers aiohttp sets itself (bodies are small JSON: nothing is compressed)."""
@@ -71,12 +73,15 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         proxy, proxy_auth = self._proxy(request.url)
         timeout = request.extensions.get("timeout", {})
         headers = [(k, v) for k, v in request.headers.multi_items() if k not in _SKIPPED]
+        body = request.content
+        # Past 1 MiB aiohttp wants a file-like body, written in chunks between other work.
+        data = io.BytesIO(body) if len(body) > _LARGE_BODY else body or None
         with _mapped_errors():
             async with session.request(
                 request.method,
                 str(request.url),
                 headers=headers,
-                data=request.content or None,
+                data=data,
                 allow_redirects=False,
                 compress=None,
                 proxy=proxy,
@@ -88,11 +93,11 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     sock_read=timeout.get("read"),
                 ),
             ) as answer:
-                body = await answer.read()
+                answered = await answer.read()
         return httpx.Response(
             status_code=answer.status,
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in answer.raw_headers],
-            content=body,
+            content=answered,
             request=request,
             extensions={
                 "http_version": b"HTTP/1.1",
