@@ -36,6 +36,18 @@ class RunSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class DiskSnapshot:
+    """The workspaces root as the last GC round measured it."""
+
+    measured_at: str
+    task_dirs: int
+    task_bytes: int
+    artifact_bytes: int
+    repo_caches: int
+    repo_cache_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonSnapshot:
     """The daemon at one moment: its state, its registration and its running tasks."""
 
@@ -54,3 +66,5 @@ class DaemonSnapshot:
     server_circuit: str
     outbox_depth: int
     runs: tuple[RunSnapshot, ...]
+    disk: DiskSnapshot | None = None
+    """The workspaces root at the last GC round (None before one, or with GC off)."""

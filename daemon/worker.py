@@ -33,6 +33,8 @@ from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.token_renewal import renew_once, renewal_loop
+from daemon.workdirs.gc_loop import GcLoop
+from daemon.workdirs.leases import DirLeases
 from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)
@@ -92,6 +94,8 @@ class Worker:
         self.pacing = Pacing(lambda: len(self.runners))
         self.pickup = Pickup(settings, self.runners, self.registration, server_url, control)
         self._idle = anyio.Event()
+        self.leases = DirLeases()
+        self.gc = GcLoop(settings, client, self.leases, metrics)
 
     @property
     def registered(self) -> bool:
@@ -170,6 +174,7 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
+            tg.start_soon(self.gc.run)
             if self.subreaper:
                 tg.start_soon(self.agents.reap_adopted)
             async with anyio.create_task_group() as runners:
@@ -255,6 +260,7 @@ class Worker:
             health_port=self.health_port,
             multica_bin=self.multica_bin,
             pacing=self.pacing,
+            leases=self.leases,
         )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()

@@ -34,6 +34,7 @@ def worker_snapshot(worker: Worker) -> DaemonSnapshot:
         outbox_depth=worker.outbox.depth(),
         # A copy of the values: a runner that finishes mid-build must not change the tuple.
         runs=tuple(run_snapshot(runner) for runner in list(worker.runners.values())),
+        disk=worker.gc.disk,
     )
 
 

@@ -12,6 +12,7 @@ daemon's token, a task's token or a prompt.
 from __future__ import annotations
 
 import platform
+from dataclasses import asdict
 from typing import Any
 
 import daemon
@@ -72,6 +73,7 @@ def health_document(
         "outbox_depth": 0,
         "last_message_age_seconds": 0.0,
         "tasks": [],
+        "disk": None,
     }
     if snapshot is None:
         return doc
@@ -96,6 +98,7 @@ def health_document(
         outbox_depth=snapshot.outbox_depth,
         last_message_age_seconds=min(round(run.idle_seconds, 1) for run in runs) if runs else 0.0,
         tasks=[task_view(run) for run in runs],
+        disk=asdict(snapshot.disk) if snapshot.disk else None,
     )
     return doc
 

@@ -213,6 +213,10 @@ class ServerClient(Caller):
         """One POST tried once, with this client's error mapping and metrics (protocol/ calls)."""
         return await self._call(endpoint, "POST", path, parse, body, _SINGLE_TRY)
 
+    async def get(self, endpoint: str, path: str, parse: Callable[[httpx.Response], T]) -> T:
+        """One GET tried once, with this client's error mapping and metrics (protocol/ calls)."""
+        return await self._call(endpoint, "GET", path, parse, None, _SINGLE_TRY)
+
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(
             kind="fail",

@@ -36,6 +36,8 @@ from daemon.task.workspace import (
     TaskDirs,
 )
 from daemon.wakeup import Wakeup
+from daemon.workdirs.gc_meta import GC_META, meta_for_task, write_meta
+from daemon.workdirs.leases import DirLeases
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class TaskRun:
         multica_bin: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         pacing: Pacing | None = None,
+        leases: DirLeases | None = None,
     ) -> None:
         self.task, self.backend = task, backend
         self._client, self._settings, self._metrics = client, settings, metrics
@@ -73,6 +76,8 @@ class TaskRun:
         self.slot, self._health_port, self._multica_bin = slot, health_port, multica_bin
         self._mcp_config: Path | None = None
         self._pacing = pacing or Pacing()
+        self._leases = leases
+        self._held: list[Path] = []
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
         told = self._status_news.heard
@@ -130,8 +135,10 @@ class TaskRun:
         try:
             # Directories, markers, skills and the MCP file, all before `start`; in a thread,
             # as they are file I/O the event loop should not wait on.
-            root = self._settings.workspaces_root
-            placed = await anyio.to_thread.run_sync(prepare, root, self.task, self.backend.name)
+            root, hold = self._settings.workspaces_root, self._hold
+            placed = await anyio.to_thread.run_sync(
+                prepare, root, self.task, self.backend.name, hold
+            )
             dirs, self._mcp_config = placed
             ending = await self._execute(dirs)
         except Exception as exc:
@@ -149,7 +156,30 @@ class TaskRun:
                 if dirs is not None:
                     # The task's private temp dir goes with it (the work dir stays for reuse).
                     await anyio.to_thread.run_sync(remove_tree, dirs.temp_dir)
+                    await anyio.to_thread.run_sync(self._leave, dirs)
+                self._release()
         return outcome
+
+    def _hold(self, env_root: Path) -> bool:
+        """Claim the task's directory against the GC (every one held is released at the end)."""
+        if self._leases is None:
+            return True
+        if not self._leases.hold(env_root):
+            return False
+        self._held.append(env_root)
+        return True
+
+    def _leave(self, dirs: TaskDirs) -> None:
+        """Say what the directory belongs to, for the GC, once the task is over (Go writes it
+        after the report too: a crash before leaves the directory to the orphan rule)."""
+        try:
+            write_meta(dirs.env_root, meta_for_task(self.task))
+        except OSError as exc:
+            log.warning("task %s: cannot write %s: %s", self.id, GC_META, exc)
+
+    def _release(self) -> None:
+        while self._held and self._leases is not None:
+            self._leases.release(self._held.pop())
 
     def _failed(self, exc: Exception, *, prepared: bool) -> Ending:
         """The ending of a run that raised: logged with its traceback, one incident line."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,15 +23,18 @@ from daemon.task.workspace import (
     prepare_dirs,
     resumable_session,
     run_spec,
+    unguarded,
     write_mcp_config,
 )
 
 log = logging.getLogger(__name__)
 
 
-def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
+def prepare(
+    root: Path, task: Task, backend: str, hold: Callable[[Path], bool] = unguarded
+) -> tuple[TaskDirs, Path | None]:
     """The task's directories with their markers, its skills, and its MCP file (if any)."""
-    dirs = prepare_dirs(root, task)
+    dirs = prepare_dirs(root, task, hold)
     write_skills(dirs.work_dir, backend, task.agent.skills)
     return dirs, write_mcp_config(dirs, task)
 

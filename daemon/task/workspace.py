@@ -15,6 +15,8 @@ agent and issue (or chat): a server's word alone never points the agent at a dir
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,18 +49,34 @@ class TaskDirs:
     reused: bool = False
 
 
+_HOLD_RETRY = 0.05
+
+
+def unguarded(env_root: Path) -> bool:
+    """A `hold` for a daemon without a GC: every directory is free to use."""
+    return True
+
+
 def _agent_id(task: Task) -> str:
     return task.agent_id or task.agent.id
 
 
-def prepare_dirs(root: Path, task: Task) -> TaskDirs:
-    """Create (or reuse) the task's directories and write the daemon's markers into them."""
+def prepare_dirs(root: Path, task: Task, hold: Callable[[Path], bool] = unguarded) -> TaskDirs:
+    """Create (or reuse) the task's directories and write the daemon's markers into them.
+
+    `hold` claims a task directory against the GC (daemon/workdirs/leases.py) before it is
+    used: a prior directory the GC is removing right now is not reused, and a fresh one is
+    waited for until the removal of a stale namesake is over.
+    """
     prior = reusable_work_dir(root, task)
-    if prior is not None:
+    if prior is not None and hold(prior.parent):
         env_root, work = prior.parent, prior
     else:
+        prior = None
         env_root = root / path_part(task.workspace_id) / path_part(task.id)
         work = env_root / "workdir"
+        while not hold(env_root):
+            time.sleep(_HOLD_RETRY)
     ensure_dir(work)
     config_root = ensure_dir(env_root / "multica-config")
     temp = make_temp_dir(env_root)
