@@ -26,7 +26,7 @@ import httpx
 
 from daemon.errors import PermanentServerError, ServerError
 from daemon.protocol.client import ServerClient
-from daemon.timefmt import parse_utc
+from daemon.times import parse_utc
 
 BATCH_SIZE = 500
 """Multica's cap on one batch (`maxIssueGCBatchSize`)."""

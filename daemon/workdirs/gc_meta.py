@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from daemon.protocol.models import Task
-from daemon.task.files import read_under, write_under
-from daemon.timefmt import parse_utc
+from daemon.task.setup.nofollow import read_under, write_under
+from daemon.times import parse_utc
 
 GC_META = ".gc_meta.json"
 ISSUE, CHAT, AUTOPILOT_RUN, QUICK_CREATE, TASK = (

@@ -9,11 +9,18 @@ never across file work.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from daemon.logs import short_id
+from daemon.protocol.models import Task
+from daemon.workdirs.gc_meta import GC_META, meta_for_task, write_meta
+
+log = logging.getLogger(__name__)
 
 
 class DirLeases:
@@ -68,3 +75,31 @@ class DirLeases:
 def _key(path: Path) -> Path:
     # Absolute, not resolved: the GC and the tasks name directories from the same root.
     return Path(path).absolute()
+
+
+class TaskLease:
+    """One task run's hold on its directory: taken as it is picked, given up once the run has
+    said, in `.gc_meta.json`, what the directory belongs to."""
+
+    def __init__(self, leases: DirLeases) -> None:
+        self._leases = leases
+        self._held: list[Path] = []
+
+    def hold(self, env_root: Path) -> bool:
+        """Hold a directory for this run (the `hold` of `prepare_dirs`)."""
+        if not self._leases.hold(env_root):
+            return False
+        self._held.append(env_root)
+        return True
+
+    def finish(self, task: Task, env_root: Path | None) -> None:
+        """Write the directory's meta (after the report, as Go does: a crash before it leaves
+        the directory to the orphan rule), then release everything held."""
+        try:
+            if env_root is not None:
+                write_meta(env_root, meta_for_task(task))
+        except OSError as exc:
+            log.warning("task %s: cannot write %s: %s", short_id(task.id), GC_META, exc)
+        finally:
+            while self._held:
+                self._leases.release(self._held.pop())

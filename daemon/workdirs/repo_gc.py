@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from daemon.errors import DaemonError
-from daemon.files import write_atomic
-from daemon.timefmt import parse_utc
+from daemon.private_files import write_atomic
+from daemon.times import parse_utc
 from daemon.workdirs.sizes import dir_size, subdirs
 
 if TYPE_CHECKING:

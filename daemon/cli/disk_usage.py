@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from daemon.durations import format_duration
-from daemon.ops.status_view import table
+from daemon.cli.status_view import table
+from daemon.times import format_duration
 from daemon.workdirs.disk_usage import DiskUsageReport, scan
 from daemon.workdirs.sizes import artifact_names, format_bytes
 
