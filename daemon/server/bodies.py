@@ -139,3 +139,9 @@ class TaskIn(_Body):
     workspace_id: str = "default"
     agent: AgentIn = Field(default_factory=AgentIn)
     prior_session_id: str = ""
+
+
+class IssueCheckIn(_Body):
+    """Body of the batch issue gc-check: at most 500 ids, Multica's cap."""
+
+    issue_ids: list[str] = Field(max_length=500)

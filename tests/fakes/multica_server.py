@@ -33,6 +33,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
@@ -43,6 +44,7 @@ from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from tests.fakes.loopback import serve_app
+from tests.fakes.multica_gc import GcHandlers, Record
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
 
 
@@ -67,6 +69,11 @@ class MulticaFake:
     )
     _drops: Counter[str] = field(default_factory=Counter)
     refused_registers: set[str] = field(default_factory=set)
+    issues: dict[str, Record] = field(default_factory=dict)
+    chats: dict[str, Record] = field(default_factory=dict)
+    autopilot_runs: dict[str, Record] = field(default_factory=dict)
+    batch_gc_unsupported: bool = False
+    """Answer the batch gc-check route as a server older than it does (a router 404)."""
     cancelled_on_claim: set[str] = field(default_factory=set)
 
     # --- test controls -------------------------------------------------------------------
@@ -144,6 +151,12 @@ class MulticaFake:
         """A quick-create request: one sentence to turn into an issue."""
         return self.queue(quick_create_prompt=text, **options)
 
+    def set_issue(
+        self, issue_id: str, status: str, updated_at: datetime, workspace_id: str = ""
+    ) -> None:
+        """Put an issue in a status, last changed at `updated_at` (what gc-check answers)."""
+        self.issues[issue_id] = Record(workspace_id or self.workspace_id, status, updated_at)
+
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
         self.runtimes[runtime_id].deleted = True
@@ -187,8 +200,14 @@ class MulticaFake:
     @property
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
-        h = Handlers(self)
+        h, gc = Handlers(self), GcHandlers(self)
+        daemon = "/api/daemon"
         routes = [
+            Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
+            Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
+            Route(daemon + "/chat-sessions/{id}/gc-check", gc.chat, methods=["GET"]),
+            Route(daemon + "/autopilot-runs/{id}/gc-check", gc.autopilot_run, methods=["GET"]),
+            Route(daemon + "/tasks/{id}/gc-check", gc.task, methods=["GET"]),
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
