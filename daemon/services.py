@@ -23,6 +23,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 
 
@@ -65,6 +66,8 @@ class Services:
     """Every agent process the daemon started, so none is lost as an orphan."""
     pacing: Pacing = field(default_factory=Pacing)
     leases: DirLeases = field(default_factory=DirLeases)
+    skill_cache: SkillBundleCache | None = None
+    """Skill bundles kept between tasks (None: each is fetched every time)."""
     """The task directories runs hold, which the GC leaves alone."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds: the clock a run's activity and duration are measured by."""

@@ -22,6 +22,7 @@ from daemon.task.incidents import TaskIncidents
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
+from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
 from daemon.task.start import acknowledge_start
@@ -89,7 +90,9 @@ class TaskRun:
         try:
             # Directories, markers, skills and the MCP file, all before `start`; in a thread,
             # as they are file I/O the event loop should not wait on.
-            root = self._services.settings.workspaces_root
+            services = self._services
+            self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+            root = services.settings.workspaces_root
             hold = self._lease.hold
             placed = await anyio.to_thread.run_sync(
                 prepare, root, self.task, self.backend.name, hold

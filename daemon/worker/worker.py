@@ -35,6 +35,7 @@ from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
@@ -104,6 +105,7 @@ class Worker:
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
             pacing=Pacing(lambda: len(self.runs)),
+            skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
         )
         self.outbox = self.services.outbox
         self.budget = budget

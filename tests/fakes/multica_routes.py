@@ -222,7 +222,7 @@ class Handlers:
             if task.status == "queued" and runtime is not None:
                 task.status, task.runtime_id = "dispatched", runtime
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
-                claimed.append(task.claim_body())
+                claimed.append(self.fake.shape_claim(task.claim_body(), request))
                 if task.id in self.fake.cancelled_on_claim:
                     task.status = "cancelled"
         return JSONResponse({"tasks": claimed})

@@ -39,6 +39,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -46,6 +47,7 @@ from starlette.websockets import WebSocket
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_gc import GcHandlers, Record
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+from tests.fakes.multica_skills import SkillHandlers, for_claim
 
 
 @dataclass
@@ -72,6 +74,10 @@ class MulticaFake:
     issues: dict[str, Record] = field(default_factory=dict)
     chats: dict[str, Record] = field(default_factory=dict)
     autopilot_runs: dict[str, Record] = field(default_factory=dict)
+    skill_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Skill fields changed after a claim (resolve serves the current version)."""
+    bundle_tamper: bool = False
+    """Resolve sends bundles whose content no longer matches their hash."""
     batch_gc_unsupported: bool = False
     """Answer the batch gc-check route as a server older than it does (a router 404)."""
     cancelled_on_claim: set[str] = field(default_factory=set)
@@ -157,6 +163,10 @@ class MulticaFake:
         """Put an issue in a status, last changed at `updated_at` (what gc-check answers)."""
         self.issues[issue_id] = Record(workspace_id or self.workspace_id, status, updated_at)
 
+    def shape_claim(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        """A claimed task as this daemon's capabilities have it sent (skills by reference)."""
+        return for_claim(body, request)
+
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
         self.runtimes[runtime_id].deleted = True
@@ -200,9 +210,11 @@ class MulticaFake:
     @property
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
-        h, gc = Handlers(self), GcHandlers(self)
+        h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
         daemon = "/api/daemon"
+        resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
+            Route(resolve, skills.resolve, methods=["POST"]),
             Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
             Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
             Route(daemon + "/chat-sessions/{id}/gc-check", gc.chat, methods=["GET"]),
