@@ -122,6 +122,8 @@ class AgentIn(_Body):
     custom_env: dict[str, str] = Field(default_factory=dict)
     custom_args: list[str] = Field(default_factory=list)
     model: str = ""
+    skills: list[dict[str, Any]] = Field(default_factory=list)
+    """Inline skills (`name`, `description`, `content`, `files`), handed on as sent."""
 
 
 class WorkspaceIn(_Body):

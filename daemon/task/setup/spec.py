@@ -14,6 +14,7 @@ from daemon.logs import short_id
 from daemon.protocol.models import Task
 from daemon.services import AgentReach
 from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
+from daemon.task.setup.codex_home import CODEX, prepare_codex_home, user_codex_home
 from daemon.task.setup.prompt import build_prompt
 from daemon.task.setup.runtime_brief import write_brief
 from daemon.task.setup.skills import write_skills
@@ -36,7 +37,8 @@ def prepare(
 ) -> tuple[TaskDirs, Path | None]:
     """The task's directories with their markers, its skills, and its MCP file (if any)."""
     dirs = prepare_dirs(root, task, hold)
-    write_skills(dirs.work_dir, backend, task.agent.skills)
+    if backend != CODEX:  # Codex reads skills from its own home (agent_spec)
+        write_skills(dirs.work_dir, backend, task.agent.skills)
     return dirs, write_mcp_config(dirs, task)
 
 
@@ -67,6 +69,9 @@ def agent_spec(
         require_task_token=True,
     )
     env = agent_env(reach.base_env, task, where)
+    if backend == CODEX:
+        user_home = user_codex_home(reach.base_env)
+        env["CODEX_HOME"] = str(prepare_codex_home(dirs.env_root, user_home, task.agent.skills))
     blocked = blocked_custom_keys(task.agent.custom_env)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
