@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import anyio
 import anyio.from_thread
@@ -77,11 +78,14 @@ class GcLoop:
         metrics: Metrics,
         *,
         repo_locks: RepoLocks | None = None,
+        repo_in_use: Callable[[Path], bool] = lambda bare: False,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
+        """`repo_locks` and `repo_in_use` come from the repository cache's owner: its
+        per-repository lock, and whether a served workspace still lists a cache."""
         self.settings, self.metrics = settings, metrics
         policy = policy_of(settings)
-        repos = RepoJanitor(policy.repo_ttl, locks=repo_locks, now=now)
+        repos = RepoJanitor(policy.repo_ttl, locks=repo_locks, in_use=repo_in_use, now=now)
         lookup = ThreadLookup(GcChecks(client))
         self.collector = Collector(
             settings.workspaces_root, policy, lookup, leases, repos=repos, now=now

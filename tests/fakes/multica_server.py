@@ -76,6 +76,8 @@ class MulticaFake:
     autopilot_runs: dict[str, Record] = field(default_factory=dict)
     skill_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Skill fields changed after a claim (resolve serves the current version)."""
+    skills_by_reference: bool = True
+    """Send skills as references to a daemon naming `skill-bundles-v1` (False: always whole)."""
     bundle_tamper: bool = False
     """Resolve sends bundles whose content no longer matches their hash."""
     batch_gc_unsupported: bool = False
@@ -165,7 +167,7 @@ class MulticaFake:
 
     def shape_claim(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
         """A claimed task as this daemon's capabilities have it sent (skills by reference)."""
-        return for_claim(body, request)
+        return for_claim(self, body, request)
 
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""

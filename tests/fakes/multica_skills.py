@@ -5,7 +5,8 @@ agent's skills as a reference (id, source, hash, size, file count) in `agent.ski
 without the skills; `POST /api/daemon/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve` then
 serves one skill's current bundle. The hash is Multica's manifest hash (pinned to Go's output
 in tests/daemon/task/test_skill_bundles.py). Test controls: `fake.skill_edits` replaces a
-skill's content between claim and resolve; `fake.bundle_tamper` corrupts what resolve sends.
+skill's content between claim and resolve; `fake.bundle_tamper` corrupts what resolve sends;
+`fake.skills_by_reference = False` sends skills whole, as a server before the capability did.
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ def _bundle(skill: dict[str, Any]) -> dict[str, Any]:
     return {**full, "hash": digest, "size_bytes": size}
 
 
-def for_claim(body: dict[str, Any], request: Request) -> dict[str, Any]:
+def for_claim(fake: MulticaFake, body: dict[str, Any], request: Request) -> dict[str, Any]:
     """The claim body as a daemon with or without the capability gets it."""
     wanted = {c.strip() for c in request.headers.get("x-client-capabilities", "").split(",")}
     skills = body["agent"].get("skills") or []
-    if CAPABILITY not in wanted or not skills:
+    if CAPABILITY not in wanted or not skills or not fake.skills_by_reference:
         return body
     refs = []
     for skill in skills:

@@ -13,7 +13,7 @@ import pytest
 
 from daemon.protocol.models import Agent, Skill, SkillRef
 from daemon.task.setup.skill_cache import SkillBundleCache
-from daemon.task.setup.skill_manifest import manifest, self_ref
+from daemon.task.setup.skill_manifest import manifest, matches, self_ref
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import eventually, running_daemon
 
@@ -140,3 +140,11 @@ def test_a_reference_reads_from_a_claim() -> None:
     """`skill_refs` in a claim's agent become references; odd entries are skipped."""
     agent = Agent.model_validate({"skill_refs": [{"id": "a", "hash": "h", "file_count": 2}, 7]})
     assert agent.skill_refs == [SkillRef(id="a", hash="h", file_count=2)]
+
+
+def test_a_bundle_with_a_path_out_of_its_skill_never_matches() -> None:
+    """A file path that climbs out of the skill (or is absolute) fails the check, as in Go."""
+    for path in ("../escape.md", "/etc/passwd", "a/../../b", "a\\b"):
+        skill = Skill(id="sk", source="workspace", name="S", files=[{"path": path, "content": "x"}])  # type: ignore[list-item]
+        bundle = skill.model_copy(update={"hash": manifest(skill)[0]})
+        assert not matches(self_ref(bundle), bundle), path
