@@ -71,6 +71,19 @@ class DiskSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderFailure:
+    """One backend's last provider failure (rate limit, quota, auth, outage)."""
+
+    backend: str
+    reason: str
+    at: str
+    """When the task failed (UTC, ISO 8601)."""
+    resets: str = ""
+    """When the limit lifts, in the agent's words ("" when it did not say)."""
+    task_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonSnapshot:
     """The daemon at one moment: its state, its registration and its running tasks."""
 
@@ -89,5 +102,6 @@ class DaemonSnapshot:
     server_circuit: str
     outbox_depth: int
     runs: tuple[RunSnapshot, ...]
+    provider_failures: tuple[ProviderFailure, ...] = ()
     disk: DiskSnapshot | None = None
     """The workspaces root at the last GC round (None before one, or with GC off)."""

@@ -93,9 +93,9 @@ class TaskRun:
             services = self._services
             self.task = await resolve_skills(services.client, self.task, services.skill_cache)
             root = services.settings.workspaces_root
-            hold = self._lease.hold
+            user, hold = services.settings.agent_identity, self._lease.hold
             placed = await anyio.to_thread.run_sync(
-                prepare, root, self.task, self.backend.name, hold
+                prepare, root, self.task, self.backend.name, user, hold
             )
             dirs, self._mcp_config = placed
             ending = await self._execute(dirs)
@@ -110,6 +110,7 @@ class TaskRun:
                 await self.reporter.report(outcome)
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
+                m.count_tokens(backend, outcome.usage)
                 m.task_duration.labels(backend).observe(clock() - begun)
                 if dirs is not None:
                     # The task's private temp dir goes with it (the work dir stays for reuse).

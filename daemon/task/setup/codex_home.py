@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from backends.codex.backend import CodexBackend, codex_home
-from daemon.private_files import ensure_dir
 from daemon.protocol.models import Skill
+from daemon.task.setup.nofollow import Owner, ensure_dir_under, write_under
 from daemon.task.setup.skills import skill_slug, write_skill_tree
 
 log = logging.getLogger(__name__)
@@ -47,55 +47,59 @@ def user_codex_home(base_env: Mapping[str, str]) -> Path:
     return codex_home(base_env)
 
 
-def prepare_codex_home(env_root: Path, user_home: Path, skills: list[Skill]) -> Path:
-    """Make (or refresh) the task's Codex home from `user_home`; return its path."""
+def prepare_codex_home(
+    env_root: Path, user_home: Path, skills: list[Skill], owner: Owner | None = None
+) -> Path:
+    """Make (or refresh) the task's Codex home from `user_home`; return its path. With `owner`
+    (an agent user's uid and gid) the home and what is written in it are that user's."""
     home = env_root / HOME_DIR
     if home.is_symlink() or (home.exists() and not home.is_dir()):
         home.unlink()  # left by an agent: the home is never reached through a link
-    ensure_dir(home)
-    if user_home.is_dir():
+    ensure_dir_under(env_root, HOME_DIR, owner=owner)
+    if user_home.is_dir() and not (user_home / "sessions").exists():
         # Codex would make it on its first run; made now, so the first task's thread is there
-        # for the next task to resume.
-        ensure_dir(user_home / "sessions")
+        # for the next task to resume (not through a link: then the task keeps its own).
+        with contextlib.suppress(OSError):
+            ensure_dir_under(user_home, "sessions", owner=owner)
     for name in LINKED:
-        _link(home / name, user_home / name)
+        _link(home / name, user_home / name, owner)
     if not (home / "sessions").exists():
-        ensure_dir(home / "sessions")  # no user home at all: this task's own
+        ensure_dir_under(home, "sessions", owner=owner)  # no user home at all: its own
     for name in COPIED:
-        _copy(user_home / name, home / name)
-    _skills(home, user_home / SKILLS, skills)
+        _copy(user_home / name, home, name, owner)
+    _skills(home, user_home / SKILLS, skills, owner)
     return home
 
 
-def _link(at: Path, target: Path) -> None:
+def _link(at: Path, target: Path, owner: Owner | None) -> None:
     """`at` as a link to `target` when it exists; whatever stood at `at` is replaced."""
     _remove(at)
     if target.exists():
         at.symlink_to(target)
+        if owner is not None:
+            os.lchown(at, *owner)
 
 
-def _copy(source: Path, at: Path) -> None:
-    _remove(at)
+def _copy(source: Path, home: Path, name: str, owner: Owner | None) -> None:
+    _remove(home / name)
     try:
         with source.open("rb") as handle:
             data = handle.read(_COPY_LIMIT)
     except OSError:
         return  # the user has none
-    fd = os.open(at, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
+    write_under(home, name, data, owner=owner)
 
 
-def _skills(home: Path, user_skills: Path, skills: list[Skill]) -> None:
+def _skills(home: Path, user_skills: Path, skills: list[Skill], owner: Owner | None) -> None:
     """The user's skills as links, then the task's written over any clash."""
     _remove(home / SKILLS)
-    ensure_dir(home / SKILLS)
+    ensure_dir_under(home, SKILLS, owner=owner)
     taken = {skill_slug(s.name) for s in skills}
     with contextlib.suppress(OSError):
         for entry in sorted(user_skills.iterdir()):
             if entry.is_dir() and entry.name not in taken and not entry.name.startswith("."):
-                (home / SKILLS / entry.name).symlink_to(entry)
-    write_skill_tree(home, SKILLS, skills)
+                _link(home / SKILLS / entry.name, entry, owner)
+    write_skill_tree(home, SKILLS, skills, owner)
 
 
 def _remove(path: Path) -> None:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from daemon.protocol.models import Skill
-from daemon.task.setup.nofollow import UnsafePathError, relative_parts, write_under
+from daemon.task.setup.nofollow import Owner, UnsafePathError, relative_parts, write_under
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,16 @@ def skill_text(skill: Skill, slug: str) -> str:
     return head + "---\n\n" + skill.content
 
 
-def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path]:
+def write_skills(
+    work_dir: Path, backend: str, skills: list[Skill], owner: Owner | None = None
+) -> list[Path]:
     """Write every skill under the backend's skills directory; return the `SKILL.md` paths."""
-    return write_skill_tree(work_dir, skills_dir(backend), skills)
+    return write_skill_tree(work_dir, skills_dir(backend), skills, owner)
 
 
-def write_skill_tree(root: Path, base: str, skills: list[Skill]) -> list[Path]:
+def write_skill_tree(
+    root: Path, base: str, skills: list[Skill], owner: Owner | None = None
+) -> list[Path]:
     """Write every skill as `root/base/<slug>/SKILL.md` plus its files; the `SKILL.md` paths."""
     written: list[Path] = []
     used: set[str] = set()
@@ -59,7 +63,7 @@ def write_skill_tree(root: Path, base: str, skills: list[Skill]) -> list[Path]:
             unique, n = f"{slug}-{n}", n + 1
         used.add(unique)
         text = skill_text(skill, unique)
-        written.append(write_under(root, f"{base}/{unique}/SKILL.md", text))
+        written.append(write_under(root, f"{base}/{unique}/SKILL.md", text, owner=owner))
         for item in skill.files:
             try:
                 parts = relative_parts(item.path)
@@ -68,5 +72,5 @@ def write_skill_tree(root: Path, base: str, skills: list[Skill]) -> list[Path]:
                 continue
             if parts == ("SKILL.md",):
                 continue  # the content above is the skill; a copy in its files must not win
-            write_under(root, "/".join((base, unique, *parts)), item.content)
+            write_under(root, "/".join((base, unique, *parts)), item.content, owner=owner)
     return written

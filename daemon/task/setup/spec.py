@@ -9,6 +9,7 @@ from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
 from backends.process import ProcessRegistry
+from backends.process.identity import AgentUser
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
@@ -33,13 +34,19 @@ EXIT_WAIT = 5.0
 
 
 def prepare(
-    root: Path, task: Task, backend: str, hold: Callable[[Path], bool] = unguarded
+    root: Path,
+    task: Task,
+    backend: str,
+    user: AgentUser | None = None,
+    hold: Callable[[Path], bool] = unguarded,
 ) -> tuple[TaskDirs, Path | None]:
-    """The task's directories with their markers, its skills, and its MCP file (if any)."""
-    dirs = prepare_dirs(root, task, hold)
+    """The task's directories with their markers, its skills, and its MCP file (if any); all
+    the agent user's when there is one."""
+    owner = user.owner if user else None
+    dirs = prepare_dirs(root, task, owner, hold)
     if backend != CODEX:  # Codex reads skills from its own home (agent_spec)
-        write_skills(dirs.work_dir, backend, task.agent.skills)
-    return dirs, write_mcp_config(dirs, task)
+        write_skills(dirs.work_dir, backend, task.agent.skills, owner)
+    return dirs, write_mcp_config(dirs, task, owner)
 
 
 def agent_spec(
@@ -56,7 +63,8 @@ def agent_spec(
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice: the
     one place a task's `RunSpec` is made."""
-    write_brief(dirs.work_dir, backend, task)
+    user = settings.agent_identity
+    write_brief(dirs.work_dir, backend, task, user.owner if user else None)
     where = TaskPlace(
         server_url=reach.server_url,
         work_dir=dirs.work_dir,
@@ -69,9 +77,13 @@ def agent_spec(
         require_task_token=True,
     )
     env = agent_env(reach.base_env, task, where)
+    if user is not None:
+        env = user.environ(env)
     if backend == CODEX:
-        user_home = user_codex_home(reach.base_env)
-        env["CODEX_HOME"] = str(prepare_codex_home(dirs.env_root, user_home, task.agent.skills))
+        # The Codex home the agent would have used: its user's, as its environment names it.
+        owner = user.owner if user else None
+        home = prepare_codex_home(dirs.env_root, user_codex_home(env), task.agent.skills, owner)
+        env["CODEX_HOME"] = str(home)
     blocked = blocked_custom_keys(task.agent.custom_env)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
@@ -97,4 +109,5 @@ def agent_spec(
         observer=observer,
         mcp_config=mcp_config,
         processes=processes,
+        user=user,
     )

@@ -114,3 +114,21 @@ async def test_codex_runs_with_its_own_home_and_the_tasks_skills(tmp_path: Path)
     assert seen["config.toml"] == 'model = "gpt-test"\n'
     assert seen["skills/mine"] == f"link -> {user / 'skills' / 'mine'}"
     assert not (Path(task.work_dir) / ".agent_context" / "skills").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing files to another user needs root")
+def test_an_agent_users_home_is_theirs(tmp_path: Path) -> None:
+    """With an agent user, the home, its copies and the task's skills are that user's."""
+    user = _user_home(tmp_path)
+    env_root = tmp_path / "task"
+    env_root.mkdir()
+    owner = (65534, 65534)
+    home = prepare_codex_home(env_root, user, [Skill(name="Deploy", content="x")], owner)
+    for path in (
+        home,
+        home / "config.toml",
+        home / "skills",
+        home / "skills" / "deploy" / "SKILL.md",
+    ):
+        info = path.lstat()
+        assert (info.st_uid, info.st_gid) == owner, path

@@ -8,6 +8,7 @@ import threading
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -132,8 +133,14 @@ async def test_embedded_server_tasks_go_after_the_ttl(tmp_path: Path) -> None:
         assert not env_root.exists() and busy.exists()
         assert later.disk is not None and later.disk.task_dirs == 1
         await d.worker.gc.round()  # the daemon's own loop: what status and metrics show
+        doc: dict[str, Any] = {}
         async with httpx.AsyncClient(base_url=d.health_url) as probe:
-            doc = (await probe.get("/health")).json()
+            # The health port publishes what its loop's last tick saw.
+            async def measured() -> bool:
+                doc.update((await probe.get("/health")).json())
+                return doc.get("disk") is not None
+
+            await eventually(measured)
         await d.cancel(running)
     assert doc["disk"]["task_dirs"] == 1 and doc["disk"]["task_bytes"] > 0
     assert "disk       1 task dirs" in render(doc)
