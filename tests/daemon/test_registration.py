@@ -15,7 +15,7 @@ from daemon.config import Settings
 from daemon.discovery import available
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.registration import FAILURE_BACKOFF, Registration
-from tests.clock import FakeClock
+from daemon.testing import FakeClock
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import daemon_env
 
