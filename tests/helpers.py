@@ -24,7 +24,6 @@ import pytest
 
 import daemon
 from backends.base import Backend
-from backends.process import TRACKING_ENV, tagged
 from daemon.config import Settings
 from daemon.discovery import available
 from daemon.ops.health import HealthServer
@@ -232,11 +231,6 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
         tg.cancel_scope.cancel()
 
 
-def python_agent(code: str) -> list[str]:
-    """Argv of a `command` agent written as inline Python (a real child process)."""
-    return [sys.executable, "-c", code]
-
-
 @asynccontextmanager
 async def daemon_process(
     env: Mapping[str, str], *args: str, log: Path | None = None, python: Sequence[str] = ()
@@ -284,11 +278,6 @@ def incidents(d: RunningDaemon, task_id: str | None = None) -> list[dict[str, An
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return [r for r in rows if task_id is None or r["task_id"] == task_id]
-
-
-def survivors(task_id: str) -> list[int]:
-    """Pids of live processes still carrying the task's tracking tag."""
-    return [p.pid for p in tagged(TRACKING_ENV, task_id)]
 
 
 @asynccontextmanager

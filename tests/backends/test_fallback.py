@@ -13,7 +13,8 @@ import pytest
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.fallback import Launch, resume_or_fresh
 from backends.process import ProcessSpec, identify
-from tests.backends.support import SLEEPER, python, survivors
+from daemon.testing import python, survivors
+from tests.backends.support import SLEEPER
 
 pytestmark = [
     pytest.mark.anyio,

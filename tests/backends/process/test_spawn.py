@@ -28,15 +28,8 @@ from backends.process import (
     run_process,
     tagged,
 )
-from tests.backends.support import (
-    TREE_CHILD,
-    LinesParser,
-    RecordingObserver,
-    identities,
-    python,
-    survivors,
-    tree_pids,
-)
+from daemon.testing import python, survivors
+from tests.backends.support import TREE_CHILD, LinesParser, RecordingObserver, identities, tree_pids
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
