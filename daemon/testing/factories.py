@@ -1,7 +1,7 @@
 """The task core's objects built for a test, with test-friendly defaults.
 
-Tests construct `TaskRun`, `Attempts`, `Reporter`, `Transcript` and `Worker` only through these
-functions, so a change to a constructor is made here once, not in every test.
+Tests construct `Services`, `TaskRun`, `Retries`, `Reporter`, `Transcript` and `Worker` only
+through these functions, so a change to a constructor is made here once, not in every test.
 """
 
 from __future__ import annotations
@@ -14,23 +14,24 @@ from typing import cast
 
 from backends.base import Backend, RunSpec
 from daemon.config import Settings
-from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
 from daemon.protocol.retry import RetryPolicy
+from daemon.services import AgentReach, Services
 from daemon.shutdown import ShutdownBudget
+from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
 from daemon.task.activity import Activity
-from daemon.task.attempts import Attempts
-from daemon.task.incidents import IncidentLog, TaskIncidents
+from daemon.task.incidents import TaskIncidents
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.reporter import Reporter
+from daemon.task.retries import Retries
 from daemon.task.run import TaskRun
 from daemon.task.transcript import Transcript
 from daemon.testing.server import FakeTaskServer
-from daemon.worker import Worker
+from daemon.worker.worker import Worker
 
 SERVER_URL = "http://fake-server.test"
 """The server URL the settings name; nothing listens there: the fake answers in memory."""
@@ -92,36 +93,50 @@ def run_spec(task: Task, work_dir: Path, settings: Settings) -> RunSpec:
     )
 
 
+def services(
+    settings: Settings,
+    server: FakeTaskServer,
+    *,
+    metrics: Metrics | None = None,
+    budget: ShutdownBudget | None = None,
+    retry: RetryPolicy | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> Services:
+    """What the task runs share, on `server`, with the outbox and incidents in the state
+    directory; agent records are not kept."""
+    metrics = metrics or Metrics()
+    return Services(
+        client=server,
+        settings=settings,
+        metrics=metrics,
+        outbox=Outbox(settings.state_dir / "outbox", metrics),
+        incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
+        budget=budget or ShutdownBudget(),
+        idle_retry=retry or idle_retry_policy(settings.idle_retries),
+        reach=AgentReach(SERVER_URL, AGENT_ENV),
+        clock=clock,
+    )
+
+
 def transcript(server: FakeTaskServer, task_id: str, metrics: Metrics | None = None) -> Transcript:
     """A task's transcript sent to `server`."""
     return Transcript(server, task_id, metrics or Metrics())
 
 
-def attempts(
+def retries(
     backend: Backend,
     settings: Settings,
     task_id: str,
     *,
     transcript: Transcript,
     retry: RetryPolicy | None = None,
-    clock: Callable[[], float] = time.monotonic,
-) -> Attempts:
-    """The attempts of one task (its incidents in the state directory)."""
-    activity = Activity(clock)
-    metrics = Metrics()
-    log = IncidentLog(settings.state_dir / "timeouts.jsonl")
-    incidents = TaskIncidents(log, task_id, backend.name, activity, metrics.watchdog_fires)
-    return Attempts(
-        backend,
-        task_label=short_id(task_id),
-        activity=activity,
-        transcript=transcript,
-        metrics=metrics,
-        agents=None,
-        settings=settings,
-        retry=retry or idle_retry_policy(settings.idle_retries),
-        incidents=incidents,
-    )
+) -> Retries:
+    """The attempts and retries of one task (its incidents in the state directory)."""
+    shared = services(settings, FakeTaskServer(), retry=retry)
+    activity = Activity(shared.clock)
+    fires = shared.metrics.watchdog_fires
+    incidents = TaskIncidents(shared.incidents, task_id, backend.name, activity, fires)
+    return Retries(backend, shared, activity, transcript, incidents)
 
 
 def reporter(
@@ -133,9 +148,7 @@ def reporter(
     budget: ShutdownBudget | None = None,
 ) -> Reporter:
     """The reporter of one task to `server`, its outbox in the state directory."""
-    metrics = metrics or Metrics()
-    outbox = Outbox(settings.state_dir / "outbox", metrics)
-    return Reporter(task_id, "scripted", server, outbox, metrics, budget or ShutdownBudget())
+    return Reporter(task_id, "scripted", services(settings, server, metrics=metrics, budget=budget))
 
 
 def task_run(
@@ -148,24 +161,11 @@ def task_run(
     budget: ShutdownBudget | None = None,
     retry: RetryPolicy | None = None,
     clock: Callable[[], float] = time.monotonic,
+    slot: int = 0,
 ) -> TaskRun:
-    """One task's run against `server`, as the worker would start it in slot 0."""
-    metrics = metrics or Metrics()
-    return TaskRun(
-        task,
-        backend,
-        client=server,
-        settings=settings,
-        metrics=metrics,
-        outbox=Outbox(settings.state_dir / "outbox", metrics),
-        incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
-        budget=budget or ShutdownBudget(),
-        agents=None,
-        server_url=SERVER_URL,
-        base_env=AGENT_ENV,
-        retry=retry or idle_retry_policy(settings.idle_retries),
-        clock=clock,
-    )
+    """One task's run against `server`, as the worker would start it in `slot`."""
+    shared = services(settings, server, metrics=metrics, budget=budget, retry=retry, clock=clock)
+    return TaskRun(task, backend, slot, shared)
 
 
 def worker(
@@ -182,9 +182,8 @@ def worker(
         # The worker's client type is the real client; the fake answers every call it makes.
         cast(ServerClient, server),
         backends,
-        server_url=SERVER_URL,
+        reach=AgentReach(SERVER_URL, AGENT_ENV),
         metrics=metrics,
         circuit=CircuitBreaker(metrics=metrics),
-        base_env=AGENT_ENV,
         budget=ShutdownBudget(),
     )

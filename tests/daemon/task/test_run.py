@@ -115,7 +115,7 @@ async def test_a_retry_after_the_watchdog_resumes_the_session(tmp_path: Path) ->
     # The resumed scripted agent echoes its prompt under the session it resumed.
     [report] = server.reports[job.id]
     assert (report.kind, report.output, report.session_id) == ("complete", RESUME_PROMPT, "s-7")
-    assert run.retry == 1 and outcome.status.value == "completed"
+    assert run.snapshot().retry == 1 and outcome.status.value == "completed"
 
 
 async def test_the_wall_clock_cap_times_the_task_out(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from daemon.errors import TransientServerError
 from daemon.ops.metrics import Metrics
 from daemon.protocol.limits import BATCH_BYTES, CONTENT_CAP
 from daemon.shutdown import ShutdownBudget
-from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript
+from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript, TranscriptLimits
 from daemon.testing import FakeTaskServer
 
 pytestmark = pytest.mark.anyio
@@ -26,9 +26,13 @@ def text(content: str) -> Message:
 
 
 def transcript(
-    server: FakeTaskServer, metrics: Metrics | None = None, **options: Any
+    server: FakeTaskServer,
+    metrics: Metrics | None = None,
+    budget: ShutdownBudget | None = None,
+    **limits: Any,
 ) -> Transcript:
-    return Transcript(server, TASK, metrics or Metrics(), **options)
+    limited = TranscriptLimits(**limits)
+    return Transcript(server, TASK, metrics or Metrics(), budget=budget, limits=limited)
 
 
 def dropped(metrics: Metrics, reason: str) -> float | None:

@@ -13,7 +13,7 @@ from backends.scripted import Script, ScriptedBackend
 from daemon.config import Settings
 from daemon.protocol.models import Task
 from daemon.testing import FakeTaskServer, settings_in, task, worker
-from daemon.worker import Worker
+from daemon.worker.worker import Worker
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.anyio
@@ -44,10 +44,10 @@ async def test_the_worker_claims_no_more_than_its_free_slots(tmp_path: Path) -> 
     server.queue(task(HANG), task(HANG), task(HANG))
     settings = settings_in(tmp_path, MULTICA_DAEMON_MAX_CONCURRENT_TASKS="2")
     async with serving(server, settings) as w:
-        await eventually(lambda: len(w.runners) == 2)
+        await eventually(lambda: len(w.runs) == 2)
         await anyio.sleep(0.3)  # three poll intervals: no slot frees, so nothing more is claimed
         assert server.claims[0] == 2 and server.waiting == 1
-        assert len(w.runners) == 2
+        assert len(w.runs) == 2
         w.stop_now()
 
 
@@ -69,7 +69,7 @@ async def test_each_running_task_holds_the_lowest_free_slot(tmp_path: Path) -> N
     server.queue(task(HANG), task(HANG))
     async with serving(server, settings_in(tmp_path)) as w:
         await eventually(lambda: len(server.transcripts) == 2)  # both agents run
-        assert sorted(r.slot for r in w.runners.values()) == [0, 1]
+        assert sorted(r.slot for r in w.runs.values()) == [0, 1]
         w.stop_now()
 
 
@@ -115,7 +115,7 @@ async def test_a_task_claimed_again_while_it_runs_starts_a_second_run(tmp_path: 
     server.queue(job, job)
     async with serving(server, settings_in(tmp_path)) as w:
         await eventually(lambda: server.count("start_task", job.id) == 2)
-        assert list(w.runners) == [job.id]
+        assert list(w.runs) == [job.id]
         w.stop_now()
     # The run the worker tracks reports the shutdown; the other ends too (on the status it
     # polls, or when the stop's sweep of the task's processes reaches its agent as well).
