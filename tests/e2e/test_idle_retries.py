@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from daemon.task.recovery import RESUME_PROMPT, RETRY_BACKOFF
-from tests.daemon.timeout_support import command_agent, fires, incidents, say, task_processes
+from tests.e2e.timeout_support import command_agent, fires, incidents, say, task_processes
 from tests.helpers import RunningDaemon, eventually, serving_daemon
 
 pytestmark = pytest.mark.anyio

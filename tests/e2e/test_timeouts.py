@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.timeout_support import command_agent, fires, incidents, say, task_processes
+from tests.e2e.timeout_support import command_agent, fires, incidents, say, task_processes
 from tests.helpers import RunningDaemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
