@@ -37,6 +37,7 @@ from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
+from daemon.testing import fast_env
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,23 +81,7 @@ def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncCl
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
     """A daemon environment with fast test-friendly defaults, rooted in `home`."""
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "MULTICA_SERVER_URL": server_url,
-        "MULTICA_DAEMON_TOKEN": TOKEN,
-        "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
-        "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
-        "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
-        "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "1s",
-        "MULTICA_DAEMON_STATUS_POLL_INTERVAL": "200ms",
-        "MULTICA_DAEMON_SHUTDOWN_GRACE": "5s",
-        "MULTICA_DAEMON_HEALTH_ADDR": "127.0.0.1:0",
-        "MULTICA_AGENT_KILL_GRACE": "1s",
-        "MULTICA_SCRIPTED_BACKEND": "1",
-        "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
-        "MULTICA_CODEX_PATH": str(home / "no-codex"),
-    }
+    env = {"PATH": os.environ.get("PATH", ""), **fast_env(home, server_url, TOKEN)}
     env.update(overrides)
     return env
 

@@ -12,6 +12,7 @@ from daemon.testing.clock import FakeClock, RecordingSleep
 from daemon.testing.factories import (
     AGENT_ENV,
     SERVER_URL,
+    fast_env,
     reporter,
     retries,
     run_spec,
@@ -33,6 +34,7 @@ __all__ = [
     "FakeClock",
     "FakeTaskServer",
     "RecordingSleep",
+    "fast_env",
     "python",
     "reporter",
     "retries",

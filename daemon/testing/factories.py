@@ -35,37 +35,36 @@ from daemon.worker.worker import Worker
 
 SERVER_URL = "http://fake-server.test"
 """The server URL the settings name; nothing listens there: the fake answers in memory."""
-TEST_ENV = {
-    "MULTICA_SERVER_URL": SERVER_URL,
-    "MULTICA_DAEMON_TOKEN": "test-token",
-    "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
-    "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "1s",
-    "MULTICA_DAEMON_STATUS_POLL_INTERVAL": "200ms",
-    "MULTICA_DAEMON_SHUTDOWN_GRACE": "5s",
-    "MULTICA_DAEMON_HEALTH_ADDR": "127.0.0.1:0",
-    "MULTICA_AGENT_KILL_GRACE": "1s",
-    "MULTICA_AGENT_EXIT_GRACE": "1s",
-    "MULTICA_SCRIPTED_BACKEND": "1",
-}
-"""Fast windows for tests; each test overrides what it is about."""
 AGENT_ENV = {"LC_ALL": "C.UTF-8"}
 """The environment an agent gets in a test: nothing of the test process's own."""
 
 _ids = itertools.count(1)
 
 
-def settings_in(home: Path, **env: str) -> Settings:
-    """Settings rooted in `home` (state, workspaces, `~/.multica`), `TEST_ENV` plus `env`."""
-    values = {
+def fast_env(home: Path, server_url: str = SERVER_URL, token: str = "test-token") -> dict[str, str]:
+    """A daemon environment rooted in `home` with fast windows; each test overrides what it is
+    about (the caller adds PATH when agents need it)."""
+    return {
         "HOME": str(home),
+        "MULTICA_SERVER_URL": server_url,
+        "MULTICA_DAEMON_TOKEN": token,
         "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
         "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
+        "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
+        "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "1s",
+        "MULTICA_DAEMON_STATUS_POLL_INTERVAL": "200ms",
+        "MULTICA_DAEMON_SHUTDOWN_GRACE": "5s",
+        "MULTICA_DAEMON_HEALTH_ADDR": "127.0.0.1:0",
+        "MULTICA_AGENT_KILL_GRACE": "1s",
+        "MULTICA_SCRIPTED_BACKEND": "1",
         "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
         "MULTICA_CODEX_PATH": str(home / "no-codex"),
-        **TEST_ENV,
-        **env,
     }
-    return Settings.from_env(values)
+
+
+def settings_in(home: Path, **env: str) -> Settings:
+    """Settings from `fast_env(home)` plus `env`."""
+    return Settings.from_env({**fast_env(home), **env})
 
 
 def task(prompt: str = "", **fields: object) -> Task:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -9,10 +10,23 @@ import pytest
 
 from backends.scripted import Script, ScriptedBackend
 from daemon.errors import PermanentServerError, TransientServerError
+from daemon.protocol.models import Task
 from daemon.task.recovery import RESUME_PROMPT
 from daemon.testing import FakeTaskServer, settings_in, task, task_run
 
 pytestmark = pytest.mark.anyio
+
+
+async def run_until_the_agent_speaks(
+    home: Path, server: FakeTaskServer, job: Task, then: Callable[[], None]
+) -> None:
+    """Run the task to its end; once its agent's transcript flows, `then` acts on the server."""
+    run = task_run(job, ScriptedBackend(), server=server, settings=settings_in(home))
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run.run)
+            await server.sending.wait()
+            then()
 
 
 async def test_a_completed_run_reports_complete_once_with_its_transcript(tmp_path: Path) -> None:
@@ -44,12 +58,9 @@ async def test_a_cancel_on_the_server_stops_the_run_and_acknowledges_it(tmp_path
     """The status poll sees the task cancelled: the agent is stopped, the cancel acknowledged."""
     server = FakeTaskServer()
     job = task(Script().text("started").hang().dumps())
-    run = task_run(job, ScriptedBackend(), server=server, settings=settings_in(tmp_path))
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run.run)
-            await server.sending.wait()  # the agent runs: its transcript flows
-            server.set_status(job.id, "cancelled")
+    await run_until_the_agent_speaks(
+        tmp_path, server, job, then=lambda: server.set_status(job.id, "cancelled")
+    )
     assert [r.kind for r in server.reports[job.id]] == ["cancel_ack"]
     assert server.count("task_status", job.id) >= 1
 
@@ -147,10 +158,5 @@ async def test_a_task_forgotten_mid_run_stops_without_a_report(tmp_path: Path) -
     """The status poll hears the task is gone: the agent is stopped and nothing is reported."""
     server = FakeTaskServer()
     job = task(Script().text("started").hang().dumps())
-    run = task_run(job, ScriptedBackend(), server=server, settings=settings_in(tmp_path))
-    with anyio.fail_after(20):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run.run)
-            await server.sending.wait()  # the agent runs: its transcript flows
-            server.forget(job.id)
+    await run_until_the_agent_speaks(tmp_path, server, job, then=lambda: server.forget(job.id))
     assert server.reports == {}
