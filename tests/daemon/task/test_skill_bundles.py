@@ -5,9 +5,13 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from daemon.protocol.models import Agent, Skill, SkillRef
+import pytest
+
+from daemon.protocol.models import Agent, Skill, SkillRef, Task
+from daemon.task.setup.skill_bundles import SkillBundleError, resolve_skills
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.task.setup.skill_manifest import manifest, matches, self_ref
+from daemon.testing import FakeTaskServer
 
 
 def test_the_manifest_hash_is_multicas() -> None:
@@ -67,3 +71,23 @@ def test_a_bundle_with_a_path_out_of_its_skill_never_matches() -> None:
         skill = Skill(id="sk", source="workspace", name="S", files=[{"path": path, "content": "x"}])  # type: ignore[list-item]
         bundle = skill.model_copy(update={"hash": manifest(skill)[0]})
         assert not matches(self_ref(bundle), bundle), path
+
+
+@pytest.mark.anyio
+async def test_resolving_asks_once_per_missing_skill_and_fails_on_a_missing_one(
+    tmp_path: Path,
+) -> None:
+    """A cached bundle is not asked for again; a skill the server cannot serve fails."""
+    server = FakeTaskServer()
+    bundle = _bundle("kept")
+    server.bundles[("workspace", "sk")] = bundle
+    ref = self_ref(bundle).model_copy(update={"name": "S"})
+    task = Task(id="t-1", workspace_id="ws", agent=Agent(skill_refs=[ref]))
+    cache = SkillBundleCache(tmp_path / "cache")
+    first = await resolve_skills(server, task, cache)
+    again = await resolve_skills(server, task, cache)
+    assert first.agent.skills == again.agent.skills == [bundle]
+    assert server.count("resolve_skill_bundle") == 1
+    gone = Task(id="t-2", agent=Agent(skill_refs=[SkillRef(id="other", source="workspace")]))
+    with pytest.raises(SkillBundleError, match="skill .other. .0 bytes. is unavailable: .*skill not found"):
+        await resolve_skills(server, gone, None)
