@@ -89,5 +89,5 @@ async def test_resolving_asks_once_per_missing_skill_and_fails_on_a_missing_one(
     assert first.agent.skills == again.agent.skills == [bundle]
     assert server.count("resolve_skill_bundle") == 1
     gone = Task(id="t-2", agent=Agent(skill_refs=[SkillRef(id="other", source="workspace")]))
-    with pytest.raises(SkillBundleError, match="skill .other. .0 bytes. is unavailable: .*skill not found"):
+    with pytest.raises(SkillBundleError, match=r"'other' \(0 bytes\) is unavailable: .*not found"):
         await resolve_skills(server, gone, None)
