@@ -3,7 +3,10 @@
     DaemonError
     ├── ConfigError              fatal: bad environment; the CLI prints one line and exits 2
     ├── AlreadyRunningError      fatal: another daemon holds the state dir or health port; exit 1
-    ├── TaskTokenError           the claimed task has no task-scoped token: that task fails
+    ├── MalformedInputError      (also a ValueError) JSON or a file from outside that is not
+    │                            what it claims: not JSON, too large, nested too deep
+    ├── TaskInputError           a claimed task carries what no agent may be given: that task fails
+    │   └── TaskTokenError           the claimed task has no task-scoped token
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
         │   └── UnconfirmedError         a transcript batch may have been stored, its answer lost
@@ -30,7 +33,17 @@ class AlreadyRunningError(DaemonError):
     """Another daemon already holds the state directory or the health address."""
 
 
-class TaskTokenError(DaemonError):
+class MalformedInputError(DaemonError, ValueError):
+    """Input from outside the daemon (a server answer, a control frame, a file another process
+    could have written) is not JSON, larger than its cap or nested deeper than its limit."""
+
+
+class TaskInputError(DaemonError):
+    """A claimed task asks for something no agent may be given (a bad `custom_env` name):
+    the task fails as invalid input, nothing starts."""
+
+
+class TaskTokenError(TaskInputError):
     """A task's token is not task-scoped (`mat_`): its agent must not start with it."""
 
 

@@ -31,8 +31,13 @@ log = logging.getLogger(__name__)
 def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
     """The task's directories with their markers, its skills, and its MCP file (if any)."""
     dirs = prepare_dirs(root, task)
-    write_skills(dirs.work_dir, backend, task.agent.skills)
-    return dirs, write_mcp_config(dirs, task)
+    try:
+        write_skills(dirs.work_dir, backend, task.agent.skills)
+        return dirs, write_mcp_config(dirs, task)
+    except BaseException:
+        # The run never learns of `dirs`, so it cannot remove the temp dir: that is done here.
+        remove_tree(dirs.temp_dir)
+        raise
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from typing import Any
 from backends.base import RunObserver, RunSpec
 from daemon.config import Settings
 from daemon.files import ensure_dir, path_part
+from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.agent_env import make_temp_dir
 from daemon.task.files import read_under, write_under
@@ -31,6 +32,8 @@ TASK_MARKER = ".multica/daemon_task_context.json"
 MANAGED_ENV = "multica-daemon-managed-env"
 MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
+MARKER_LIMIT = 64 * 1024
+"""Bytes of a marker read back: the daemon writes a few hundred; anything else is not ours."""
 EXIT_WAIT = 5.0
 """Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
@@ -60,7 +63,6 @@ def prepare_dirs(root: Path, task: Task) -> TaskDirs:
         work = env_root / "workdir"
     ensure_dir(work)
     config_root = ensure_dir(env_root / "multica-config")
-    temp = make_temp_dir(env_root)
     scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
     scope = {k: v for k, v in scope.items() if v}
     marker = {"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}
@@ -70,6 +72,8 @@ def prepare_dirs(root: Path, task: Task) -> TaskDirs:
         # same file only for them), so only such a directory is ever reused.
         env = {**marker, "managed_by": MANAGED_ENV, "workspace_id": task.workspace_id}
         write_under(env_root, ENV_MARKER, json.dumps(env))
+    # Last: a failure above (a full disk) must not leave a `multica-task-*` directory behind.
+    temp = make_temp_dir(env_root)
     return TaskDirs(env_root, work, config_root, temp, reused=prior is not None)
 
 
@@ -92,8 +96,8 @@ def reusable_work_dir(root: Path, task: Task) -> Path | None:
         return None
     if not work.is_dir():
         return None
-    env = _json(read_under(work.parent, ENV_MARKER))
-    marker = _json(read_under(work, TASK_MARKER))
+    env = _json(read_under(work.parent, ENV_MARKER, MARKER_LIMIT))
+    marker = _json(read_under(work, TASK_MARKER, MARKER_LIMIT))
     if env.get("managed_by") != MANAGED_ENV or marker.get("managed_by") != MANAGED_TASK:
         return None
     if env.get("workspace_id") != task.workspace_id:
@@ -108,7 +112,7 @@ def reusable_work_dir(root: Path, task: Task) -> Path | None:
 
 def _json(text: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(text) if text else None
+        value = jsonin.loads(text, limit=MARKER_LIMIT, what="a marker") if text else None
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
