@@ -65,8 +65,9 @@ def daemon_id(home: Path, pinned: str = "", profile: str = "", legacy: Path | No
 
 def _read_uuid(path: Path) -> str:
     try:
+        data = read_regular(path, ID_LIMIT)
         _check_owned(path)
-        text = read_regular(path, ID_LIMIT).decode("utf-8", "replace").strip()
+        text = data.decode("utf-8", "replace").strip()
     except FileNotFoundError:
         return ""
     except OSError as exc:
@@ -112,8 +113,9 @@ def read_config(home: Path, profile: str = "") -> MulticaConfig:
     """The CLI's `config.json` for `profile` (default profile when empty); empty if absent."""
     path = profile_dir(home, profile) / CONFIG_FILE
     try:
+        data = read_regular(path, CONFIG_LIMIT)
         _check_owned(path)
-        raw = jsonin.loads(read_regular(path, CONFIG_LIMIT), limit=CONFIG_LIMIT, what="the file")
+        raw = jsonin.loads(data, limit=CONFIG_LIMIT, what="the file")
     except FileNotFoundError:
         return MulticaConfig()
     except (OSError, ValueError) as exc:
