@@ -3,6 +3,7 @@ that one call or round, and the daemon goes on claiming and running tasks."""
 
 from __future__ import annotations
 
+import json
 import sys
 import zlib
 from pathlib import Path
@@ -28,6 +29,26 @@ open({ran!r}, "a").write("ran\\n")
 time.sleep(1)
 print(json.dumps({{"type": "result", "output": "done"}}))
 """
+
+
+# A `command` agent that answers with the environment it was given.
+ENV_AGENT = """
+import json, os, sys
+sys.stdin.read()
+print(json.dumps({"type": "result", "output": json.dumps(dict(os.environ))}))
+"""
+HOOKS = {
+    "LD_PRELOAD": "/tmp/evil.so",
+    "LD_AUDIT": "/tmp/evil.so",
+    "PYTHONPATH": "/tmp/evil",
+    "PYTHONSTARTUP": "/tmp/evil.py",
+    "BASH_ENV": "/tmp/evil.sh",
+    "NODE_OPTIONS": "--require /tmp/evil.js",
+    "PERL5OPT": "-Mevil",
+    "IS_SANDBOX": "1",
+    "NOTIFY_SOCKET": "/run/systemd/notify",
+    "AGENT_DAEMON_TASK_ID": "someone-else",
+}
 
 
 def _slow_agent(tmp_path: Path) -> dict[str, str]:
@@ -131,3 +152,25 @@ async def test_thousands_of_pending_actions_never_starve_claims(tmp_path: Path) 
             task_id = fake.queue_issue()
             await _completes(fake, task_id, within=10)
             assert fake.most_actions_in_flight <= runtime_actions.AT_ONCE
+
+
+async def test_custom_env_cannot_hook_the_agent_and_a_bad_name_is_invalid_input(
+    tmp_path: Path,
+) -> None:
+    """Loader and interpreter hooks, IS_SANDBOX, the notify socket and the daemon's own names
+    in `custom_env` never reach the agent; a name with `=` fails its task as invalid input
+    (said so, not "internal error") and nothing starts."""
+    agent = tmp_path / "env_agent.py"
+    agent.write_text(ENV_AGENT)
+    command = {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(agent)}
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, **command):
+        custom = {**HOOKS, "KEPT": "yes"}
+        hooked = fake.queue_issue(provider="command", agent={"custom_env": custom})
+        await _completes(fake, hooked)
+        bad = fake.queue_issue(provider="command", agent={"custom_env": {"A=B": "1"}})
+        await eventually(lambda: fake.tasks[bad].status == "failed")
+    env = json.loads(fake.tasks[hooked].output)
+    assert env["KEPT"] == "yes"
+    assert sorted(set(HOOKS) & set(env)) == ["AGENT_DAEMON_TASK_ID"]
+    assert env["AGENT_DAEMON_TASK_ID"] != "someone-else"
+    assert fake.tasks[bad].error.startswith("invalid input: custom_env name 'A=B'")

@@ -167,9 +167,9 @@ def test_a_daemon_id_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Pat
     (which never ends) stops start-up with a line naming it."""
     _id_file(tmp_path).parent.mkdir(parents=True, mode=0o700)
     os.mkfifo(_id_file(tmp_path))
-    with pytest.raises(ConfigError, match="daemon.id.*not a regular file"):
+    with pytest.raises(ConfigError, match=r"daemon id file .*daemon\.id: .*not a regular file"):
         daemon_id(tmp_path)
     _id_file(tmp_path).unlink()
     _id_file(tmp_path).symlink_to("/dev/zero")
-    with pytest.raises(ConfigError, match="daemon.id.*not a regular file"):
+    with pytest.raises(ConfigError, match=r"daemon id file .*daemon\.id: .*not a regular file"):
         daemon_id(tmp_path)
