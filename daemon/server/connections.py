@@ -6,8 +6,9 @@ answering, and asyncio logged a traceback per failed accept). Here each connecti
 request head within `HEAD_TIMEOUT` (also between keep-alive requests), and at most
 `limit` are open: past it, the oldest connection still waiting for its head is closed to make
 room (a real client sends its head at once), and with none such the new one is refused. The
-limit sits below the open-file limit, which `raise_open_file_limit` lifts to the hard limit
-first, as servers do.
+limit sits well below the open-file limit, which `raise_open_file_limit` lifts to the hard
+limit first, as servers do, and asyncio accepts only a small batch at a time (the listen
+backlog), since what it accepts in one go reaches the guard only after.
 """
 
 from __future__ import annotations
@@ -46,8 +47,15 @@ def raise_open_file_limit() -> int:
 
 def connection_limit(open_files: int, wanted: int = MAX_CONNECTIONS) -> int:
     """Connections to hold at most with `open_files` descriptors: `wanted`, less when the
-    limit leaves too few for the rest of the daemon (never under 16)."""
-    return max(16, min(wanted, open_files - FD_RESERVE, open_files // 2))
+    limit leaves too few for the rest of the daemon and the connections accepted but not yet
+    counted (`accept_batch`); never under 16."""
+    return max(16, min(wanted, (open_files - FD_RESERVE) // 2))
+
+
+def accept_batch(limit: int) -> int:
+    """Connections asyncio accepts in one go (uvicorn's `backlog`): it accepts that many
+    before any of them reaches the guard, so a flood could pass the limit by a few batches."""
+    return max(8, min(128, limit // 4))
 
 
 class _Guard:

@@ -17,12 +17,19 @@ from daemon.addresses import join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
 from daemon.server.auth import TOKEN_FILE, ensure_token
-from daemon.server.connections import connection_limit, guarded_protocol, raise_open_file_limit
+from daemon.server.connections import (
+    accept_batch,
+    connection_limit,
+    guarded_protocol,
+    raise_open_file_limit,
+)
 from daemon.server.in_process import InProcess
 from daemon.server.store import Store
 
 log = logging.getLogger(__name__)
 
+LISTEN_BACKLOG = 128
+"""Connections the kernel queues before the server accepts them."""
 KEEP_ALIVE = 5
 """Seconds an idle keep-alive connection stays open after an answer."""
 SHUTDOWN_GRACE = 5.0
@@ -128,6 +135,7 @@ def _server(
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE) - 1,
         # Bounded connections with a deadline for each request head (connections.py).
         http=guarded_protocol(limit),
+        backlog=accept_batch(limit),
         timeout_keep_alive=KEEP_ALIVE,
     )
     return _Server(config)
@@ -153,6 +161,9 @@ async def _run(
         tg.start_soon(run_uvicorn)
         try:
             await server.listening.wait()
+            # asyncio set the kernel's queue to its small accept batch (connections.py): a
+            # queued connection holds no descriptor, so the queue itself may stay long.
+            sock.listen(LISTEN_BACKLOG)
             log.info("embedded server listening on %s", _address(sock))
             task_status.started(bound)
             await stopped.wait()
