@@ -16,9 +16,17 @@
         └── MalformedResponseError   2xx with a body that does not fit the protocol
 
 A `ServerError` ends one call, never the daemon: callers log it, count it and carry on.
+What nobody expected is held by a `RoundBoundary` around each round of a long-lived loop
+(listen, heartbeat, renewal, workspace sync, outbox, claim): it is logged and costs that round,
+never the task group the daemon runs in. Cancellation is not an `Exception` and passes.
 """
 
 from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+log = logging.getLogger(__name__)
 
 
 class DaemonError(Exception):
@@ -81,3 +89,33 @@ class RuntimeGoneError(PermanentServerError):
 
 class MalformedResponseError(ServerError):
     """The server answered 2xx with a body that does not match the protocol."""
+
+
+class RoundBoundary:
+    """`with boundary:` around one round; logs each distinct failure with its traceback once,
+    a repeat of the same failure as one line."""
+
+    def __init__(self, loop: str) -> None:
+        self.loop = loop
+        self.failures = 0
+        self._last = ""
+
+    def __enter__(self) -> RoundBoundary:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        self.failures += 1
+        seen = f"{type(exc).__name__}: {exc}"[:300]
+        if seen == self._last:
+            log.error("%s: round failed again (%s); next round as usual", self.loop, seen)
+        else:
+            self._last = seen
+            log.error("%s: round failed; next round as usual", self.loop, exc_info=exc)
+        return True

@@ -18,7 +18,7 @@ import anyio
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
-from daemon.boundary import RoundBoundary
+from daemon.errors import RoundBoundary
 from daemon.protocol import jsonin
 from daemon.wakeup import Wakeup
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.task.workspace import TASK_MARKER
+from daemon.task.setup.workspace import TASK_MARKER
 from tests.fakes.multica_server import multica_server
 from tests.helpers import eventually, running_daemon
 
@@ -34,7 +34,7 @@ async def test_a_fifo_marker_in_the_prior_work_dir_never_blocks_the_follow_up(
             second = fake.queue_issue("issue-9", agent=agent, prior_work_dir=str(prior))
             await eventually(lambda: fake.tasks[second].status == "completed", within=10)
             assert fake.tasks[second].work_dir != str(prior)
-            await eventually(lambda: d.worker.runners == {})
+            await eventually(lambda: d.worker.runs == {})
         finally:
             # A reader still blocked on the FIFO (the defect) is released, so the test ends.
             with contextlib.suppress(OSError):

@@ -1,0 +1,293 @@
+"""This daemon's runtimes on the server: registered per workspace, kept alive by heartbeats,
+re-registered (once, coalesced) when the server forgets one, re-synced every half hour."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import anyio
+from anyio.abc import TaskGroup
+
+import daemon
+from backends.base import Backend
+from daemon.config import Settings
+from daemon.errors import (
+    DaemonError,
+    PermanentServerError,
+    RoundBoundary,
+    RuntimeGoneError,
+    ServerError,
+)
+from daemon.protocol.client import ServerClient
+from daemon.protocol.models import RuntimeInfo, Task, Workspace
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_actions import PendingActions
+
+log = logging.getLogger(__name__)
+
+REGISTER_RETRY = RetryPolicy((1.0,), max_tries=0, max_wait=30.0, jitter=0.0)
+"""Registration is tried until the server answers: after 1 s, 2 s, 4 s, ... at most 30 s."""
+COALESCE_WINDOW = 30.0
+"""One re-register per workspace per 30 s, however many of its runtimes are reported gone."""
+FAILURE_BACKOFF = 60.0
+"""After a failed re-register, the workspace waits 60 s (the workspace sync retries too)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Runtime:
+    """A server-side runtime: one backend registered in one workspace."""
+
+    id: str
+    workspace_id: str
+    backend: Backend
+
+
+class Registration:
+    """Registers every backend in every workspace the token serves, and keeps it registered.
+
+    As Multica's daemon does: a workspace whose register fails is logged and skipped; a
+    runtime the server answers 404 for is dropped and its workspace registered again once
+    (coalesced per workspace); a workspace sync adds new workspaces, drops vanished ones and
+    retries workspaces left without runtimes.
+    """
+
+    def __init__(
+        self,
+        client: ServerClient,
+        settings: Settings,
+        backends: Mapping[str, tuple[Backend, str]],
+        daemon_id: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._client = client
+        self._settings = settings
+        self._backends = backends
+        self.daemon_id = daemon_id
+        self._clock = clock
+        self.by_workspace: dict[str, list[Runtime]] = {}
+        self.names: dict[str, str] = {}
+        self.actions = PendingActions(client)
+        self._changed = anyio.Event()
+        self._gone_inflight: set[str] = set()
+        self._next_attempt: dict[str, float] = {}
+        self._last_completed: dict[str, float] = {}
+
+    @property
+    def runtimes(self) -> list[Runtime]:
+        """Every runtime now registered, workspace by workspace."""
+        return [r for runtimes in self.by_workspace.values() for r in runtimes]
+
+    def runtime_ids(self) -> list[str]:
+        """The ids of every runtime now registered (what the control channel subscribes to)."""
+        return [r.id for r in self.runtimes]
+
+    @property
+    def workspaces(self) -> list[dict[str, str]]:
+        """The workspaces served (id and name), those without runtimes included."""
+        return [{"id": w, "name": self.names.get(w, "")} for w in self.by_workspace]
+
+    async def wait_changed(self) -> None:
+        """Return when the set of runtimes changes next."""
+        await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def register_when_reachable(self) -> None:
+        """Register, waiting out a server that is down; fatal only when nothing registered."""
+        failures = 0
+        while True:
+            try:
+                refused = await self.sync(recover=False)
+            except PermanentServerError as exc:
+                raise DaemonError(f"the server refused the daemon's registration: {exc}") from None
+            except ServerError as exc:
+                refused = exc
+            else:
+                if self.runtimes or refused is None:
+                    return
+                if isinstance(refused, PermanentServerError):
+                    raise DaemonError(f"the server refused the daemon's registration: {refused}")
+            failures += 1
+            delay = REGISTER_RETRY.delay(failures) or 0.0  # never None: no try limit
+            log.warning("server not reachable for registration (%s); again in %ss", refused, delay)
+            await REGISTER_RETRY.sleep(delay)
+
+    async def sync(self, *, recover: bool = True) -> ServerError | None:
+        """One workspace sync: register new workspaces and those without runtimes, drop
+        vanished ones. Returns the last register error (the workspace was skipped)."""
+        listed = await self._client.workspaces()
+        last_error: ServerError | None = None
+        changed = False
+        for workspace in listed:
+            self.names[workspace.id] = workspace.name
+            if self.by_workspace.get(workspace.id):
+                continue
+            try:
+                await self._register(workspace, recover=recover)
+                changed = True
+            except ServerError as exc:
+                self.by_workspace.setdefault(workspace.id, [])
+                log.error("workspace %s: register failed, skipped: %s", workspace.id, exc)
+                last_error = exc
+        listed_ids = {w.id for w in listed}
+        for gone in [w for w in self.by_workspace if w not in listed_ids]:
+            log.info("workspace %s: no longer served: dropping its runtimes", gone)
+            del self.by_workspace[gone]
+            self.names.pop(gone, None)
+            changed = True
+        if changed:
+            self._notify()
+        return last_error
+
+    async def _register(self, workspace: Workspace, *, recover: bool) -> list[Runtime]:
+        """Register every backend in one workspace; the answer replaces its runtimes."""
+        device = self._settings.device_name
+        infos = [
+            RuntimeInfo(name=f"{name} ({device})", type=name, version=version)
+            for name, (_, version) in self._backends.items()
+        ]
+        answer = await self._client.register(
+            workspace.id, self.daemon_id, device, daemon.__version__, infos
+        )
+        runtimes: list[Runtime] = []
+        for info, registered in zip(infos, answer.runtimes, strict=False):
+            name = registered.provider if registered.provider in self._backends else info.type
+            runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
+        self.by_workspace[workspace.id] = runtimes
+        log.info(
+            "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
+        )
+        if recover:
+            await recover_orphans(self._client, runtimes)
+        return runtimes
+
+    async def sync_loop(self) -> None:
+        """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %)."""
+        interval = self._settings.workspace_sync_interval
+        boundary = RoundBoundary("workspace sync")
+        while True:
+            await anyio.sleep(interval * random.uniform(0.9, 1.1))
+            with boundary:
+                try:
+                    await self.sync()
+                except ServerError as exc:
+                    log.warning("workspace sync failed: %s", exc)
+
+    async def runtime_gone(self, runtime_id: str) -> None:
+        """The server forgot a runtime: drop it, register its workspace again (coalesced)."""
+        entered = self._clock()
+        if runtime_id in self._gone_inflight:
+            return
+        self._gone_inflight.add(runtime_id)
+        try:
+            workspace_id = self._drop(runtime_id)
+            if workspace_id is None:
+                return  # already dropped by a sibling's recovery or a workspace sync
+            log.warning("runtime %s: deleted on the server: dropped", runtime_id)
+            self._notify()
+            await self.reregister(workspace_id, entered)
+        finally:
+            self._gone_inflight.discard(runtime_id)
+
+    async def reregister(self, workspace_id: str, entered: float) -> None:
+        """Register one workspace again unless a recent attempt covers this one."""
+        if not self._claim_slot(workspace_id, entered):
+            return
+        try:
+            workspace = Workspace(id=workspace_id, name=self.names.get(workspace_id, ""))
+            await self._register(workspace, recover=True)
+        except ServerError as exc:
+            self._next_attempt[workspace_id] = self._clock() + FAILURE_BACKOFF
+            log.warning("workspace %s: re-register failed: %s", workspace_id, exc)
+            return
+        self._last_completed[workspace_id] = self._clock()
+        self._next_attempt.pop(workspace_id, None)
+        self._notify()
+
+    async def register_again(self, why: str) -> None:
+        """Some runtime is unknown to the server (which one is not said): re-register all."""
+        log.warning("%s: runtime unknown to the server: registering again", why)
+        entered = self._clock()
+        for workspace_id in list(self.by_workspace):
+            await self.reregister(workspace_id, entered)
+
+    def _claim_slot(self, workspace_id: str, entered: float) -> bool:
+        # A future next-attempt: a peer holds the slot or a failure backs off. A completion
+        # after we entered: a peer's register already covered this wave.
+        now = self._clock()
+        if now < self._next_attempt.get(workspace_id, float("-inf")):
+            return False
+        if self._last_completed.get(workspace_id, float("-inf")) >= entered:
+            return False
+        self._next_attempt[workspace_id] = now + COALESCE_WINDOW
+        return True
+
+    def _drop(self, runtime_id: str) -> str | None:
+        for workspace_id, runtimes in self.by_workspace.items():
+            kept = [r for r in runtimes if r.id != runtime_id]
+            if len(kept) != len(runtimes):
+                self.by_workspace[workspace_id] = kept
+                return workspace_id
+        return None
+
+    async def heartbeats(self) -> None:
+        """One heartbeat loop per runtime, started and stopped as the runtime set changes."""
+        scopes: dict[str, anyio.CancelScope] = {}
+        async with anyio.create_task_group() as tg:
+            while True:
+                wanted = {r.id: r for r in self.runtimes}
+                for runtime_id in [r for r in scopes if r not in wanted]:
+                    scopes.pop(runtime_id).cancel()
+                for runtime_id, runtime in wanted.items():
+                    if runtime_id not in scopes:
+                        scopes[runtime_id] = anyio.CancelScope()
+                        tg.start_soon(self._heartbeat, runtime, scopes[runtime_id], tg)
+                await self.wait_changed()
+
+    async def _heartbeat(self, runtime: Runtime, scope: anyio.CancelScope, tg: TaskGroup) -> None:
+        """Heartbeat one runtime on its own schedule; nothing else can delay it."""
+        interval = self._settings.heartbeat_interval
+        boundary = RoundBoundary(f"heartbeat {runtime.id}")
+        with scope:
+            await anyio.sleep(random.uniform(0, interval))
+            while True:
+                with boundary:
+                    try:
+                        answer = await self._client.heartbeat(runtime.id)
+                    except RuntimeGoneError:
+                        # Outside this loop's scope: dropping the runtime cancels the scope.
+                        tg.start_soon(self.runtime_gone, runtime.id)
+                        return
+                    except ServerError as exc:
+                        log.warning("heartbeat %s failed: %s", runtime.id, exc)
+                    else:
+                        self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
+                await anyio.sleep(interval)
+
+    def backend_for(self, task: Task) -> Backend:
+        """The backend of the task's runtime, else the one it names, else the first."""
+        for runtime in self.runtimes:
+            if runtime.id == task.runtime_id:
+                return runtime.backend
+        if task.backend in self._backends:
+            return self._backends[task.backend][0]
+        return next(iter(self._backends.values()))[0]
+
+
+async def recover_orphans(client: ServerClient, runtimes: list[Runtime]) -> None:
+    """Have the server fail what these runtimes left in flight (a crash, a deleted runtime)."""
+    for runtime in runtimes:
+        try:
+            result = await client.recover_orphans(runtime.id)
+        except ServerError as exc:
+            log.warning("recover-orphans for %s failed: %s", runtime.id, exc)
+            continue
+        if result.orphaned:
+            log.warning("runtime %s: server failed %d orphaned tasks", runtime.id, result.orphaned)
