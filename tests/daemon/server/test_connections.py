@@ -5,14 +5,34 @@ from __future__ import annotations
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 import httpx
 import pytest
 
+from daemon.server.connections import guarded_protocol
+from tests.fakes.loopback import serve_app
 from tests.helpers import TOKEN, daemon_env, daemon_process, eventually
 
 pytestmark = pytest.mark.anyio
+
+
+async def _hello(scope: Any, receive: Any, send: Any) -> None:
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Whether the server closed `sock` (EOF or a reset waiting)."""
+    sock.settimeout(0.01)
+    try:
+        return sock.recv(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+
 
 OPEN_FILES = 256
 
@@ -65,3 +85,19 @@ async def test_idle_connections_past_the_open_file_limit_never_silence_it(tmp_pa
             for sock in held:
                 sock.close()
     assert log.stat().st_size < 64 * 1024, log.read_text()[-2000:]
+
+
+async def test_a_silent_connection_is_closed_and_the_oldest_makes_room() -> None:
+    """A connection that sends no whole request head is closed after the head timeout; past
+    the limit the oldest still waiting is closed for the newcomer, and requests are answered."""
+    protocol = guarded_protocol(4, head_timeout=2.0)
+    async with serve_app(_hello, http=protocol) as url, httpx.AsyncClient(timeout=5) as http:
+        port = int(url.rsplit(":", 1)[1])
+        held = await anyio.to_thread.run_sync(_hold_idle, port, 6)
+        await eventually(lambda: [_closed(s) for s in held[:2]] == [True, True], within=1.5)
+        assert not any(_closed(s) for s in held[2:])
+        assert (await http.get(url)).text == "hello"
+        await eventually(lambda: all(_closed(s) for s in held), within=6)
+        assert (await http.get(url)).text == "hello"
+        for sock in held:
+            sock.close()
