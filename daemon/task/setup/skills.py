@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from daemon.protocol.models import Skill
-from daemon.task.setup.nofollow import UnsafePathError, relative_parts, write_under
+from daemon.task.setup.nofollow import Owner, UnsafePathError, relative_parts, write_under
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,9 @@ def skill_text(skill: Skill, slug: str) -> str:
     return head + "---\n\n" + skill.content
 
 
-def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path]:
+def write_skills(
+    work_dir: Path, backend: str, skills: list[Skill], owner: Owner | None = None
+) -> list[Path]:
     """Write every skill under the backend's skills directory; return the `SKILL.md` paths."""
     written: list[Path] = []
     used: set[str] = set()
@@ -79,7 +81,7 @@ def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path
         text = skill_text(skill, unique)
         if not budget.take(unique, "SKILL.md", text):
             continue  # its supporting files are of no use without it
-        written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text))
+        written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text, owner=owner))
         for item in skill.files:
             try:
                 parts = relative_parts(item.path)
@@ -90,5 +92,5 @@ def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path
                 continue  # the content above is the skill; a copy in its files must not win
             if not budget.take(unique, repr("/".join(parts))[:80], item.content):
                 continue
-            write_under(work_dir, "/".join((base, unique, *parts)), item.content)
+            write_under(work_dir, "/".join((base, unique, *parts)), item.content, owner=owner)
     return written
