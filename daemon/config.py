@@ -24,7 +24,7 @@ from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
 from daemon.agent_user import resolve as resolve_agent_user
 from daemon.errors import ConfigError
-from daemon.multica_home import default_workspaces_root, fill_from_config
+from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX
 from daemon.times import parse_duration
 
@@ -267,6 +267,7 @@ class Settings(BaseModel):
             if raw is None or (raw == "" and name != "server_url"):
                 continue
             values[name] = _parse(field, raw)
+        profile_dir(home, values.get("profile", ""))  # a bad name stops start-up, whatever reads it
         fill_from_config(values, home, normalize_server_url)
         values.setdefault("device_name", socket.gethostname())
         state_home = Path(env.get("XDG_STATE_HOME") or home / ".local" / "state")

@@ -33,6 +33,7 @@ from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.wire import DAEMON_ID_HEADER
 from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
@@ -74,9 +75,15 @@ def embedded_server(
     return running_server(db_path, host, port, token, in_process)
 
 
-def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncClient:
-    """An HTTP client of the embedded server at `url` that sends its bearer token."""
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, **options)
+def server_client(
+    url: str, token: str = TOKEN, *, daemon_id: str = "", **options: Any
+) -> httpx.AsyncClient:
+    """An HTTP client of the embedded server at `url` that sends its bearer token, and with
+    `daemon_id` names itself as that daemon on every request, as the daemon does."""
+    headers = {"Authorization": f"Bearer {token}"}
+    if daemon_id:
+        headers[DAEMON_ID_HEADER] = daemon_id
+    return httpx.AsyncClient(base_url=url, headers=headers, **options)
 
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ import httpx
 from daemon.errors import MalformedResponseError, TransientServerError
 from daemon.protocol.models import Agent
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.wire import describe_transport_error, error_for_response
+from daemon.protocol.wire import answer_json, describe_transport_error, error_for_response
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 TRANSPORT_RETRY = RetryPolicy((0.5, 1.0), jitter=0.0)
@@ -116,11 +116,9 @@ class TasksApi:
             if not response.is_success:
                 raise error_for_response(endpoint, response)
             try:
-                return response.json()
-            except ValueError:
-                raise MalformedResponseError(
-                    endpoint, "body is not JSON", response.status_code
-                ) from None
+                return answer_json(response)
+            except ValueError as exc:
+                raise MalformedResponseError(endpoint, str(exc), response.status_code) from None
 
 
 def _seq(message: Mapping[str, Any]) -> int:

@@ -28,7 +28,13 @@ import anyio.to_thread
 from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal
 
-from daemon.addresses import host_of_header, is_loopback, join_host_port, split_host_port
+from daemon.addresses import (
+    host_of_header,
+    is_ip_address,
+    is_loopback,
+    join_host_port,
+    split_host_port,
+)
 from daemon.ops.health_doc import health_document, with_uptime
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply
@@ -197,11 +203,23 @@ class HealthServer:
             ("POST", "/shutdown"): lambda: self._shutdown(peer, headers or {}),
         }
         handler = handlers.get((method, path))
+        if not self._host_allowed((headers or {}).get("host")):
+            # A DNS-rebinding page reaches this port under its own domain name and could read
+            # `/health` (ids, pids, the server URL, workspace names): only addresses and this
+            # machine's names are answered.
+            return _doc(403, {"error": "the health port answers only to an address (Host)"})
         if handler is not None:
             return handler()
         if any(route.endswith(f" {path}") for route in ROUTES):
             return _doc(405, {"error": f"{method} not allowed on {path}"})
         return _doc(404, {"error": f"no route {path}", "routes": list(ROUTES)})
+
+    def _host_allowed(self, host: str | None) -> bool:
+        """No Host (HTTP/1.0 probes), an IP address, `localhost`, or the configured host."""
+        if host is None:
+            return True
+        name = host_of_header(host).lower()
+        return is_ip_address(name) or is_loopback(name) or name == self.host.lower()
 
     def _health(self) -> Reply:
         now = self._clock()

@@ -44,6 +44,7 @@ from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     TASK_STATUS_HEADER,
+    answer_json,
     ignore_body,
     parse_claim,
     parse_model,
@@ -205,7 +206,7 @@ class ServerClient(Caller):
 
     def _registered(self, response: httpx.Response) -> RegisterResponse:
         self._note_dedupe(response)
-        return RegisterResponse.model_validate(response.json())
+        return RegisterResponse.model_validate(answer_json(response))
 
     async def post(
         self, endpoint: str, path: str, body: dict[str, Any], parse: Callable[[httpx.Response], T]

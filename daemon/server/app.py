@@ -100,6 +100,14 @@ def create_app(
     )
 
 
+def _caller(request: Request) -> str:
+    """The daemon a task route's request names; refused (403) when it names none."""
+    caller = request.headers.get(DAEMON_ID_HEADER, "").strip()
+    if not caller:
+        raise NotHolderError(f"a daemon task route needs {DAEMON_ID_HEADER}")
+    return caller
+
+
 class _Routes:
     """One handler per endpoint; each parses, runs one store call in a thread, and answers."""
 
@@ -111,15 +119,15 @@ class _Routes:
     async def _held(self, request: Request) -> str:
         """The route's task id, once the daemon naming itself is the one that claimed it.
 
-        A daemon reports only on tasks it claimed; a request that does not name its daemon
-        (the user API, an older client) is trusted as the token's holder.
+        A daemon reports only on tasks it claimed, and says which daemon it is on every such
+        request (the daemon always does): a request naming none is refused, or anyone holding
+        the token could report on another daemon's task.
         """
         task = task_id(request)
-        caller = request.headers.get(DAEMON_ID_HEADER, "")
-        if caller:
-            holder = await in_thread(self._store.holder, task)
-            if holder and holder != caller:
-                raise NotHolderError("the task is held by another daemon")
+        caller = _caller(request)
+        holder = await in_thread(self._store.holder, task)
+        if holder and holder != caller:
+            raise NotHolderError("the task is held by another daemon")
         return task
 
     # -- the daemon protocol -------------------------------------------------------------------
@@ -203,6 +211,7 @@ class _Routes:
 
     async def status(self, request: Request) -> Response:
         # Multica's GetTaskStatus: any task the caller may see, 404 for an unknown one.
+        _caller(request)
         status = await in_thread(self._store.status, task_id(request))
         return JSONResponse({"id": task_id(request), "status": status})
 

@@ -17,11 +17,21 @@ from daemon.addresses import join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
 from daemon.server.auth import TOKEN_FILE, ensure_token
+from daemon.server.connections import (
+    accept_batch,
+    connection_limit,
+    guarded_protocol,
+    raise_open_file_limit,
+)
 from daemon.server.in_process import InProcess
 from daemon.server.store import Store
 
 log = logging.getLogger(__name__)
 
+LISTEN_BACKLOG = 128
+"""Connections the kernel queues before the server accepts them."""
+KEEP_ALIVE = 5
+"""Seconds an idle keep-alive connection stays open after an answer."""
 SHUTDOWN_GRACE = 5.0
 """Seconds open requests get to finish once the surrounding scope is cancelled."""
 
@@ -67,6 +77,7 @@ async def serve(
     """
     if not token:
         token = await anyio.to_thread.run_sync(ensure_token, db_path.parent / TOKEN_FILE)
+    limit = connection_limit(raise_open_file_limit())
     store = await anyio.to_thread.run_sync(Store, db_path)
     try:
         try:
@@ -75,7 +86,7 @@ async def serve(
             raise ConfigError(f"the embedded server cannot listen on {host}:{port}: {exc}") from exc
         try:
             bound = int(sock.getsockname()[1])
-            await _run(_server(store, token, host, in_process), sock, bound, task_status)
+            await _run(_server(store, token, host, in_process, limit), sock, bound, task_status)
         finally:
             sock.close()
     finally:
@@ -107,7 +118,9 @@ async def running_server(
             tg.cancel_scope.cancel()
 
 
-def _server(store: Store, token: str, host: str, in_process: InProcess | None) -> _Server:
+def _server(
+    store: Store, token: str, host: str, in_process: InProcess | None, limit: int
+) -> _Server:
     hub = in_process.hub if in_process is not None else None
     app = create_app(store, token, listen_host=host, hub=hub)
     if in_process is not None:
@@ -120,6 +133,10 @@ def _server(store: Store, token: str, host: str, in_process: InProcess | None) -
         lifespan="off",
         server_header=False,
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE) - 1,
+        # Bounded connections with a deadline for each request head (connections.py).
+        http=guarded_protocol(limit),
+        backlog=accept_batch(limit),
+        timeout_keep_alive=KEEP_ALIVE,
     )
     return _Server(config)
 
@@ -144,6 +161,9 @@ async def _run(
         tg.start_soon(run_uvicorn)
         try:
             await server.listening.wait()
+            # asyncio set the kernel's queue to its small accept batch (connections.py): a
+            # queued connection holds no descriptor, so the queue itself may stay long.
+            sock.listen(LISTEN_BACKLOG)
             log.info("embedded server listening on %s", _address(sock))
             task_status.started(bound)
             await stopped.wait()

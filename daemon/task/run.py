@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 
 from backends.base import Backend, RunSpec
-from daemon.errors import TaskTokenError
+from daemon.errors import TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -128,7 +128,7 @@ class TaskRun:
             return refused
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
-        except TaskTokenError as exc:
+        except TaskInputError as exc:  # a token not task-scoped, a bad custom_env name
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")
         log.info(

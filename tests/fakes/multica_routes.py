@@ -9,6 +9,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -228,6 +229,10 @@ class Handlers:
             if r.id in set(body.get("runtime_ids") or []) and r.daemon_id == daemon_id
         }
         claimed: list[dict[str, Any]] = []
+        if self.fake.repeat_claims:
+            # Hostile: what this daemon already runs, handed out once more.
+            again = [t for t in self.fake.tasks.values() if t.status in ("dispatched", "running")]
+            claimed.extend(t.claim_body() for t in again if t.runtime_id in ours)
         for task in self.fake.tasks.values():
             if len(claimed) >= min(wanted, CLAIM_CAP):
                 break
@@ -238,6 +243,8 @@ class Handlers:
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
                 task.claimed = {**self._resume_fields(task), **task.claim_body()}
                 claimed.append(task.claimed)
+                if self.fake.repeat_claims:
+                    claimed.append(task.claimed)
                 if task.id in self.fake.cancelled_on_claim:
                     task.status = "cancelled"
         return JSONResponse({"tasks": claimed})
@@ -395,6 +402,13 @@ class Handlers:
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
         params = request.path_params
+        fake = self.fake
+        fake.actions_in_flight += 1
+        fake.most_actions_in_flight = max(fake.most_actions_in_flight, fake.actions_in_flight)
+        try:
+            await anyio.sleep(fake.action_delay)
+        finally:
+            fake.actions_in_flight -= 1
         self.fake.action_results.append(
             {"kind": kind, "runtime_id": runtime.id, "request_id": params["request_id"], **body}
         )

@@ -219,3 +219,20 @@ async def test_running_out_of_file_descriptors_never_stops_the_health_port() -> 
     assert live.status_code == 200
     assert alive
     assert "out of file descriptors" in errors
+
+
+async def test_a_rebound_host_name_reads_no_route() -> None:
+    """A DNS-rebinding page reaches the port under its own name: every route answers it 403
+    (no ids, pids or server URL); an address or `localhost` is answered as before."""
+    async with guarded_port() as (_, port), httpx.AsyncClient(timeout=5) as http:
+        base = f"http://127.0.0.1:{port}"
+        rebound = {"Host": f"evil.example:{port}"}
+        refused = [
+            (await http.get(base + path, headers=rebound)).status_code
+            for path in ("/health", "/healthz", "/readyz", "/metrics", "/nowhere")
+        ]
+        by_name = await http.get(base + "/health", headers={"Host": f"localhost:{port}"})
+        by_address = await http.get(base + "/health")
+    assert refused == [403] * 5
+    assert (by_name.status_code, by_address.status_code) == (200, 200)
+    assert by_address.json()["daemon_id"] == "d1"
