@@ -33,6 +33,8 @@ from daemon.server.serve import serve
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
 from daemon.statuses import TERMINAL_STATUSES
+from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
+from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker import Worker
 
 log = logging.getLogger("daemon")
@@ -165,6 +167,7 @@ async def _run_locked(settings: Settings) -> int:
                 control=not settings.embedded,
             )
             worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
+            health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()

@@ -4,6 +4,8 @@
     ├── ConfigError              fatal: bad environment; the CLI prints one line and exits 2
     ├── AlreadyRunningError      fatal: another daemon holds the state dir or health port; exit 1
     ├── TaskTokenError           the claimed task has no task-scoped token: that task fails
+    ├── GitError                 a git command failed: that checkout or cache sync fails
+    │   └── RepoBusyError            a repository stayed locked past the wait: 503, retry later
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
         │   └── UnconfirmedError         a transcript batch may have been stored, its answer lost
@@ -32,6 +34,14 @@ class AlreadyRunningError(DaemonError):
 
 class TaskTokenError(DaemonError):
     """A task's token is not task-scoped (`mat_`): its agent must not start with it."""
+
+
+class GitError(DaemonError):
+    """A git command failed, timed out or could not start; the message says which and why."""
+
+
+class RepoBusyError(GitError):
+    """Another operation held the repository's cache past the caller's wait."""
 
 
 class ServerError(DaemonError):

@@ -33,6 +33,7 @@ from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.token_renewal import renew_once, renewal_loop
+from daemon.workdirs.service import Workdirs
 from daemon.worker_snapshot import worker_snapshot
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,10 @@ class Worker:
         self.daemon_id = daemon_id(
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
-        self.registration = Registration(client, settings, self.backends, self.daemon_id)
+        self.workdirs = Workdirs(settings.workspaces_root, base_env, client.workspace_repos)
+        self.registration = Registration(
+            client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
+        )
         self.runners: dict[str, TaskRun] = {}
         self.summary = Summary()
         self.outbox = Outbox(settings.state_dir / "outbox", metrics)
@@ -170,6 +174,7 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
+            tg.start_soon(self.workdirs.serve)
             if self.subreaper:
                 tg.start_soon(self.agents.reap_adopted)
             # Every agent spawned by a run below is tracked in the daemon's one registry.
@@ -257,6 +262,7 @@ class Worker:
             health_port=self.health_port,
             multica_bin=self.multica_bin,
             pacing=self.pacing,
+            workdirs=self.workdirs,
         )
         self.runners[task.id] = runner
         self.metrics.tasks_claimed.labels(backend.name).inc()

@@ -37,6 +37,8 @@ from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.shutdown import ShutdownBudget
 from daemon.statuses import TERMINAL_STATUSES
+from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
+from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker import OUTBOX_INTERVAL, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -227,6 +229,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
         worker.health_port = port
+        server.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()

@@ -7,6 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import anyio
@@ -36,6 +37,7 @@ from daemon.task.workspace import (
     TaskDirs,
 )
 from daemon.wakeup import Wakeup
+from daemon.workdirs.service import Workdirs
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ class TaskRun:
         multica_bin: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         pacing: Pacing | None = None,
+        workdirs: Workdirs | None = None,
     ) -> None:
         self.task, self.backend = task, backend
         self._client, self._settings, self._metrics = client, settings, metrics
@@ -72,6 +75,7 @@ class TaskRun:
         # Where the agent reaches the daemon: its slot, the health port, the `multica` CLI.
         self.slot, self._health_port, self._multica_bin = slot, health_port, multica_bin
         self._mcp_config: Path | None = None
+        self._workdirs = workdirs
         self._pacing = pacing or Pacing()
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
@@ -182,10 +186,17 @@ class TaskRun:
             interval = functools.partial(self._pacing.status_interval, every)
             due, news = self._status_due, self._status_news
             tg.start_soon(poll_status, self._client, self.task.id, interval, self.stop, due, news)
-            ending = await self._attempts.run(spec)
+            with self._checkouts(dirs):
+                ending = await self._attempts.run(spec)
             tg.cancel_scope.cancel()
         await self.reporter.close()
         return ending
+
+    def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
+        """While the agent runs, its token may check out repositories into its work dir."""
+        if self._workdirs is None:
+            return nullcontext()
+        return self._workdirs.task_window(self.task, dirs.work_dir)
 
     def _spec(self, dirs: TaskDirs) -> RunSpec:
         """The agent's spec, with how it reaches the daemon: its slot, the health port."""

@@ -68,6 +68,8 @@ class MulticaFake:
     _drops: Counter[str] = field(default_factory=Counter)
     refused_registers: set[str] = field(default_factory=set)
     cancelled_on_claim: set[str] = field(default_factory=set)
+    repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -81,6 +83,11 @@ class MulticaFake:
         workspace_id = str(uuid.uuid4())
         self.workspaces[workspace_id] = name
         return workspace_id
+
+    def add_repo(self, url: str, workspace_id: str = "", description: str = "") -> None:
+        """Add a repository to a workspace's list (as `multica repo add` does)."""
+        listed = self.repos.setdefault(workspace_id or self.workspace_id, [])
+        listed.append({"url": url, "description": description})
 
     def queue(
         self,
@@ -190,6 +197,7 @@ class MulticaFake:
         h = Handlers(self)
         routes = [
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
+            Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
             Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),
