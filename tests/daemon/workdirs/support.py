@@ -51,8 +51,8 @@ def make_origin(root: Path, name: str = "app", branches: dict[str, str] | None =
 # does (cmd_repo.go): its environment's port, ids and token, its working directory, the same
 # body and headers, and a retry on 503 + `X-Multica-Retryable: repo-busy` after `Retry-After`.
 # `CHECKOUT_CALLS` lists the calls, each {"url", "ref"?, "body"?: overrides, "headers"?,
-# "method"?, "cwd"?: absolute, or made under the work dir}; `CHECKOUT_THEN` is Python run
-# after them (with `answers` and `report` in scope).
+# "method"?, "cwd"?: absolute, or made under the work dir}; `CHECKOUT_FIRST` is Python run
+# before them, `CHECKOUT_THEN` after them (with `answers` and `report` in scope).
 CHECKOUT_AGENT = r"""
 import json, os, subprocess, sys, time, urllib.error, urllib.request
 sys.stdin.read()
@@ -91,6 +91,7 @@ def checkout(url, ref="", body=None, headers=None, method="POST", cwd=None):
                 continue
             return {"status": refused.code, "error": text}
 
+exec(os.environ.get("CHECKOUT_FIRST", ""))
 answers = [checkout(**call) for call in json.loads(os.environ.get("CHECKOUT_CALLS", "[]"))]
 report = {"answers": answers, "cwd": os.getcwd()}
 exec(os.environ.get("CHECKOUT_THEN", ""))
@@ -105,6 +106,11 @@ def checkout_agent(tmp_path: Path) -> dict[str, str]:
     return {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(agent)}
 
 
-def calls(*entries: dict[str, Any], then: str = "") -> dict[str, str]:
-    """An agent's `custom_env` asking for these checkout calls (and code to run after them)."""
-    return {"CHECKOUT_CALLS": json.dumps(list(entries)), "CHECKOUT_THEN": then}
+def calls(*entries: dict[str, Any], first: str = "", then: str = "") -> dict[str, str]:
+    """An agent's `custom_env` asking for these checkout calls (and code to run before and
+    after them)."""
+    return {
+        "CHECKOUT_CALLS": json.dumps(list(entries)),
+        "CHECKOUT_FIRST": first,
+        "CHECKOUT_THEN": then,
+    }

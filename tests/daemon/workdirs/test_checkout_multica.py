@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from daemon.workdirs.names import bare_dir_name
@@ -70,3 +71,156 @@ async def test_the_claims_ref_is_the_base_unless_the_request_names_one(tmp_path:
         report = await _report(fake, task_id)
     assert [a["status"] for a in report["answers"]] == [200, 200]
     assert report["texts"] == ["feature\n", "fix\n"]
+
+
+async def test_each_refusal_is_gos_answer_and_changes_nothing(tmp_path: Path) -> None:
+    """Method, token, body, mode, option-like URL or ref, identity, workdir (a link out of it
+    too), unknown URL, web page or foreign Host: each refused with Go's status, then a proper
+    call still works; after the task, its token opens nothing."""
+    url = make_origin(tmp_path / "origins")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pwned = tmp_path / "pwned"
+    ask = calls(
+        {"url": url, "method": "GET"},
+        {"url": url, "headers": {"Authorization": None}},
+        {"url": url, "headers": {"Authorization": "Bearer mat_not_a_running_task"}},
+        {"url": url, "body": {"raw": "{not json"}},
+        {"url": url, "body": {"checkout_mode": "shared"}},
+        {"url": f"--upload-pack=touch {pwned}"},
+        {"url": f"ext::sh -c touch% {pwned}"},
+        {"url": url, "ref": "--orphan"},
+        {"url": url, "body": {"task_id": "another-task"}},
+        {"url": url, "body": {"workspace_id": "another-workspace"}},
+        {"url": url, "cwd": str(outside)},
+        {"url": url, "cwd": "escape"},
+        {"url": "file:///nowhere/unknown.git"},
+        {"url": url, "headers": {"Origin": "http://evil.example"}},
+        {"url": url, "headers": {"Host": "evil.example"}},
+        {"url": url},
+        first=f"os.symlink({str(outside)!r}, 'escape')",
+    )
+    async with multica_server() as fake:
+        fake.add_repo(url)
+        async with running_daemon(tmp_path, fake.url, health=True, **checkout_agent(tmp_path)) as d:
+            task_id = fake.queue_issue(provider="command", agent=_agent(**ask))
+            report = await _report(fake, task_id)
+            token = fake.tasks[task_id].auth_token
+            body = {"url": url, "workspace_id": fake.workspace_id, "task_id": task_id}
+            async with httpx.AsyncClient(base_url=d.health_url) as probe:
+                ended = await probe.post(
+                    "/repo/checkout",
+                    json={**body, "workdir": report["cwd"]},
+                    headers={"Authorization": f"Bearer {token}"},
+                )
+    statuses = [a["status"] for a in report["answers"]]
+    assert statuses == [
+        405,
+        401,
+        401,
+        400,
+        400,
+        400,
+        400,
+        400,
+        403,
+        403,
+        403,
+        403,
+        400,
+        403,
+        403,
+        200,
+    ]
+    assert "not configured" in report["answers"][12]["error"]
+    assert len(fake.seen("repos")) == 1  # the unknown URL was looked up once
+    assert ended.status_code == 401
+    assert not pwned.exists() and list(outside.iterdir()) == []
+
+
+async def test_a_url_added_after_register_is_found_by_asking_the_server(tmp_path: Path) -> None:
+    """A repo the workspace gained after register, not in the claim (a project's repos are), is
+    allowed once the workspace's list is fetched again."""
+    url = make_origin(tmp_path / "origins")
+    project = [{"url": make_origin(tmp_path / "origins", "lib")}]
+    async with (
+        multica_server() as fake,
+        running_daemon(tmp_path, fake.url, health=True, **checkout_agent(tmp_path)),
+    ):
+        fake.add_repo(url)
+        agent = _agent(**calls({"url": url}))
+        task_id = fake.queue_issue(provider="command", agent=agent, repos=project)
+        report = await _report(fake, task_id)
+    assert report["answers"][0]["status"] == 200
+    assert [r.path for r in fake.seen("repos")] == [
+        f"/api/daemon/workspaces/{fake.workspace_id}/repos"
+    ]
+
+
+# Both agents wait until both have their checkout, then look at their own again.
+BARRIER = """
+import pathlib, time
+here = pathlib.Path(os.environ['BARRIER']) / os.environ['MULTICA_TASK_ID']
+here.write_text('')
+deadline = time.time() + 30
+while len(list(here.parent.iterdir())) < 2 and time.time() < deadline:
+    time.sleep(0.05)
+path = answers[0]['path']
+report['status'] = subprocess.run(['git', '-C', path, 'status', '--porcelain'],
+                                  capture_output=True, text=True).stdout
+report['head'] = subprocess.run(['git', '-C', path, 'rev-parse', '--abbrev-ref', 'HEAD'],
+                                capture_output=True, text=True).stdout.strip()
+"""
+
+
+async def test_two_tasks_on_one_repo_each_get_their_own_worktree(tmp_path: Path) -> None:
+    """Two tasks running at once check out one repository: two worktrees, two branches."""
+    url = make_origin(tmp_path / "origins")
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    ask = {**calls({"url": url}, then=BARRIER), "BARRIER": str(barrier)}
+    async with multica_server() as fake:
+        fake.add_repo(url)
+        async with running_daemon(tmp_path, fake.url, health=True, **checkout_agent(tmp_path)):
+            ids = [fake.queue_issue(provider="command", agent=_agent(**ask)) for _ in range(2)]
+            reports = [await _report(fake, task_id) for task_id in ids]
+    answers = [r["answers"][0] for r in reports]
+    assert [a["status"] for a in answers] == [200, 200]
+    assert len({a["path"] for a in answers}) == len({a["branch_name"] for a in answers}) == 2
+    for report, answer in zip(reports, answers, strict=True):
+        assert report["head"] == answer["branch_name"] and report["status"] == ""
+        assert Path(answer["path"]).parent == Path(report["cwd"])
+
+
+LEAVE_WORK = """
+path = answers[0]['path']
+open(path + '/README.md', 'a').write('edited\\n')
+open(path + '/notes.txt', 'w').write('half done\\n')
+"""
+READ_WORK = """
+path = answers[0]['path']
+report['readme'] = open(path + '/README.md').read()
+report['notes'] = open(path + '/notes.txt').read()
+"""
+
+
+async def test_a_reused_work_dir_keeps_the_agents_uncommitted_work(tmp_path: Path) -> None:
+    """A follow-up on the same issue checks out again: the edits and new file are still there,
+    on the branch they were made on (Go would reset them away)."""
+    url = make_origin(tmp_path / "origins")
+    agent_id = "7b0f4a9e-58a1-4e0a-9d43-1f0c2b7d5e11"
+    async with multica_server() as fake:
+        fake.add_repo(url)
+        async with running_daemon(tmp_path, fake.url, health=True, **checkout_agent(tmp_path)):
+            first_agent = {**_agent(**calls({"url": url}, then=LEAVE_WORK)), "id": agent_id}
+            first = fake.queue_issue("issue-9", provider="command", agent=first_agent)
+            before = await _report(fake, first)
+            again = {**_agent(**calls({"url": url}, then=READ_WORK)), "id": agent_id}
+            work_dir = fake.tasks[first].work_dir
+            second = fake.queue_issue(
+                "issue-9", provider="command", agent=again, prior_work_dir=work_dir
+            )
+            after = await _report(fake, second)
+    assert after["cwd"] == before["cwd"]
+    assert after["answers"][0] == before["answers"][0]
+    assert after["readme"] == "main\nedited\n" and after["notes"] == "half done\n"
