@@ -46,8 +46,9 @@ def _text(status: int, message: str, headers: tuple[tuple[str, str], ...] = ()) 
 class CheckoutRoute:
     """The route's handler, mounted on the health port."""
 
-    def __init__(self, workdirs: Workdirs) -> None:
+    def __init__(self, workdirs: Workdirs, *, busy_wait: float = BUSY_WAIT) -> None:
         self._workdirs = workdirs
+        self._busy_wait = busy_wait
 
     def __call__(self, method: str, peer: str, headers: Mapping[str, str], body: bytes) -> Reply:
         refused = local_refusal(peer, headers)
@@ -77,7 +78,7 @@ class CheckoutRoute:
         except DaemonError as exc:
             log.error("repo checkout: %s: %s", url, exc)
             return _text(500, str(exc))
-        wait = BUSY_WAIT if request["retry_busy"] else PATIENT_WAIT
+        wait = self._busy_wait if request["retry_busy"] else PATIENT_WAIT
         try:
             done = self._workdirs.check_out(task, url, request["ref"], work_dir, wait)
         except RepoBusyError:

@@ -1,0 +1,122 @@
+"""The repository cache and a task's checkout, on real repositories (no daemon around them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.errors import GitError, RepoBusyError
+from daemon.workdirs.cache import RepoCache
+from daemon.workdirs.git import Git
+from daemon.workdirs.worktree import check_out
+from tests.daemon.workdirs.support import git, make_origin
+
+WS = "ws-1"
+
+
+def _cache(tmp_path: Path) -> RepoCache:
+    return RepoCache(tmp_path / "workspaces", Git({"PATH": "/usr/bin:/bin"}))
+
+
+def _ready(cache: RepoCache, url: str) -> Path:
+    bare = cache.bare_path(WS, url)
+    with cache.locked(bare, None):
+        cache.ensure(bare, url)
+    return bare
+
+
+def test_the_cache_keeps_the_remotes_branches_apart_from_the_tasks(tmp_path: Path) -> None:
+    """A bare clone under `.repos/<workspace>/`, fetching into refs/remotes/origin/*."""
+    url = make_origin(tmp_path / "o", branches={"feature": "f"})
+    cache = _cache(tmp_path)
+    bare = _ready(cache, url)
+    assert bare.parent == tmp_path / "workspaces" / ".repos" / WS and cache.is_cached(WS, url)
+    assert git("config", "remote.origin.fetch", cwd=bare) == "+refs/heads/*:refs/remotes/origin/*"
+    refs = git("for-each-ref", "--format=%(refname)", "refs/remotes/origin/", cwd=bare).split()
+    assert "refs/remotes/origin/feature" in refs and "refs/remotes/origin/main" in refs
+
+
+def test_a_custom_default_branch_is_found(tmp_path: Path) -> None:
+    """A remote whose default is `trunk` (no main, no master) bases checkouts on trunk."""
+    seed = tmp_path / "seed"
+    seed.mkdir()
+    git("init", "--quiet", "--initial-branch=trunk", cwd=seed)
+    (seed / "f").write_text("t")
+    git("add", "f", cwd=seed)
+    git("commit", "--quiet", "-m", "t", cwd=seed)
+    git("checkout", "--quiet", "-b", "other", cwd=seed)
+    git("checkout", "--quiet", "trunk", cwd=seed)
+    cache = _cache(tmp_path)
+    bare = _ready(cache, f"file://{seed}")
+    assert cache.base_ref(bare, "") == "refs/remotes/origin/trunk"
+    assert cache.base_ref(bare, "other") == "refs/remotes/origin/other"
+    with pytest.raises(GitError, match="cannot resolve the requested ref"):
+        cache.base_ref(bare, "missing")
+
+
+def test_a_failed_clone_leaves_no_half_cache(tmp_path: Path) -> None:
+    """A URL that does not clone leaves nothing that would pass for a cache."""
+    cache = _cache(tmp_path)
+    assert "nowhere" in cache.sync(WS, ["file:///nowhere/x.git"])
+    assert not cache.bare_path(WS, "file:///nowhere/x.git").exists()
+
+
+def test_a_busy_cache_is_refused_after_the_wait(tmp_path: Path) -> None:
+    """While one operation holds a cache, another waiting a bounded time gets RepoBusyError."""
+    cache = _cache(tmp_path)
+    bare = cache.bare_path(WS, "file:///x.git")
+    with cache.locked(bare, None), pytest.raises(RepoBusyError):  # noqa: SIM117
+        with cache.locked(bare, 0.05):
+            pass
+
+
+def test_a_clean_reused_checkout_moves_to_the_new_branch_keeping_the_old(tmp_path: Path) -> None:
+    """Committed work stays on the old branch; the new task's branch starts from the base."""
+    url = make_origin(tmp_path / "o")
+    cache = _cache(tmp_path)
+    bare = _ready(cache, url)
+    path = tmp_path / "work" / "app"
+    path.parent.mkdir()
+    first = check_out(cache.git, bare, path, "agent/a/111111111111", "refs/remotes/origin/main")
+    (path / "done.txt").write_text("x")
+    git("add", "done.txt", cwd=path)
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "-m", "x", cwd=path)
+    second = check_out(cache.git, bare, path, "agent/a/222222222222", "refs/remotes/origin/main")
+    assert (first.branch, second.branch, second.kept) == (
+        "agent/a/111111111111",
+        "agent/a/222222222222",
+        False,
+    )
+    assert not (path / "done.txt").exists()
+    assert git("show", "agent/a/111111111111:done.txt", cwd=path) == "x"
+
+
+def test_a_taken_branch_name_gets_a_time_suffix(tmp_path: Path) -> None:
+    """As Go: a branch of that name left by an earlier run makes `<name>-<unix time>`."""
+    url = make_origin(tmp_path / "o")
+    cache = _cache(tmp_path)
+    bare = _ready(cache, url)
+    git("branch", "agent/a/333333333333", "refs/remotes/origin/main", cwd=bare)
+    (tmp_path / "w").mkdir()
+    done = check_out(
+        cache.git, bare, tmp_path / "w" / "app", "agent/a/333333333333", "refs/remotes/origin/main"
+    )
+    assert done.branch.startswith("agent/a/333333333333-")
+
+
+def test_a_path_that_is_not_this_caches_worktree_is_refused(tmp_path: Path) -> None:
+    """A link, a plain directory, or another repository's worktree at the path: no checkout."""
+    url = make_origin(tmp_path / "o")
+    other = make_origin(tmp_path / "o", "other")
+    cache = _cache(tmp_path)
+    bare, other_bare = _ready(cache, url), _ready(cache, other)
+    work = tmp_path / "w"
+    work.mkdir()
+    base = "refs/remotes/origin/main"
+    check_out(cache.git, other_bare, work / "theirs", "agent/a/1", base)
+    (work / "link").symlink_to(tmp_path / "o")
+    (work / "plain").mkdir()
+    for name, said in (("theirs", "another repository"), ("link", "link"), ("plain", "exists")):
+        with pytest.raises(GitError, match=said):
+            check_out(cache.git, bare, work / name, "agent/a/2", base)

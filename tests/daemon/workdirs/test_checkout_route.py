@@ -1,0 +1,52 @@
+"""The checkout route's own answers, called as the health port calls it (no daemon around)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from daemon.protocol.models import RepoRef, WorkspaceRepos
+from daemon.workdirs.catalog import ActiveTask
+from daemon.workdirs.checkout import CheckoutRoute
+from daemon.workdirs.service import Workdirs
+from tests.daemon.workdirs.support import make_origin
+
+TOKEN = "mat_task"
+HEADERS = {"host": "127.0.0.1:19514", "authorization": f"Bearer {TOKEN}"}
+
+
+async def _never(workspace_id: str) -> WorkspaceRepos:
+    raise AssertionError("the list is known; the server is not asked")
+
+
+def _setup(tmp_path: Path) -> tuple[Workdirs, str, bytes]:
+    url = make_origin(tmp_path / "o")
+    workdirs = Workdirs(tmp_path / "workspaces", {"PATH": "/usr/bin:/bin"}, _never)
+    workdirs.catalog.set_workspace("ws", [RepoRef(url=url)])
+    work = tmp_path / "work"
+    work.mkdir()
+    workdirs.catalog.start(TOKEN, ActiveTask("ws", "task-1", "bot", work))
+    body = {"url": url, "workspace_id": "ws", "task_id": "task-1", "workdir": str(work)}
+    return workdirs, url, json.dumps({**body, "retry_busy": True}).encode()
+
+
+def test_a_busy_repository_is_a_retryable_503(tmp_path: Path) -> None:
+    """Past the wait for a cache another operation holds: 503, Retry-After, repo-busy."""
+    workdirs, url, body = _setup(tmp_path)
+    route = CheckoutRoute(workdirs, busy_wait=0.05)
+    with workdirs.cache.locked(workdirs.cache.bare_path("ws", url), None):
+        reply = route("POST", "127.0.0.1", HEADERS, body)
+    assert reply.status == 503
+    assert dict(reply.headers) == {"Retry-After": "2", "X-Multica-Retryable": "repo-busy"}
+    assert reply.body == b"repository is busy with another operation; retry later\n"
+    assert route("POST", "127.0.0.1", HEADERS, body).status == 200
+
+
+def test_only_a_process_on_this_host_is_answered(tmp_path: Path) -> None:
+    """Another host's peer, even with the right token, gets a 403 before anything else."""
+    workdirs, _, body = _setup(tmp_path)
+    route = CheckoutRoute(workdirs)
+    for peer in ("10.1.2.3", "::ffff:10.1.2.3"):
+        assert route("POST", peer, HEADERS, body).status == 403
+    assert route("PUT", "127.0.0.1", HEADERS, body).status == 405
+    assert not (tmp_path / "work" / "o").exists() and not (tmp_path / "work" / "app").exists()
