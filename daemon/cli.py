@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -100,6 +101,13 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--wait", action="store_true", help="print the transcript, wait for the end"
     )
+    submit.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a repository the agent may check out (repeatable; else the workspace's)",
+    )
     submit.set_defaults(func=_submit)
     addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
     show = sub.add_parser("status", help="show the running daemon and its tasks")
@@ -134,7 +142,10 @@ async def _run_locked(settings: Settings) -> int:
             host, port = split_host_port(settings.embedded_listen)
             db = settings.state_dir / "server.db"
             token = await _embedded_token(settings)
-            bound = await tg.start(serve, db, host, port, token, embedded)
+            repos = settings.embedded_repos
+            bound = await tg.start(
+                functools.partial(serve, db, host, port, token, embedded, repos=repos)
+            )
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
@@ -181,7 +192,9 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
     db = settings.state_dir / "server.db"
     token = await _embedded_token(settings)
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db, host, port, token)
+        bound = await tg.start(
+            functools.partial(serve, db, host, port, token, repos=settings.embedded_repos)
+        )
         # Where a client finds the token, never the token itself.
         source = (
             "MULTICA_DAEMON_TOKEN" if settings.embedded_token else settings.state_dir / TOKEN_FILE
@@ -229,7 +242,7 @@ async def _submit(settings: Settings, args: argparse.Namespace) -> int:
     async with make_http_client(url, token, daemon.__version__) as http:
         api = TasksApi(http)
         try:
-            task = await api.create_task(args.prompt, backend=args.backend)
+            task = await api.create_task(args.prompt, backend=args.backend, repos=args.repo)
         except (httpx.HTTPError, DaemonError) as exc:
             print(f"agent-daemon: cannot submit to {url}: {exc}", file=sys.stderr)
             return 1

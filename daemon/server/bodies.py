@@ -131,6 +131,13 @@ class WorkspaceIn(_Body):
     id: str = ""
 
 
+class RepoIn(_Body):
+    """A repository a task may check out, and the ref its checkout starts from ('' = default)."""
+
+    url: str = Field(min_length=1)
+    ref: str = ""
+
+
 class TaskIn(_Body):
     """`POST /api/tasks` (reference-server extension): queue a task."""
 
@@ -139,3 +146,4 @@ class TaskIn(_Body):
     workspace_id: str = "default"
     agent: AgentIn = Field(default_factory=AgentIn)
     prior_session_id: str = ""
+    repos: list[RepoIn] = Field(default_factory=list)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from daemon.server import records
-from daemon.server.bodies import AgentIn
+from daemon.server.bodies import AgentIn, RepoIn
 from daemon.server.database import (
     IN_FLIGHT,
     ConflictError,
@@ -23,6 +23,7 @@ from daemon.server.database import (
     marks,
 )
 from daemon.server.failures import classify
+from daemon.server.repos import Repos
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
 from daemon.statuses import TERMINAL_STATUSES
@@ -43,7 +44,7 @@ def task_token() -> str:
     return "mat_" + secrets.token_hex(20)
 
 
-class Store(Runtimes, Transcripts):
+class Store(Runtimes, Transcripts, Repos):
     """All reads and writes of the reference server, each one a short SQLite transaction."""
 
     # -- claiming ----------------------------------------------------------------------------
@@ -94,9 +95,9 @@ class Store(Runtimes, Transcripts):
                        WHERE id = ? AND status = 'queued'""",
                     (runtime["id"], daemon_id, now, task_token(), task["id"]),
                 )
-                claimed.append(
-                    records.claimed_task(self._task_row(conn, task["id"]), runtime["type"])
-                )
+                row = self._task_row(conn, task["id"])
+                repos = self._claim_repos(conn, row)
+                claimed.append(records.claimed_task(row, runtime["type"], repos))
             return claimed
 
     # -- tasks -------------------------------------------------------------------------------
@@ -110,6 +111,7 @@ class Store(Runtimes, Transcripts):
         agent: AgentIn | None = None,
         prior_session_id: str = "",
         only_served: bool = False,
+        repos: Sequence[RepoIn] = (),
     ) -> dict[str, Any]:
         """Queue a new task and return it; `only_served` refuses a backend nobody serves."""
         task_id = str(uuid.uuid4())
@@ -136,6 +138,7 @@ class Store(Runtimes, Transcripts):
                     self._clock(),
                 ),
             )
+            self._add_task_repos(conn, task_id, repos)
             return records.task_view(self._task_row(conn, task_id))
 
     def task(self, task_id: str) -> dict[str, Any]:
