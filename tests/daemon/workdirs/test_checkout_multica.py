@@ -224,3 +224,29 @@ async def test_a_reused_work_dir_keeps_the_agents_uncommitted_work(tmp_path: Pat
     assert after["cwd"] == before["cwd"]
     assert after["answers"][0] == before["answers"][0]
     assert after["readme"] == "main\nedited\n" and after["notes"] == "half done\n"
+
+
+async def test_a_missing_git_is_one_clear_line_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Workspaces with repositories and no git on the PATH: one error line at start, and a
+    checkout says why it cannot be made."""
+    url = make_origin(tmp_path / "origins")
+    async with multica_server() as fake:
+        fake.add_repo(url)
+        other = fake.add_workspace()
+        fake.add_repo(url, other)
+        async with running_daemon(
+            tmp_path,
+            fake.url,
+            base_env={"PATH": str(tmp_path / "no-git")},
+            health=True,
+            **checkout_agent(tmp_path),
+        ):
+            task_id = fake.queue_issue(provider="command", agent=_agent(**calls({"url": url})))
+            report = await _report(fake, task_id)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("git is not")]
+    assert len(said) == 1 and "cannot check them out until git is on the PATH" in said[0]
+    assert report["answers"] == [
+        {"status": 500, "error": "git is not installed (not found on the PATH)\n"}
+    ]
