@@ -26,11 +26,11 @@ from daemon.ops.health_request import TEXT_CONTENT_TYPE, Reply, local_refusal
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.git import check_ref, check_url
 from daemon.workdirs.service import NotConfiguredError, Workdirs
+from daemon.workdirs.worktree import ISOLATED
 
 log = logging.getLogger(__name__)
 
 PATH = "/repo/checkout"
-ISOLATED = "isolated"
 BUSY_WAIT = 10.0
 """Seconds a checkout that can retry (`retry_busy`) waits for a busy cache before a 503."""
 PATIENT_WAIT = 240.0
@@ -80,7 +80,10 @@ class CheckoutRoute:
             return _text(500, str(exc))
         wait = self._busy_wait if request["retry_busy"] else PATIENT_WAIT
         try:
-            done = self._workdirs.check_out(task, url, request["ref"], work_dir, wait)
+            isolated = request["checkout_mode"] == ISOLATED
+            done = self._workdirs.check_out(
+                task, url, request["ref"], work_dir, wait, isolated=isolated
+            )
         except RepoBusyError:
             busy = (("Retry-After", RETRY_AFTER), ("X-Multica-Retryable", "repo-busy"))
             return _text(503, "repository is busy with another operation; retry later", busy)

@@ -134,7 +134,14 @@ class Workdirs:
             raise NotConfiguredError("repo is not configured for this workspace")
 
     def check_out(
-        self, task: ActiveTask, url: str, ref: str, work_dir: Path, wait: float
+        self,
+        task: ActiveTask,
+        url: str,
+        ref: str,
+        work_dir: Path,
+        wait: float,
+        *,
+        isolated: bool = False,
     ) -> Checkout:
         """The task's checkout of `url` in `work_dir`, on its branch, from `ref` or the claim's
         ref or the default branch; RepoBusyError when the cache stays locked past `wait`."""
@@ -151,7 +158,8 @@ class Workdirs:
                 log.warning("repo checkout: fetch failed, code may be stale: %s: %s", url, exc)
             base = self.cache.base_ref(bare, wanted)
             branch = branch_name(task.agent_name, task.task_id)
-            done = check_out(self.git, bare, work_dir / repo_name(url), branch, base)
+            path = work_dir / repo_name(url)
+            done = check_out(self.git, bare, url, path, branch, base, isolated=isolated)
         log.info(
             "task %s: checked out %s at %s on %s%s",
             short_id(task.task_id),

@@ -78,11 +78,15 @@ def test_a_clean_reused_checkout_moves_to_the_new_branch_keeping_the_old(tmp_pat
     bare = _ready(cache, url)
     path = tmp_path / "work" / "app"
     path.parent.mkdir()
-    first = check_out(cache.git, bare, path, "agent/a/111111111111", "refs/remotes/origin/main")
+    first = check_out(
+        cache.git, bare, url, path, "agent/a/111111111111", "refs/remotes/origin/main"
+    )
     (path / "done.txt").write_text("x")
     git("add", "done.txt", cwd=path)
     git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "-m", "x", cwd=path)
-    second = check_out(cache.git, bare, path, "agent/a/222222222222", "refs/remotes/origin/main")
+    second = check_out(
+        cache.git, bare, url, path, "agent/a/222222222222", "refs/remotes/origin/main"
+    )
     assert (first.branch, second.branch, second.kept) == (
         "agent/a/111111111111",
         "agent/a/222222222222",
@@ -100,7 +104,12 @@ def test_a_taken_branch_name_gets_a_time_suffix(tmp_path: Path) -> None:
     git("branch", "agent/a/333333333333", "refs/remotes/origin/main", cwd=bare)
     (tmp_path / "w").mkdir()
     done = check_out(
-        cache.git, bare, tmp_path / "w" / "app", "agent/a/333333333333", "refs/remotes/origin/main"
+        cache.git,
+        bare,
+        url,
+        tmp_path / "w" / "app",
+        "agent/a/333333333333",
+        "refs/remotes/origin/main",
     )
     assert done.branch.startswith("agent/a/333333333333-")
 
@@ -114,9 +123,43 @@ def test_a_path_that_is_not_this_caches_worktree_is_refused(tmp_path: Path) -> N
     work = tmp_path / "w"
     work.mkdir()
     base = "refs/remotes/origin/main"
-    check_out(cache.git, other_bare, work / "theirs", "agent/a/1", base)
+    check_out(cache.git, other_bare, other, work / "theirs", "agent/a/1", base)
+    check_out(cache.git, other_bare, other, work / "cloned", "agent/a/1", base, isolated=True)
     (work / "link").symlink_to(tmp_path / "o")
     (work / "plain").mkdir()
-    for name, said in (("theirs", "another repository"), ("link", "link"), ("plain", "exists")):
+    refused = {
+        "theirs": "worktree of another repository",
+        "cloned": "clone of another repository",
+        "link": "symbolic link",
+        "plain": "not a worktree",
+    }
+    for name, said in refused.items():
         with pytest.raises(GitError, match=said):
-            check_out(cache.git, bare, work / name, "agent/a/2", base)
+            check_out(cache.git, bare, url, work / name, "agent/a/2", base)
+
+
+def test_an_isolated_checkout_has_its_own_git_dir_and_the_real_origin(tmp_path: Path) -> None:
+    """`isolated`: a clone whose .git is inside the work dir, `origin` the repository's URL,
+    none of the cache's other branches; a commit there touches nothing in the cache; reused,
+    it keeps uncommitted work like a worktree."""
+    url = make_origin(tmp_path / "o", branches={"feature": "f"})
+    cache = _cache(tmp_path)
+    bare = _ready(cache, url)
+    git("branch", "agent/other/999999999999", "refs/remotes/origin/main", cwd=bare)
+    path = tmp_path / "w" / "app"
+    path.parent.mkdir()
+    base = "refs/remotes/origin/feature"
+    done = check_out(cache.git, bare, url, path, "agent/a/444444444444", base, isolated=True)
+    assert (done.branch, done.kept) == ("agent/a/444444444444", False)
+    assert (path / ".git").is_dir() and (path / "README.md").read_text() == "f\n"
+    assert git("remote", "get-url", "origin", cwd=path) == url
+    assert git("for-each-ref", "--format=%(refname)", "refs/heads/", cwd=path).split() == [
+        "refs/heads/agent/a/444444444444"
+    ]
+    (path / "README.md").write_text("changed\n")
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "--quiet", "-am", "x", cwd=path)
+    assert "agent/a/444444444444" not in git("branch", "--list", cwd=bare)
+    (path / "scratch.txt").write_text("wip")
+    again = check_out(cache.git, bare, url, path, "agent/a/555555555555", base)
+    assert (again.branch, again.kept) == ("agent/a/444444444444", True)
+    assert (path / "scratch.txt").read_text() == "wip"

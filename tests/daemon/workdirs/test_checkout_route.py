@@ -50,3 +50,12 @@ def test_only_a_process_on_this_host_is_answered(tmp_path: Path) -> None:
         assert route("POST", peer, HEADERS, body).status == 403
     assert route("PUT", "127.0.0.1", HEADERS, body).status == 405
     assert not (tmp_path / "work" / "o").exists() and not (tmp_path / "work" / "app").exists()
+
+
+def test_an_isolated_request_gets_a_clone_of_its_own(tmp_path: Path) -> None:
+    """`checkout_mode: isolated` (Multica's, for sandboxed agents) makes a clone, not a worktree."""
+    workdirs, _, body = _setup(tmp_path)
+    isolated = json.dumps({**json.loads(body), "checkout_mode": "isolated"}).encode()
+    reply = CheckoutRoute(workdirs)("POST", "127.0.0.1", HEADERS, isolated)
+    assert reply.status == 200
+    assert (Path(json.loads(reply.body)["path"]) / ".git").is_dir()
