@@ -20,13 +20,16 @@ import time
 from pathlib import Path
 
 from daemon.errors import GitError, RepoBusyError
-from daemon.files import ensure_dir, path_part
+from daemon.files import ensure_dir, path_part, write_atomic
+from daemon.timefmt import utc_iso
 from daemon.workdirs.git import TIMEOUT, Git
 from daemon.workdirs.names import bare_dir_name
 
 log = logging.getLogger(__name__)
 
 CACHE_DIR = ".repos"
+LAST_USED = ".multica_last_used"
+"""In each cache: when a task last asked for a checkout from it (Multica's GC reads it)."""
 FETCH_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"
 ORIGIN = "refs/remotes/origin/"
 
@@ -83,6 +86,14 @@ class RepoCache:
             shutil.rmtree(bare, ignore_errors=True)  # a half-made cache would pass for one
             raise
         log.info("repo cache: cloned %s in %.1fs", url, time.monotonic() - started)
+
+    def mark_used(self, bare: Path) -> None:
+        """Stamp the cache as wanted now, before the checkout's work, as Go does: a fetch at
+        start-up touches every cache, so only this stamp says a task still uses it."""
+        try:
+            write_atomic(bare / LAST_USED, utc_iso(precision="microseconds"), durable=False)
+        except OSError as exc:
+            log.warning("repo cache: cannot stamp %s as used: %s", bare.name, exc)
 
     def fetch(self, bare: Path) -> None:
         """Fetch the remote's branches and tags, then learn its default branch again."""

@@ -156,6 +156,7 @@ class Workdirs:
                     raise
                 # As Go: the agent gets the code as last fetched, and the log says so.
                 log.warning("repo checkout: fetch failed, code may be stale: %s: %s", url, exc)
+            self.cache.mark_used(bare)
             base = self.cache.base_ref(bare, wanted)
             branch = branch_name(task.agent_name, task.task_id)
             path = work_dir / repo_name(url)

@@ -48,6 +48,7 @@ async def test_an_agent_checks_out_a_workspace_repo_on_its_own_branch(tmp_path: 
     assert answer["path"] == str(work / "app")
     assert answer["branch_name"] == f"agent/review-bot/{task_id.replace('-', '')[-12:]}"
     assert (work / "app" / "README.md").read_text() == "main\n"
+    assert (bare / ".multica_last_used").read_text().endswith("Z")  # Go's GC reads this stamp
     assert git("rev-parse", "--abbrev-ref", "HEAD", cwd=work / "app") == answer["branch_name"]
     assert git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=work / "app") == str(
         bare
