@@ -177,11 +177,9 @@ class Worker:
             tg.start_soon(self.workdirs.serve)
             if self.subreaper:
                 tg.start_soon(self.agents.reap_adopted)
-            # Every agent spawned by a run below is tracked in the daemon's one registry.
-            with self.agents.processes.installed():
-                async with anyio.create_task_group() as runners:
-                    await self._claim_loop(runners)
-                    await self._drain_running()
+            async with anyio.create_task_group() as runners:
+                await self._claim_loop(runners)
+                await self._drain_running()
             tg.cancel_scope.cancel()
 
     async def shutdown(self) -> None:

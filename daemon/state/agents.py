@@ -58,7 +58,7 @@ class AgentRecords:
     def __init__(self, directory: Path, processes: ProcessRegistry | None = None) -> None:
         self.directory = directory
         self.processes = processes or ProcessRegistry()
-        """The daemon's agent processes; its runs are installed into it (`installed()`)."""
+        """The daemon's agent processes; every run's spec carries it (`RunSpec.processes`)."""
 
     def put(self, record: AgentRecord) -> None:
         """Store `record` atomically, replacing the task's earlier one; errors are logged."""

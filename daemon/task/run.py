@@ -204,6 +204,15 @@ class TaskRun:
             self._server_url, self._base_env, self.slot, self._health_port, self._multica_bin
         )
         observer = RunObserverMetrics(self._metrics)
+        # The daemon's one registry records every agent process, so none is lost as an orphan.
+        processes = self._agents.processes if self._agents is not None else None
         return agent_spec(
-            self.task, self.backend.name, dirs, self._settings, observer, self._mcp_config, reach
+            self.task,
+            self.backend.name,
+            dirs,
+            self._settings,
+            observer,
+            self._mcp_config,
+            reach,
+            processes=processes,
         )

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
+from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
@@ -54,6 +55,8 @@ def agent_spec(
     observer: RunObserver,
     mcp_config: Path | None,
     reach: AgentReach,
+    *,
+    processes: ProcessRegistry | None,
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice."""
     write_brief(dirs.work_dir, backend, task)
@@ -87,6 +90,7 @@ def agent_spec(
         prompt=build_prompt(task, session_lost=lost),
         resume=resume,
         mcp_config=mcp_config,
+        processes=processes,
     )
 
 

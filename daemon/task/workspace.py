@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import RunObserver, RunSpec
+from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.files import ensure_dir, path_part
 from daemon.protocol.models import Task
@@ -146,6 +147,7 @@ def run_spec(
     prompt: str,
     resume: str,
     mcp_config: Path | None,
+    processes: ProcessRegistry | None,
 ) -> RunSpec:
     """How to start the task's agent: prompt, work directory, environment, model, limits."""
     return RunSpec(
@@ -162,5 +164,6 @@ def run_spec(
         # An agent that closed stdout after its final result gets the whole exit grace.
         exit_wait=max(EXIT_WAIT, settings.exit_grace),
         observer=observer,
+        processes=processes,
         mcp_config=mcp_config,
     )

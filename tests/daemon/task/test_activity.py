@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from backends.base import Message, MessageType
-from backends.claude_stream import ClaudeStreamParser
+from backends.claude.stream import ClaudeStreamParser
 from daemon.task.activity import Activity
 from daemon.task.watchdog import WatchdogPolicy, decide
 from tests.clock import FakeClock

@@ -35,7 +35,9 @@ def test_custom_env_names_the_daemon_keeps_are_skipped_and_logged(
     dirs, mcp = prepare(tmp_path / "ws", task, "claude")
     reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
     with caplog.at_level(logging.WARNING, logger="daemon.task.setup"):
-        spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach)
+        spec = agent_spec(
+            task, "claude", dirs, settings, NullObserver(), mcp, reach, processes=None
+        )
     assert spec.env["MY_FLAG"] == "1"
     assert spec.env["MULTICA_TOKEN"] == "mat_task_secret" and spec.env["PATH"] != "/evil"
     assert [r.getMessage() for r in caplog.records] == [

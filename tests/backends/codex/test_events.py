@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import MessageType, ParseStep, RunStatus, Usage
-from backends.codex_events import CodexEventParser
+from backends.codex.events import CodexEventParser
 from tests.backends.support import feed_file, messages, of_type, read_meta
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "codex"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "codex"
 MODEL = "gpt-fake"
 # What the fake OpenAI API reports per request (tests/fakes/openai_api.py).
 ONE_REQUEST = Usage("openai", MODEL, 150, 30, 50, 0)

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,10 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType, RunResult, RunSpec, RunStatus, Usage
-from backends.process import ProcIdentity
+from backends.process import ProcessRegistry, ProcIdentity
 from backends.scripted import Script, ScriptedBackend
 from tests.backends.support import RecordingObserver, identities, survivors, tree_pids
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
 
@@ -246,3 +248,23 @@ async def test_a_tree_holding_stdout_keeps_the_stream_open(tmp_path: Path) -> No
     assert waited.cancelled_caught
     assert run.returncode == 0
     assert survivors(tree) == []
+
+
+@pytest.mark.anyio
+async def test_each_run_records_its_tree_in_the_registry_its_spec_carries(tmp_path: Path) -> None:
+    """Two runs at once, each given its own registry: each registry sees only its run's tree."""
+    registries = [ProcessRegistry(), ProcessRegistry()]
+    specs = [spec(Script().spawn_tree(depth=1).hang(), tmp_path, processes=r) for r in registries]
+    backend = ScriptedBackend()
+    with anyio.fail_after(60):
+        async with backend.start(specs[0]) as first, backend.start(specs[1]) as second:
+            trees = [await _tree(aiter(first.messages())), await _tree(aiter(second.messages()))]
+            for registry, run, tree in zip(registries, (first, second), trees, strict=True):
+                await eventually(partial(_recorded, registry, run.pid, tree), within=30)
+            assert registries[0].members(second.pid) == []
+            assert registries[1].members(first.pid) == []
+    assert survivors([*trees[0], *trees[1]]) == []
+
+
+def _recorded(registry: ProcessRegistry, pid: int, tree: list[ProcIdentity]) -> bool:
+    return set(tree) <= set(registry.members(pid))

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from backends.base import Message, MessageType, RunStatus, Usage
-from backends.lineproto import TEXT_OUTPUT_LIMIT, LineProtocolParser, describe_exit
+from backends.command.lineproto import TEXT_OUTPUT_LIMIT, LineProtocolParser, describe_exit
 
 
 def feed(parser: LineProtocolParser, event: dict[str, Any] | str) -> list[Message]:

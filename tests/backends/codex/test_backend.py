@@ -7,7 +7,7 @@ import tomllib
 from pathlib import Path
 
 from backends.base import RunSpec
-from backends.codex import CodexBackend, codex_home, configured_model, rollout_totals
+from backends.codex.backend import CodexBackend, codex_home, configured_model, rollout_totals
 
 
 def spec(**fields: object) -> RunSpec:

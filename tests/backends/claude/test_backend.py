@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from backends.base import RunSpec
-from backends.claude import ClaudeBackend, filter_args, prompt_line
+from backends.claude.backend import ClaudeBackend, filter_args, prompt_line
 
 
 def spec(**fields: object) -> RunSpec:

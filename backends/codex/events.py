@@ -24,16 +24,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from backends.base import (
-    Message,
-    MessageType,
-    ParseStep,
-    RunResult,
-    RunStatus,
-    Usage,
-    ended_early,
-)
-from backends.lineproto import int_field, json_object, str_field
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.resume import fresh_session_notice
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
@@ -46,28 +39,24 @@ _TOOL_ITEMS = {
 _USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 
 
-class CodexEventParser:
+class CodexEventParser(JsonLinesParser):
     """A `LineParser` for one `codex exec --json` process."""
+
+    missing_session_markers = SESSION_MISSING
 
     def __init__(
         self, model: str, resuming: str = "", baseline: Mapping[str, int] | None = None
     ) -> None:
+        super().__init__(resuming)
         self.model = model
-        self.resuming = resuming
         self.baseline = dict(baseline or {})
         self.thread_id = ""
-        self.session_not_found = False
         self._last_text = ""
         self._started: set[str] = set()
         self._final: Message | None = None
 
-    def feed(self, line: str) -> ParseStep:
-        """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
-        if not line.strip():
-            return ParseStep()
-        event = json_object(line)
-        if event is None:
-            return ParseStep(invalid=True)
+    def event(self, event: dict[str, Any]) -> ParseStep:
+        """One `exec --json` event as messages, or the turn's end."""
         kind = str_field(event.get("type"))
         if kind == "thread.started":
             return ParseStep(messages=self._thread_started(event))
@@ -86,7 +75,7 @@ class CodexEventParser:
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result: the turn's end decides; without one the run failed."""
-        if self.resuming and not self.thread_id and _session_missing(stderr_tail):
+        if self.resuming and not self.thread_id and self.says_session_missing(stderr_tail):
             self.session_not_found = True
         final = self._final
         if final is None:
@@ -120,11 +109,7 @@ class CodexEventParser:
             # Given a name it cannot find, the CLI quietly starts a new thread.
             messages.insert(
                 0,
-                Message(
-                    MessageType.STATUS,
-                    content=f"Session {self.resuming} was not found; "
-                    "started a fresh session instead.",
-                ),
+                Message(MessageType.STATUS, content=fresh_session_notice(self.resuming)),
             )
         return messages
 
@@ -255,7 +240,3 @@ def _plan(item: Mapping[str, Any]) -> str:
 
 def _error(text: str) -> Message:
     return Message(MessageType.ERROR, content=text or "codex reported an error", is_error=True)
-
-
-def _session_missing(text: str) -> bool:
-    return any(marker in text for marker in SESSION_MISSING)

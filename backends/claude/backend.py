@@ -30,9 +30,9 @@ from pathlib import Path
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
-from backends.claude_stream import ClaudeStreamParser
-from backends.fallback import resume_or_fresh
-from backends.process import ProcessSpec, run_process
+from backends.claude.stream import ClaudeStreamParser
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ class ClaudeBackend(AgentCli):
 
     def __init__(
         self,
-        path: str = "claude",
+        path: str | None = None,
         args: Sequence[str] = (),
         model: str = "",
         *,
@@ -101,24 +101,12 @@ class ClaudeBackend(AgentCli):
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         with ExitStack() as scratch:
             instructions = _instruction_args(spec.instructions, scratch)
-            if not spec.resume_session_id:
-                parser = ClaudeStreamParser()
-                async with run_process(self._spec(spec, "", instructions), parser) as run:
-                    yield run
-                return
-            session = spec.resume_session_id
-            resumed = (
-                self._spec(spec, session, instructions),
-                ClaudeStreamParser(resuming=session),
-            )
 
-            def fresh() -> tuple[ProcessSpec, ClaudeStreamParser]:
-                log.warning("claude: session %s not found; starting a fresh session", session)
-                return self._spec(spec, "", instructions), ClaudeStreamParser()
+            def launch(resume: str) -> Launch:
+                return self._spec(spec, resume, instructions), ClaudeStreamParser(resume)
 
-            notice = f"Session {session} was not found; started a fresh session instead."
-            async with resume_or_fresh(resumed, fresh, notice) as either:
-                yield either
+            async with start_session(self.name, spec.resume_session_id, launch) as run:
+                yield run
 
     def argv(self, spec: RunSpec, resume: str = "", instructions: Sequence[str] = ()) -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
@@ -145,17 +133,9 @@ class ClaudeBackend(AgentCli):
         return env
 
     def _spec(self, spec: RunSpec, resume: str, instructions: Sequence[str]) -> ProcessSpec:
-        return ProcessSpec(
-            argv=self.argv(spec, resume, instructions),
-            cwd=spec.workdir,
-            env=self.env(spec),
-            stdin_data=prompt_line(spec.prompt),
-            keep_stdin_open=True,
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
-        )
+        argv = self.argv(spec, resume, instructions)
+        stdin = prompt_line(spec.prompt)
+        return ProcessSpec.for_run(spec, argv, self.env(spec), stdin, keep_stdin_open=True)
 
 
 def prompt_line(prompt: str) -> bytes:

@@ -28,40 +28,28 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from backends.base import (
-    Message,
-    MessageType,
-    ParseStep,
-    RunResult,
-    RunStatus,
-    Usage,
-    ended_early,
-)
-from backends.claude_blocks import control_reply, progress, tool_result, tool_results
-from backends.lineproto import int_field, json_object, str_field
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.claude.blocks import control_reply, progress, tool_result, tool_results
+from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
 
 # What the CLI says when the session to resume does not exist (or is not a session id).
 SESSION_MISSING = ("No conversation found", "requires a valid session ID")
 _TEXT_LIMIT = 2000
 
 
-class ClaudeStreamParser:
+class ClaudeStreamParser(JsonLinesParser):
     """A `LineParser` for one Claude Code process; `resuming` names the session it resumes."""
 
+    missing_session_markers = SESSION_MISSING
+
     def __init__(self, resuming: str = "") -> None:
-        self.resuming = resuming
+        super().__init__(resuming)
         self.session_id = ""
-        self.session_not_found = False
         self._result: dict[str, Any] | None = None
         self._last_text = ""
 
-    def feed(self, line: str) -> ParseStep:
-        """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
-        if not line.strip():
-            return ParseStep()
-        event = json_object(line)
-        if event is None:
-            return ParseStep(invalid=True)
+    def event(self, event: dict[str, Any]) -> ParseStep:
+        """One stream-json event as messages, replies on stdin, or the run's result."""
         kind = event.get("type")
         sid = str_field(event.get("session_id"))
         if sid and not self.session_not_found:
@@ -84,7 +72,7 @@ class ClaudeStreamParser:
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result: the `result` line decides; without one the run failed."""
-        if self.resuming and _session_missing(stderr_tail):
+        if self.resuming and self.says_session_missing(stderr_tail):
             self.session_not_found = True
         result = self._result
         if result is None:
@@ -197,7 +185,7 @@ class ClaudeStreamParser:
             return ParseStep(
                 messages=[Message(MessageType.LOG, content="claude sent another result")]
             )
-        if self.resuming and _failed(event) and _session_missing(_result_error(event, "")):
+        if self.resuming and _failed(event) and self.says_session_missing(_result_error(event, "")):
             # The session to resume is gone; the backend starts a fresh one instead, so
             # this is not the run's result.
             self.session_not_found = True
@@ -247,10 +235,6 @@ def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
             )
         )
     return tuple(usage)
-
-
-def _session_missing(text: str) -> bool:
-    return any(marker in text for marker in SESSION_MISSING)
 
 
 def _failed(result: Mapping[str, Any]) -> bool:

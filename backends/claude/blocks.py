@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from backends.base import Message, MessageType
-from backends.lineproto import str_field
+from backends.json_lines import str_field
 
 
 def tool_results(event: Mapping[str, Any]) -> list[Message]:

@@ -5,10 +5,14 @@ a wiped home directory, a different CLI). The backend handles that itself: the r
 is started first; if its parser reports the session missing, a fresh process is started in
 the same `AgentRun`, and the transcript says so with a status message. The daemon only sees
 one stream of messages and one result.
+
+A backend states the rule once, with `start_session(agent, session, launch)`: `launch(resume)`
+builds the process and parser that resume `resume`, or start fresh when it is "".
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Protocol
@@ -26,6 +30,8 @@ class ResumableParser(LineParser, Protocol):
 
 
 Launch = tuple[ProcessSpec, ResumableParser]
+
+log = logging.getLogger(__name__)
 
 
 class FallbackRun:
@@ -120,3 +126,27 @@ async def resume_or_fresh(
             run.close()
     if failure is not None:
         raise failure
+
+
+@asynccontextmanager
+async def start_session(
+    agent: str, session: str, launch: Callable[[str], Launch]
+) -> AsyncIterator[AgentRun]:
+    """Run `launch(session)`; with no session, or one the CLI does not know, `launch("")`."""
+    if not session:
+        spec, parser = launch("")
+        async with run_process(spec, parser) as run:
+            yield run
+        return
+
+    def fresh() -> Launch:
+        log.warning("%s: session %s not found; starting a fresh session", agent, session)
+        return launch("")
+
+    async with resume_or_fresh(launch(session), fresh, fresh_session_notice(session)) as either:
+        yield either
+
+
+def fresh_session_notice(session: str) -> str:
+    """What the transcript says when the session to resume was not found."""
+    return f"Session {session} was not found; started a fresh session instead."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,8 +12,8 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
-from backends.fallback import Launch, resume_or_fresh
 from backends.process import ProcessSpec, identify
+from backends.resume import Launch, resume_or_fresh, start_session
 from tests.backends.support import SLEEPER, python, survivors
 
 pytestmark = [
@@ -129,3 +130,41 @@ async def test_resumed_process_that_cannot_start_raises(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         async with resume_or_fresh(resumed, fresh, NOTICE):
             pass
+
+
+def launcher(tmp_path: Path, codes: dict[str, str]) -> tuple[list[str], Callable[[str], Launch]]:
+    """A `launch(resume)` running `codes[resume]`, and the list of what it was asked for."""
+    asked: list[str] = []
+
+    def launch_for(resume: str) -> Launch:
+        asked.append(resume)
+        return launch(tmp_path, codes[resume])
+
+    return asked, launch_for
+
+
+async def test_no_session_starts_only_a_fresh_process(tmp_path: Path) -> None:
+    """Without a session to resume, `start_session` launches once, fresh."""
+    asked, launch_for = launcher(tmp_path, {"": "print('fresh')"})
+    async with start_session("agent", "", launch_for) as run:
+        with anyio.fail_after(10):
+            contents = [m.content async for m in run.messages()]
+    assert contents == ["fresh"]
+    assert asked == [""]
+
+
+async def test_unknown_session_launches_fresh_after_the_resume(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A session the CLI does not know is resumed first, then launched fresh, and logged once."""
+    codes = {"s1": "print('missing')", "": "print('fresh')"}
+    asked, launch_for = launcher(tmp_path, codes)
+    with caplog.at_level(logging.WARNING, logger="backends.resume"):
+        async with start_session("agent", "s1", launch_for) as run:
+            with anyio.fail_after(10):
+                contents = [m.content async for m in run.messages()]
+    assert contents == [NOTICE, "fresh"]
+    assert asked == ["s1", ""]
+    assert [r.getMessage() for r in caplog.records] == [
+        "agent: session s1 not found; starting a fresh session"
+    ]

@@ -4,7 +4,8 @@ The task prompt is the script, a JSON object `{"steps": [...]}` (it may also sit
 prompt text). A prompt without a script is simply echoed: one `text` message and a `result`
 whose output is the prompt. Each step is an object with exactly one key:
 
-    {"emit": {"type": "text", "content": "hi"}}   print one line-protocol message (DESIGN.md §5)
+    {"emit": {"type": "text", "content": "hi"}}   print one message of the line protocol
+                                                   (`backends.command.lineproto`)
     {"text": "hi"}                                 shorthand for emitting a text message
     {"sleep": 1.5}                                 stay silent for that many seconds
     {"burst": {"count": 1000, "message": {...}}}   print the message N times, as fast as possible
@@ -47,10 +48,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from backends import scripted_child
 from backends.base import RunSpec
-from backends.lineproto import run_line_agent
+from backends.command.lineproto import run_line_agent
 from backends.process import ProcessRun
+from backends.scripted import child
 
 SCRIPT_FORMAT = 1
 
@@ -73,7 +74,7 @@ class ScriptedBackend:
         """Start the scripted child with the prompt on stdin (then closed)."""
         # Run by file path with -P: the work directory can neither shadow the module nor
         # needs the package on the agent's PYTHONPATH.
-        argv = [sys.executable, "-P", str(Path(scripted_child.__file__).resolve())]
+        argv = [sys.executable, "-P", str(Path(child.__file__).resolve())]
         if spec.resume_session_id:
             argv += ["--resume", spec.resume_session_id]
         return run_line_agent(argv, spec, self.name)

@@ -13,7 +13,7 @@ system prompt (the `instructions` key would replace that prompt). `AGENTS.md` in
 directory is left to the repository.
 
 A thread the CLI does not know makes `codex exec resume` fail at once ("no rollout found");
-the run then falls back to a fresh thread (see `backends.fallback`). Given a thread *name* it
+the run then falls back to a fresh thread (see `backends.resume`). Given a thread *name* it
 cannot find, the CLI starts a new thread by itself; the parser notes that in the transcript.
 """
 
@@ -32,9 +32,9 @@ import anyio
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
-from backends.codex_events import CodexEventParser, thread_totals
-from backends.fallback import resume_or_fresh
-from backends.process import ProcessSpec, run_process
+from backends.codex.events import CodexEventParser, thread_totals
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,6 @@ class CodexBackend(AgentCli):
     name = "codex"
     session_markers = SESSION_MARKERS
 
-    def __init__(
-        self,
-        path: str = "codex",
-        args: Sequence[str] = (),
-        model: str = "",
-        *,
-        detect_env: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(path, args, model, detect_env=detect_env)
-
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
         return self._run(spec)
@@ -88,21 +78,15 @@ class CodexBackend(AgentCli):
         home = codex_home(spec.env)
         model = spec.model or self.model or await anyio.to_thread.run_sync(configured_model, home)
         thread = spec.resume_session_id
-        if not thread:
-            parser = CodexEventParser(model)
-            async with run_process(self._spec(spec, ""), parser) as run:
-                yield run
-            return
-        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread)
-        resumed = (self._spec(spec, thread), CodexEventParser(model, thread, baseline))
+        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread) if thread else {}
 
-        def fresh() -> tuple[ProcessSpec, CodexEventParser]:
-            log.warning("codex: thread %s not found; starting a fresh thread", thread)
-            return self._spec(spec, ""), CodexEventParser(model)
+        def launch(resume: str) -> Launch:
+            # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
+            parser = CodexEventParser(model, resume, baseline if resume else None)
+            return self._spec(spec, resume), parser
 
-        notice = f"Session {thread} was not found; started a fresh session instead."
-        async with resume_or_fresh(resumed, fresh, notice) as either:
-            yield either
+        async with start_session(self.name, thread, launch) as run:
+            yield run
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
@@ -125,16 +109,8 @@ class CodexBackend(AgentCli):
         return self.strip_markers(spec.env)
 
     def _spec(self, spec: RunSpec, resume: str) -> ProcessSpec:
-        return ProcessSpec(
-            argv=self.argv(spec, resume),
-            cwd=spec.workdir,
-            env=self.env(spec),
-            stdin_data=spec.prompt.encode(),
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
-        )
+        argv = self.argv(spec, resume)
+        return ProcessSpec.for_run(spec, argv, self.env(spec), spec.prompt.encode())
 
 
 def filter_args(args: Sequence[str]) -> list[str]:

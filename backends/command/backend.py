@@ -1,4 +1,4 @@
-"""The `command` backend: any executable that speaks the line protocol (DESIGN.md §5)."""
+"""The `command` backend: any executable that speaks the line protocol (`lineproto` here)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from contextlib import AbstractAsyncContextManager
 import anyio
 
 from backends.base import RunSpec
-from backends.lineproto import run_line_agent
+from backends.command.lineproto import run_line_agent
 from backends.process import ProcessRun
 
 

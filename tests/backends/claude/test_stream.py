@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from backends.base import MessageType, ParseStep, RunStatus, Usage
-from backends.claude_stream import ClaudeStreamParser
+from backends.claude.stream import ClaudeStreamParser
 from tests.backends.support import feed_file, messages, of_type, read_meta
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "claude-stream-json"
+FIXTURES = Path(__file__).parents[2] / "fixtures" / "claude-stream-json"
 STALLS = ["stall", "stall-mid", "stall-headers", "stall-mid-partial", "tool-then-stall"]
 
 

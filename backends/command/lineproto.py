@@ -1,4 +1,19 @@
-"""The `command` line protocol (DESIGN.md §5): one message per stdout line, plain text welcome.
+"""The `command` line protocol: one message per stdout line, plain text welcome.
+
+The agent gets the prompt on stdin, which is then closed, and prints one JSON object a line:
+
+    {"type": "text", "content": "working on it"}
+    {"type": "tool_use", "tool": "Bash", "call_id": "c1", "input": {"command": "make"}}
+    {"type": "tool_result", "call_id": "c1", "output": "ok", "is_error": false}
+    {"type": "result", "output": "done", "session_id": "s1", "usage": {"input_tokens": 9}}
+
+`type` is a `MessageType` (text, thinking, tool_use, tool_result, status, error, log, result);
+`content`, `tool`, `call_id`, `output` and `session_id` are strings, `input` an object,
+`is_error` a boolean. `usage` is one object or a list of them: `provider`, `model` and token
+counts (`input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens`, or the
+Anthropic API's `cache_read_input_tokens` and `cache_creation_input_tokens`). A `result` with
+an `error` fails the run. Exit 0 completes the run with the result's output (without one, the
+text printed); any other exit fails it.
 
 A line that is a JSON object with a known `type` becomes that message; any other line — not
 JSON, or JSON without a known type — is a `text` message carrying the line, so a plain script
@@ -16,9 +31,8 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from pydantic_core import from_json
-
 from backends.base import Message, MessageType, ParseStep, RunResult, RunSpec, RunStatus, Usage
+from backends.json_lines import json_object
 from backends.process import ProcessRun, ProcessSpec, run_process
 
 log = logging.getLogger(__name__)
@@ -175,41 +189,9 @@ def describe_exit(exit_code: int | None) -> str:
     return f"exit code {exit_code}"
 
 
-def json_object(line: str) -> dict[str, Any] | None:
-    """The line as a JSON object, or None when it is not one (agents' lines are untrusted)."""
-    text = line.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        # pydantic-core's parser: several times faster than json.loads on the drain's hot path.
-        value = from_json(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def run_line_agent(
     argv: Sequence[str], spec: RunSpec, provider: str
 ) -> AbstractAsyncContextManager[ProcessRun]:
     """Start an agent speaking this protocol: the prompt on stdin, then stdin closed."""
-    process_spec = ProcessSpec(
-        argv=argv,
-        cwd=spec.workdir,
-        env=spec.env,
-        stdin_data=spec.prompt.encode(),
-        kill_grace=spec.kill_grace,
-        result_timeout=spec.exit_wait,
-        task_id=spec.task_id,
-        observer=spec.observer,
-    )
+    process_spec = ProcessSpec.for_run(spec, argv, spec.env, spec.prompt.encode())
     return run_process(process_spec, LineProtocolParser(provider=provider))
-
-
-def str_field(value: Any) -> str:
-    """A JSON field that should be a string: itself, or "" for anything else."""
-    return value if isinstance(value, str) else ""
-
-
-def int_field(value: Any) -> int:
-    """A JSON field that should be an integer: itself, or 0 (a bool is not a count)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
