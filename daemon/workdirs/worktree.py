@@ -131,8 +131,8 @@ def _reuse(git: Git, path: Path, branch: str, base: str) -> Checkout:
             current or "a detached HEAD",
         )
         return Checkout(path, current or "HEAD", kept=True)
-    if current == branch:
-        return Checkout(path, branch, kept=True)  # this task asked again
+    if current == branch and git.ok(["merge-base", "--is-ancestor", base, "HEAD"], cwd=path):
+        return Checkout(path, branch, kept=True)  # this task asked again for what it has
     made = _with_fresh_name(
         branch, lambda name: git.run(["checkout", "--quiet", "-b", name, base, "--"], cwd=path)
     )

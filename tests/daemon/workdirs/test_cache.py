@@ -163,3 +163,32 @@ def test_an_isolated_checkout_has_its_own_git_dir_and_the_real_origin(tmp_path: 
     again = check_out(cache.git, bare, url, path, "agent/a/555555555555", base)
     assert (again.branch, again.kept) == ("agent/a/444444444444", True)
     assert (path / "scratch.txt").read_text() == "wip"
+
+
+def test_asking_again_keeps_the_branch_unless_another_base_is_asked_for(tmp_path: Path) -> None:
+    """The same task's second checkout stays on its branch with its commits; one naming a ref
+    the branch is not built on gets a new branch from that ref (Go's suffix)."""
+    url = make_origin(tmp_path / "o", branches={"feature": "f"})
+    cache = _cache(tmp_path)
+    bare = _ready(cache, url)
+    path = tmp_path / "w" / "app"
+    path.parent.mkdir()
+    main, feature = "refs/remotes/origin/main", "refs/remotes/origin/feature"
+    check_out(cache.git, bare, url, path, "agent/a/666666666666", main)
+    git(
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@b",
+        "commit",
+        "--quiet",
+        "--allow-empty",
+        "-m",
+        "mine",
+        cwd=path,
+    )
+    again = check_out(cache.git, bare, url, path, "agent/a/666666666666", main)
+    other = check_out(cache.git, bare, url, path, "agent/a/666666666666", feature)
+    assert (again.branch, again.kept) == ("agent/a/666666666666", True)
+    assert other.branch.startswith("agent/a/666666666666-") and not other.kept
+    assert (path / "README.md").read_text() == "f\n"
