@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from daemon.errors import GitError, RepoBusyError
-from daemon.files import ensure_dir, path_part, write_atomic
-from daemon.timefmt import utc_iso
+from daemon.private_files import ensure_dir, path_part, write_atomic
+from daemon.times import utc_iso
 from daemon.workdirs.git import TIMEOUT, Git
 from daemon.workdirs.names import bare_dir_name
 

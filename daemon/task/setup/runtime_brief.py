@@ -11,8 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemon.protocol.models import Task
-from daemon.task.files import write_under
-from daemon.task.prompt import task_kind
+from daemon.task.setup.nofollow import write_under
+from daemon.task.setup.prompt import task_kind
 
 _FILE_BY_BACKEND = {"claude": "CLAUDE.md"}
 DEFAULT_FILE = "AGENTS.md"

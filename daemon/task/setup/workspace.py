@@ -1,4 +1,4 @@
-"""A task's place on disk, laid out as Multica's daemon lays it out, and its run spec.
+"""A task's place on disk, laid out as Multica's daemon lays it out.
 
     <workspaces root>/<workspace>/<task>/            the task's own directory
         .managed_env.json                          says which issue or chat it serves
@@ -6,7 +6,7 @@
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `daemon.files.path_part`, which keeps a plain id as it is
+Ids become path components through `daemon.private_files.path_part`, which keeps a plain id as it is
 and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
@@ -15,25 +15,21 @@ agent and issue (or chat): a server's word alone never points the agent at a dir
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import RunObserver, RunSpec
-from backends.process import ProcessRegistry
-from daemon.config import Settings
-from daemon.files import ensure_dir, path_part
+from daemon.private_files import ensure_dir, path_part
 from daemon.protocol.models import Task
-from daemon.task.agent_env import make_temp_dir
-from daemon.task.files import read_under, write_under
+from daemon.task.setup.agent_env import make_temp_dir
+from daemon.task.setup.nofollow import read_under, write_under
 
 ENV_MARKER = ".managed_env.json"
 TASK_MARKER = ".multica/daemon_task_context.json"
 MANAGED_ENV = "multica-daemon-managed-env"
 MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
-EXIT_WAIT = 5.0
-"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,33 +133,6 @@ def write_mcp_config(dirs: TaskDirs, task: Task) -> Path | None:
     return write_under(dirs.env_root, MCP_CONFIG_FILE, json.dumps(config))
 
 
-def run_spec(
-    task: Task,
-    dirs: TaskDirs,
-    env: dict[str, str],
-    settings: Settings,
-    observer: RunObserver,
-    *,
-    prompt: str,
-    resume: str,
-    mcp_config: Path | None,
-    processes: ProcessRegistry | None,
-) -> RunSpec:
-    """How to start the task's agent: prompt, work directory, environment, model, limits."""
-    return RunSpec(
-        prompt=prompt,
-        workdir=dirs.work_dir,
-        env=env,
-        task_id=task.id,
-        model=task.agent.model,
-        resume_session_id=resume,
-        # The runtime brief in the work directory carries the agent's instructions.
-        instructions="",
-        extra_args=tuple(task.agent.custom_args),
-        kill_grace=settings.kill_grace,
-        # An agent that closed stdout after its final result gets the whole exit grace.
-        exit_wait=max(EXIT_WAIT, settings.exit_grace),
-        observer=observer,
-        processes=processes,
-        mcp_config=mcp_config,
-    )
+def remove_tree(path: Path) -> None:
+    """Remove a task's temp directory; what cannot be removed stays."""
+    shutil.rmtree(path, ignore_errors=True)

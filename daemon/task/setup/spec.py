@@ -4,9 +4,6 @@ file, then its brief, environment, prompt and resume choice, as one `RunSpec`.""
 from __future__ import annotations
 
 import logging
-import shutil
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
@@ -14,19 +11,22 @@ from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
-from daemon.task.agent_env import TaskPlace, agent_env, blocked_custom_keys
-from daemon.task.prompt import build_prompt
-from daemon.task.runtime_brief import write_brief
-from daemon.task.skills import write_skills
-from daemon.task.workspace import (
+from daemon.services import AgentReach
+from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
+from daemon.task.setup.prompt import build_prompt
+from daemon.task.setup.runtime_brief import write_brief
+from daemon.task.setup.skills import write_skills
+from daemon.task.setup.workspace import (
     TaskDirs,
     prepare_dirs,
     resumable_session,
-    run_spec,
     write_mcp_config,
 )
 
 log = logging.getLogger(__name__)
+
+EXIT_WAIT = 5.0
+"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
 
 def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
@@ -34,17 +34,6 @@ def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None
     dirs = prepare_dirs(root, task)
     write_skills(dirs.work_dir, backend, task.agent.skills)
     return dirs, write_mcp_config(dirs, task)
-
-
-@dataclass(frozen=True, slots=True)
-class AgentReach:
-    """How an agent reaches the daemon and its server: what a task's environment adds."""
-
-    server_url: str
-    base_env: Mapping[str, str]
-    slot: int
-    health_port: int
-    multica_bin: Path | None
 
 
 def agent_spec(
@@ -55,10 +44,12 @@ def agent_spec(
     observer: RunObserver,
     mcp_config: Path | None,
     reach: AgentReach,
+    slot: int,
     *,
     processes: ProcessRegistry | None,
 ) -> RunSpec:
-    """The brief in the work directory, then the prompt, environment and resume choice."""
+    """The brief in the work directory, then the prompt, environment and resume choice: the
+    one place a task's `RunSpec` is made."""
     write_brief(dirs.work_dir, backend, task)
     where = TaskPlace(
         server_url=reach.server_url,
@@ -67,7 +58,7 @@ def agent_spec(
         config_root=dirs.config_root,
         workspaces_root=settings.workspaces_root,
         health_port=reach.health_port,
-        slot=reach.slot,
+        slot=slot,
         multica_bin=reach.multica_bin,
         require_task_token=True,
     )
@@ -81,26 +72,20 @@ def agent_spec(
         log.info(
             "task %s: prior session not resumed: its work dir is not reused", short_id(task.id)
         )
-    return run_spec(
-        task,
-        dirs,
-        env,
-        settings,
-        observer,
+    return RunSpec(
         prompt=build_prompt(task, session_lost=lost),
-        resume=resume,
+        workdir=dirs.work_dir,
+        env=env,
+        task_id=task.id,
+        model=task.agent.model,
+        resume_session_id=resume,
+        # The runtime brief in the work directory carries the agent's instructions.
+        instructions="",
+        extra_args=tuple(task.agent.custom_args),
+        kill_grace=settings.kill_grace,
+        # An agent that closed stdout after its final result gets the whole exit grace.
+        exit_wait=max(EXIT_WAIT, settings.exit_grace),
+        observer=observer,
         mcp_config=mcp_config,
         processes=processes,
     )
-
-
-def describe_error(exc: BaseException) -> str:
-    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
-
-
-def remove_tree(path: Path) -> None:
-    """Remove a task's temp directory; what cannot be removed stays."""
-    shutil.rmtree(path, ignore_errors=True)

@@ -139,7 +139,7 @@ def _object(endpoint: str, data: Any) -> dict[str, Any]:
 
 
 def _objects(endpoint: str, data: Any, key: str) -> list[dict[str, Any]]:
-    # A bare list is what PROTOCOL.md shows; `{"<key>": [...]}` is accepted as well.
+    # A bare list is the usual answer; `{"<key>": [...]}` is accepted as well.
     if isinstance(data, dict) and isinstance(data.get(key), list):
         data = data[key]
     if not isinstance(data, list) or not all(isinstance(item, dict) for item in data):

@@ -1,8 +1,14 @@
-"""Go-style duration strings (`300ms`, `1.5h`, `2h45m`, bare `0`), plus a `d` day suffix."""
+"""Time as the daemon writes and reads it: UTC times with a `Z` suffix, and Go-style durations
+(`300ms`, `1.5h`, `2h45m`, bare `0`, plus a `d` day suffix)."""
 
 from __future__ import annotations
 
 import re
+import time
+from datetime import UTC, datetime
+from typing import Literal
+
+Precision = Literal["seconds", "milliseconds", "microseconds"]
 
 SYNTAX = "a Go duration such as 300ms, 45s, 1.5h, 2h45m, 1d, or 0"
 
@@ -58,3 +64,9 @@ def format_duration(seconds: float) -> str:
         out += f"{minutes}m"
     out += f"{secs + frac:g}s"
     return out
+
+
+def utc_iso(wall: float | None = None, precision: Precision = "seconds") -> str:
+    """Wall time `wall` (default: now) as `2026-01-02T03:04:05Z`, or with a fraction."""
+    moment = datetime.fromtimestamp(time.time() if wall is None else wall, UTC)
+    return moment.isoformat(timespec=precision).replace("+00:00", "Z")

@@ -18,9 +18,9 @@ from daemon.config import Settings
 from daemon.protocol.control import ControlChannel
 from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
-from daemon.registration import Registration
 from daemon.task.run import TaskRun
 from daemon.wakeup import Wakeup
+from daemon.worker.registration import Registration
 
 
 class Pickup:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import logging
 import os
 import signal
@@ -12,36 +11,32 @@ import sys
 from collections.abc import Sequence
 
 import anyio
-import httpx
 
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
+from daemon.cli.discovery import available
+from daemon.cli.status_view import check, status
+from daemon.cli.submit import submit as submit_task
 from daemon.config import Settings
-from daemon.discovery import available
 from daemon.errors import ConfigError, DaemonError
 from daemon.logs import configure_logging
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
-from daemon.ops.status_view import check, status
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.tasks_api import TasksApi
-from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
+from daemon.server.auth import TOKEN_FILE, ensure_token
 from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
+from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
-from daemon.statuses import TERMINAL_STATUSES
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
-from daemon.worker import Worker
+from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")
-
-QUEUED_NOTICE = 5.0
-"""Seconds `submit --wait` watches a task stay queued before saying what it waits for."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="a repository the agent may check out (repeatable; else the workspace's)",
     )
-    submit.set_defaults(func=_submit)
+    submit.set_defaults(func=submit_task)
     addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
     show = sub.add_parser("status", help="show the running daemon and its tasks")
     show.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
@@ -143,9 +138,8 @@ async def _run_locked(settings: Settings) -> int:
             db = settings.state_dir / "server.db"
             token = await _embedded_token(settings)
             repos = settings.embedded_repos
-            bound = await tg.start(
-                functools.partial(serve, db, host, port, token, embedded, repos=repos)
-            )
+            started = functools.partial(serve, db, host, port, token, embedded, repos=repos)
+            bound = await tg.start(started)
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
@@ -163,21 +157,20 @@ async def _run_locked(settings: Settings) -> int:
         async with make_http_client(url, token, daemon.__version__, transport=transport) as http:
             budget = ShutdownBudget()
             client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
+            # A separate server tells us of queued tasks over its control WebSocket; the
+            # embedded one in this process tells the worker directly (`subscribe`).
+            options = WorkerOptions(control=not settings.embedded, subreaper=True)
             worker = Worker(
                 settings,
                 client,
                 found,
-                server_url=url,
+                reach=AgentReach.found(url, os.environ),
                 metrics=metrics,
                 circuit=circuit,
-                base_env=os.environ,
                 budget=budget,
-                subreaper=True,
-                # A separate server tells us of queued tasks over its control WebSocket; the
-                # embedded one in this process tells the worker directly (`subscribe`).
-                control=not settings.embedded,
+                options=options,
             )
-            worker.health_port = health_port  # agents get it as MULTICA_DAEMON_PORT
+            worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
             health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
@@ -225,74 +218,9 @@ async def _wait_for_signal() -> None:
             return
 
 
-async def _submit(settings: Settings, args: argparse.Namespace) -> int:
-    """Create a task; with --wait print its transcript as it arrives and exit 0 on completion."""
-    url, token = settings.server_url, settings.token
-    if not url:
-        url = f"http://{settings.embedded_listen}"
-        # The embedded server's own token, which `run` or `server` generated on first start.
-        token = settings.embedded_token or read_token(settings.state_dir / TOKEN_FILE)
-        if not token:
-            print(
-                f"agent-daemon: no server token in {settings.state_dir / TOKEN_FILE}: start "
-                "`agent-daemon run` (or `agent-daemon server`) first, or set MULTICA_DAEMON_TOKEN",
-                file=sys.stderr,
-            )
-            return 1
-    async with make_http_client(url, token, daemon.__version__) as http:
-        api = TasksApi(http)
-        try:
-            task = await api.create_task(args.prompt, backend=args.backend, repos=args.repo)
-        except (httpx.HTTPError, DaemonError) as exc:
-            print(f"agent-daemon: cannot submit to {url}: {exc}", file=sys.stderr)
-            return 1
-        print(f"task {task['id']} queued", flush=True)
-        if not args.wait:
-            return 0
-        return await _follow(api, task["id"])
-
-
 async def _embedded_token(settings: Settings) -> str:
     """MULTICA_DAEMON_TOKEN when set, else the embedded server's generated one (kept 0600);
     never a Multica login token from config.json."""
     if settings.embedded_token:
         return settings.embedded_token
     return await anyio.to_thread.run_sync(ensure_token, settings.state_dir / TOKEN_FILE)
-
-
-async def _follow(api: TasksApi, task_id: str) -> int:
-    after = 0
-    waited = 0.0
-    while True:
-        task = await api.get_task(task_id)
-        if task["status"] == "queued" and waited <= QUEUED_NOTICE < waited + 0.5:
-            # No daemon serving the backend has come yet (the server refuses a task for a
-            # backend that other online daemons lack): say what the wait is for.
-            wanted = f"backend {task['backend']}" if task["backend"] else "any backend"
-            print(f"task {task_id} still queued: waiting for a daemon serving {wanted}", flush=True)
-        waited += 0.5
-        for message in await api.messages(task_id, after_seq=after):
-            after = max(after, int(message["seq"]))
-            print(_render(message), flush=True)
-        if task["status"] in TERMINAL_STATUSES:
-            # One more read: messages sent just before the terminal report.
-            for message in await api.messages(task_id, after_seq=after):
-                print(_render(message), flush=True)
-            break
-        await anyio.sleep(0.5)
-    print(f"task {task_id} {task['status']}", flush=True)
-    if task.get("output"):
-        print(task["output"], flush=True)
-    if task.get("error"):
-        reason = task.get("failure_reason") or "error"
-        print(f"{reason}: {task['error']}", file=sys.stderr, flush=True)
-    return 0 if task["status"] == "completed" else 1
-
-
-def _render(message: dict[str, object]) -> str:
-    kind = message.get("type")
-    if kind == "tool_use":
-        return f"[tool_use {message.get('tool')}] {json.dumps(message.get('input'))}"
-    if kind == "tool_result":
-        return f"[tool_result] {message.get('output')}"
-    return f"[{kind}] {message.get('content')}"

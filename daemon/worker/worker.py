@@ -1,40 +1,45 @@
-"""The daemon's lifecycle: start up, claim and run tasks, shut down in two stages."""
+"""The daemon's lifecycle: start up, claim and run tasks, shut down in two stages.
+
+A little past 300 lines on purpose: it reads top-down as one lifecycle (`run → startup → serve
+→ shutdown`), and its own parts (pickup, registration, token renewal, summary) are already
+modules beside it.
+"""
 
 from __future__ import annotations
 
 import logging
-import shutil
 import signal
 from collections.abc import Mapping
-from pathlib import Path
+from dataclasses import dataclass, replace
 
 import anyio
 from anyio.abc import TaskGroup
 
 from backends.base import Backend
+from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
-from daemon.pickup import Pickup
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
-from daemon.registration import Registration, recover_orphans
+from daemon.protocol.pacing import Pacing
+from daemon.services import AgentReach, Services
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot
-from daemon.state.agents import AgentRecords
+from daemon.state.agent_records import AgentRecords
+from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
-from daemon.summary import Summary
-from daemon.task.incidents import IncidentLog
 from daemon.task.outcome import Outcome
-from daemon.task.pacing import Pacing
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
-from daemon.token_renewal import renew_once, renewal_loop
 from daemon.workdirs.service import Workdirs
-from daemon.worker_snapshot import worker_snapshot
+from daemon.worker.pickup import Pickup
+from daemon.worker.registration import Registration, recover_orphans
+from daemon.worker.summary import Summary
+from daemon.worker.token_renewal import renew_once, renewal_loop
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,17 @@ OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How the worker sits in its process; the defaults suit a worker embedded in another."""
+
+    control: bool = False
+    """Open the server's control WebSocket (a server in another process)."""
+    subreaper: bool = False
+    """Adopt orphaned agent processes: only a daemon that owns its process may."""
+    outbox_interval: float = OUTBOX_INTERVAL
 
 
 class Worker:
@@ -53,48 +69,52 @@ class Worker:
         client: ServerClient,
         backends: Mapping[str, tuple[Backend, str]],
         *,
-        server_url: str,
+        reach: AgentReach,
         metrics: Metrics,
         circuit: CircuitBreaker,
-        base_env: Mapping[str, str],
         budget: ShutdownBudget,
-        subreaper: bool = False,
-        outbox_interval: float = OUTBOX_INTERVAL,
-        control: bool = False,
+        options: WorkerOptions = WorkerOptions(),
     ) -> None:
+        """`reach` is how agents reach the daemon and the server (`AgentReach.found`; its health
+        port is set when the port is served: `attach_health`)."""
         self.settings = settings
         self.client = client
         self.backends = dict(backends)
         self.metrics = metrics
         self.circuit = circuit
-        self.server_url = server_url
         self.status = "starting"
         self.daemon_id = daemon_id(
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
-        self.workdirs = Workdirs(settings.workspaces_root, base_env, client.workspace_repos)
+        self.workdirs = Workdirs(settings.workspaces_root, reach.base_env, client.workspace_repos)
         self.registration = Registration(
             client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
         )
-        self.runners: dict[str, TaskRun] = {}
+        self.runs: dict[str, TaskRun] = {}
         self.summary = Summary()
-        self.outbox = Outbox(settings.state_dir / "outbox", metrics)
-        self.outbox_interval = outbox_interval
-        self.agents = AgentRecords(settings.state_dir / "agents")
+        self.outbox_interval = options.outbox_interval
         # Off by default: a worker embedded in another process must not adopt its orphans.
-        self.subreaper = subreaper
-        self.incidents = IncidentLog(settings.state_dir / "timeouts.jsonl")
-        self.base_env = base_env
-        self.health_port = 0
-        """The health port's bound port (set when it attaches): agents reach the daemon there."""
-        found = shutil.which("multica", path=base_env.get("PATH") or None)
-        self.multica_bin = Path(found) if found else None
+        self.subreaper = options.subreaper
+        self.services = Services(
+            client=client,
+            settings=settings,
+            metrics=metrics,
+            outbox=Outbox(settings.state_dir / "outbox", metrics),
+            incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
+            budget=budget,
+            idle_retry=idle_retry_policy(settings.idle_retries),
+            reach=reach,
+            records=AgentRecords(settings.state_dir / "agents"),
+            processes=ProcessRegistry(),
+            pacing=Pacing(lambda: len(self.runs)),
+            workdirs=self.workdirs,
+        )
+        self.outbox = self.services.outbox
         self.budget = budget
-        self.idle_retry = idle_retry_policy(settings.idle_retries)
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
-        self.pacing = Pacing(lambda: len(self.runners))
-        self.pickup = Pickup(settings, self.runners, self.registration, server_url, control)
+        url = reach.server_url
+        self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
         self._idle = anyio.Event()
 
     @property
@@ -107,9 +127,33 @@ class Worker:
         """The workspaces this daemon serves (id and name)."""
         return self.registration.workspaces
 
+    def attach_health(self, port: int) -> None:
+        """The health port is served on `port`: agents started from now on reach the daemon
+        there (`MULTICA_DAEMON_PORT`)."""
+        reach = replace(self.services.reach, health_port=port)
+        self.services = replace(self.services, reach=reach)
+
     def snapshot(self) -> DaemonSnapshot:
         """The daemon and its running tasks now, as plain values for the health port."""
-        return worker_snapshot(self)
+        workspaces = tuple(
+            (w["id"], w["name"], tuple(r.id for r in self.registration.by_workspace[w["id"]]))
+            for w in self.workspaces
+        )
+        return DaemonSnapshot(
+            status=self.status,
+            daemon_id=self.daemon_id,
+            device_name=self.settings.device_name,
+            server_url=self.services.reach.server_url,
+            registered=self.registered,
+            max_concurrent_tasks=self.settings.max_concurrent_tasks,
+            agents=tuple((name, version) for name, (_, version) in self.backends.items()),
+            workspaces=workspaces,
+            profile=self.settings.profile,
+            server_circuit=self.circuit.state,
+            outbox_depth=self.outbox.depth(),
+            # A copy of the runs: one that finishes mid-build must not change the tuple.
+            runs=tuple(run.snapshot() for run in list(self.runs.values())),
+        )
 
     async def run(self) -> None:
         """Start up, serve until asked to stop, shut down; the three stages, top-down."""
@@ -130,7 +174,7 @@ class Worker:
     def request_stop(self) -> None:
         """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
         if not self._stopping.is_set():
-            log.info("stopping: no new claims, %d tasks running", len(self.runners))
+            log.info("stopping: no new claims, %d tasks running", len(self.runs))
             self.status = "stopping"
             self._stopping.set()
             self.pickup.wake()
@@ -141,15 +185,17 @@ class Worker:
         """Second stage: cancel every running task now (each is still reported)."""
         self.request_stop()
         self.budget.stop()
-        for runner in list(self.runners.values()):
-            runner.stop("shutdown")
+        for run in list(self.runs.values()):
+            run.stop("shutdown")
 
     async def startup(self) -> None:
         """Kill what a crashed run left, register, flush the outbox, recover orphans."""
         log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
+        records, processes = self.services.records, self.services.processes
         if self.subreaper:
-            self.subreaper = self.agents.adopt_orphans()
-        await self.agents.recover(self.settings.kill_grace)
+            self.subreaper = processes.adopt_orphans()
+        if records is not None:
+            await records.recover(self.settings.kill_grace)
         await renew_once(self.client, self.settings.profile)
         await self.registration.register_when_reachable()
         # Before recover-orphans: the server would fail every task still in flight, including
@@ -175,10 +221,11 @@ class Worker:
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.workdirs.serve)
+            processes = self.services.processes
             if self.subreaper:
-                tg.start_soon(self.agents.reap_adopted)
-            async with anyio.create_task_group() as runners:
-                await self._claim_loop(runners)
+                tg.start_soon(processes.reap_adopted)
+            async with anyio.create_task_group() as group:
+                await self._claim_loop(group)
                 await self._drain_running()
             tg.cancel_scope.cancel()
 
@@ -219,13 +266,13 @@ class Worker:
                 # the next round tries again; the daemon's other work must not end over it.
                 log.error("outbox: re-send failed, again in %ss: %s", self.outbox_interval, exc)
 
-    async def _claim_loop(self, runners: TaskGroup) -> None:
+    async def _claim_loop(self, group: TaskGroup) -> None:
         """Claim only when a slot is free; again at once when a task finishes."""
         while not self._stopping.is_set():
-            free = self.settings.max_concurrent_tasks - len(self.runners)
+            free = self.settings.max_concurrent_tasks - len(self.runs)
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 for task in await self._claim(free):
-                    self._launch(runners, task)
+                    self._launch(group, task)
             await self.pickup.wait()
 
     async def _claim(self, free: int) -> list[Task]:
@@ -241,61 +288,43 @@ class Worker:
                 log.warning("claim failed: %s", exc)
         return []
 
-    def _launch(self, runners: TaskGroup, task: Task) -> None:
+    def _launch(self, group: TaskGroup, task: Task) -> None:
         backend = self.registration.backend_for(task)
-        runner = TaskRun(
-            task,
-            backend,
-            client=self.client,
-            settings=self.settings,
-            metrics=self.metrics,
-            outbox=self.outbox,
-            incidents=self.incidents,
-            budget=self.budget,
-            agents=self.agents,
-            server_url=self.server_url,
-            base_env=self.base_env,
-            retry=self.idle_retry,
-            slot=self._free_slot(),
-            health_port=self.health_port,
-            multica_bin=self.multica_bin,
-            pacing=self.pacing,
-            workdirs=self.workdirs,
-        )
-        self.runners[task.id] = runner
+        run = TaskRun(task, backend, self._free_slot(), self.services)
+        self.runs[task.id] = run
         self.metrics.tasks_claimed.labels(backend.name).inc()
         log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
         self._idle = anyio.Event()
-        runners.start_soon(self._run_one, runner, name=f"task {short_id(task.id)}")
+        group.start_soon(self._run_one, run, name=f"task {short_id(task.id)}")
 
     def _free_slot(self) -> int:
         """The lowest slot no running task holds (Multica's `MULTICA_TASK_SLOT`, from 0)."""
-        taken = {r.slot for r in self.runners.values()}
+        taken = {r.slot for r in self.runs.values()}
         return next(n for n in range(len(taken) + 1) if n not in taken)
 
-    async def _run_one(self, runner: TaskRun) -> None:
+    async def _run_one(self, run: TaskRun) -> None:
         outcome: Outcome | None = None
         try:
-            outcome = await runner.run()
+            outcome = await run.run()
         except Exception:
             # `run` fails its own task on any error; this guards the rest of the daemon from a
-            # defect in that very path (deciding or reporting), which must not end `runners`.
-            log.exception("task %s: run ended by an unexpected error", runner.id)
+            # defect in that very path (deciding or reporting), which must not end the runs' group.
+            log.exception("task %s: run ended by an unexpected error", run.id)
         finally:
-            self.runners.pop(runner.task.id, None)
+            self.runs.pop(run.task.id, None)
             self.summary.add(outcome)
             self.pickup.wake()
-            if not self.runners:
+            if not self.runs:
                 self._idle.set()
 
     async def _drain_running(self) -> None:
         """Let running tasks finish within the shutdown grace, then cancel the rest."""
-        if not self.runners:
+        if not self.runs:
             return
         grace = self.settings.shutdown_grace
-        log.info("waiting up to %ss for %d running tasks", grace, len(self.runners))
+        log.info("waiting up to %ss for %d running tasks", grace, len(self.runs))
         with anyio.move_on_after(grace):
             await self._idle.wait()
-        if self.runners:
-            log.warning("shutdown grace over: cancelling %d tasks", len(self.runners))
+        if self.runs:
+            log.warning("shutdown grace over: cancelling %d tasks", len(self.runs))
             self.stop_now()

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import anyio
 
-from backends.process import ProcessRegistry, ProcIdentity, boot_id, group_of, identify, sweep
-from daemon.files import ensure_dir, path_part, write_atomic
+from backends.process import ProcIdentity, boot_id, group_of, identify, sweep
 from daemon.logs import short_id
-from daemon.timefmt import utc_iso
+from daemon.private_files import ensure_dir, path_part, write_atomic
+from daemon.times import utc_iso
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +55,8 @@ class AgentRecord:
 class AgentRecords:
     """The `agents/` directory of the state dir: one record file per running agent."""
 
-    def __init__(self, directory: Path, processes: ProcessRegistry | None = None) -> None:
+    def __init__(self, directory: Path) -> None:
         self.directory = directory
-        self.processes = processes or ProcessRegistry()
-        """The daemon's agent processes; every run's spec carries it (`RunSpec.processes`)."""
 
     def put(self, record: AgentRecord) -> None:
         """Store `record` atomically, replacing the task's earlier one; errors are logged."""
@@ -154,14 +152,6 @@ class AgentRecords:
             log.info("task %s: nothing of backend %s left running", task, record.backend)
         killed[record.task_id] = pids
         await anyio.to_thread.run_sync(self.remove, record.task_id)
-
-    def adopt_orphans(self) -> bool:
-        """Become the child subreaper of every agent tree; logs once whether that worked."""
-        return self.processes.adopt_orphans()
-
-    async def reap_adopted(self) -> None:
-        """Reap adopted orphans that died, for as long as the daemon runs."""
-        await self.processes.reap_adopted()
 
     def _put_running(self, task_id: str, backend: str, pid: int) -> None:
         leader = identify(pid)

@@ -1,5 +1,5 @@
-"""A task's attempts: each agent run in turn, watchdog retries with their backoff, all under
-the wall clock, which covers every retry; the loop ends in the run's one `Ending`."""
+"""A task's attempts in turn: the first agent run, then watchdog retries with their backoff, all
+under the wall clock, which covers every retry; the loop ends in the run's one `Ending`."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import math
 import anyio
 
 from backends.base import Backend, RunSpec
-from daemon.config import Settings
-from daemon.ops.metrics import Metrics
-from daemon.protocol.retry import RetryPolicy
-from daemon.state.agents import AgentRecords
+from daemon.logs import short_id
+from daemon.services import Services
+from daemon.snapshot import AttemptSnapshot
 from daemon.task.activity import Activity
 from daemon.task.attempt import Attempt, AttemptResult
 from daemon.task.incidents import TaskIncidents
@@ -23,27 +22,22 @@ from daemon.task.transcript import Transcript
 log = logging.getLogger(__name__)
 
 
-class Attempts:
+class Retries:
     """The attempts of one task, one at a time; `stop` ends the current one and the loop."""
 
     def __init__(
         self,
         backend: Backend,
-        *,
-        task_label: str,
+        services: Services,
         activity: Activity,
         transcript: Transcript,
-        metrics: Metrics,
-        agents: AgentRecords | None,
-        settings: Settings,
-        retry: RetryPolicy,
         incidents: TaskIncidents,
     ) -> None:
         self.backend = backend
-        self.id = task_label
-        self._activity, self._transcript = activity, transcript
-        self._metrics, self._agents, self._settings = metrics, agents, settings
-        self._retry, self._incidents = retry, incidents
+        self._services = services
+        self._activity = activity
+        self._transcript = transcript
+        self._incidents = incidents
         self.retry = 0
         """Retries so far."""
         self.attempt: Attempt | None = None
@@ -55,6 +49,10 @@ class Attempts:
         """The running agent's pid (the last one's between attempts)."""
         return self.attempt.pid if self.attempt else None
 
+    def snapshot(self) -> AttemptSnapshot:
+        """The current attempt (the last one between attempts), as plain values."""
+        return self.attempt.snapshot() if self.attempt else AttemptSnapshot()
+
     def stop(self, reason: str) -> None:
         """End the current attempt (or backoff) and the loop, for `reason`."""
         self.stop_reason = self.stop_reason or reason
@@ -64,18 +62,18 @@ class Attempts:
 
     async def run(self, spec: RunSpec) -> Ending:
         """Attempts and their backoffs under the wall-clock cap, which covers every retry."""
-        s, limit = self._settings, self._settings.agent_timeout
+        label = short_id(spec.task_id)
+        retry_policy = self._services.idle_retry
+        limit = self._services.settings.agent_timeout
         deadline = anyio.current_time() + limit if limit > 0 else math.inf
         session = ""
         while True:
             attempt = self.attempt = Attempt(
                 self.backend,
                 spec,
-                activity=self._activity,
-                transcript=self._transcript,
-                metrics=self._metrics,
-                agents=self._agents,
-                settings=s,
+                self._services,
+                self._activity,
+                self._transcript,
                 deadline=deadline,
                 session_id=session,
             )
@@ -88,7 +86,7 @@ class Attempts:
                 return ending or Ending(session, final=result.final, result=result.result)
             verdict, tool_calls = result.verdict, self._activity.tool_calls
             next_spec, delay, why_not = next_attempt(
-                spec, self._retry, self.retry, session, tool_calls
+                spec, retry_policy, self.retry, session, tool_calls
             )
             action = "retry" if next_spec else "fail"
             self._incidents.record(
@@ -99,9 +97,9 @@ class Attempts:
                 return Ending(session, error=error, failure_reason="idle_watchdog")
             self.retry += 1
             why = verdict.scope
-            log.warning("task %s: retry %d in %ss after %s", self.id, self.retry, delay, why)
+            log.warning("task %s: retry %d in %ss after %s", label, self.retry, delay, why)
             with anyio.CancelScope(deadline=deadline) as self._waiting:
-                await self._retry.sleep(delay)
+                await retry_policy.sleep(delay)
             if self.stop_reason or self._waiting.cancelled_caught:
                 cut = AttemptResult(session_id=session, interrupted=True)
                 return self._ending(cut, limit) or Ending(session, wall_clock=limit)
@@ -119,7 +117,7 @@ class Attempts:
             return Ending(session, wall_clock=limit, final=final)
         if result.spawn_error:
             return Ending(session, error=result.spawn_error)
-        grace = self._settings.exit_grace
+        grace = self._services.settings.exit_grace
         if result.lingered is not None and grace > 0 and final is not None:
             action = "fail" if final.is_error else "completed"
             self._incidents.record(

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from daemon.protocol.models import Skill
-from daemon.task.files import UnsafePathError, relative_parts, write_under
+from daemon.task.setup.nofollow import UnsafePathError, relative_parts, write_under
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from typing import Any, TextIO
 import httpx
 
 from daemon.addresses import join_host_port, split_host_port
-from daemon.durations import format_duration
 from daemon.logs import short_id
+from daemon.times import format_duration
 
 TIMEOUT = 2.0
 """Seconds each request may take: `check` makes two, within the 5 s a container check allows."""

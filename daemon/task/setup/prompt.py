@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable
 
 from daemon.protocol.models import Task
-from daemon.task.quick_create_prompt import quick_create_prompt
+from daemon.task.setup.quick_create_prompt import quick_create_prompt
 
 _LOCAL_AGENT = "You are running as a local coding agent for a Multica workspace.\n\n"
 
