@@ -22,7 +22,7 @@ from pathlib import Path
 from daemon.errors import GitError, RepoBusyError
 from daemon.private_files import ensure_dir, path_part, write_atomic
 from daemon.times import utc_iso
-from daemon.workdirs.git import TIMEOUT, Git
+from daemon.workdirs.git import TIMEOUT, Git, redact
 from daemon.workdirs.names import bare_dir_name
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ class RepoCache:
                 with self.locked(bare, None):
                     self.ensure(bare, url)
             except GitError as exc:
-                log.warning("repo cache: %s in workspace %s: %s", url, workspace_id, exc)
+                log.warning("repo cache: %s in workspace %s: %s", redact(url), workspace_id, exc)
                 first = first or str(exc)
         return first
 
@@ -75,7 +75,7 @@ class RepoCache:
         if (bare / "HEAD").is_file():
             self.fetch(bare)
             return
-        log.info("repo cache: cloning %s", url)
+        log.info("repo cache: cloning %s", redact(url))
         ensure_dir(bare.parent)
         started = time.monotonic()
         try:
@@ -85,7 +85,7 @@ class RepoCache:
         except GitError:
             shutil.rmtree(bare, ignore_errors=True)  # a half-made cache would pass for one
             raise
-        log.info("repo cache: cloned %s in %.1fs", url, time.monotonic() - started)
+        log.info("repo cache: cloned %s in %.1fs", redact(url), time.monotonic() - started)
 
     def mark_used(self, bare: Path) -> None:
         """Stamp the cache as wanted now, before the checkout's work, as Go does: a fetch at

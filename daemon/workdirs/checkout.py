@@ -24,7 +24,7 @@ from typing import Any
 from daemon.errors import DaemonError, RepoBusyError
 from daemon.ops.health_request import TEXT_CONTENT_TYPE, Reply, local_refusal
 from daemon.workdirs.catalog import ActiveTask
-from daemon.workdirs.git import check_ref, check_url
+from daemon.workdirs.git import check_ref, check_url, redact
 from daemon.workdirs.service import NotConfiguredError, Workdirs
 from daemon.workdirs.worktree import ISOLATED
 
@@ -76,7 +76,7 @@ class CheckoutRoute:
         except NotConfiguredError as exc:
             return _text(400, str(exc))
         except DaemonError as exc:
-            log.error("repo checkout: %s: %s", url, exc)
+            log.error("repo checkout: %s: %s", redact(url), exc)
             return _text(500, str(exc))
         wait = self._busy_wait if request["retry_busy"] else PATIENT_WAIT
         try:
@@ -88,7 +88,7 @@ class CheckoutRoute:
             busy = (("Retry-After", RETRY_AFTER), ("X-Multica-Retryable", "repo-busy"))
             return _text(503, "repository is busy with another operation; retry later", busy)
         except DaemonError as exc:
-            log.error("repo checkout failed: %s: %s", url, exc)
+            log.error("repo checkout failed: %s: %s", redact(url), exc)
             return _text(500, str(exc))
         answer = {"path": str(done.path), "branch_name": done.branch}
         return Reply(200, json.dumps(answer).encode())

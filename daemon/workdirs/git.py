@@ -36,6 +36,7 @@ _ALLOWED_TRANSPORTS = ("https", "http", "ssh", "git", "file")
 # `<helper>::<address>` makes git run `git-remote-<helper>`; `ext::` runs any command.
 _REMOTE_HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_USERINFO = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]*@")
 
 POLICY: tuple[str, ...] = (
     "-c",
@@ -48,6 +49,12 @@ POLICY: tuple[str, ...] = (
     "-c",
     "core.fsmonitor=false",
 )
+
+
+def redact(text: str) -> str:
+    """`text` (a URL, or git's words about one) without the `user:password@` of any URL in it:
+    a repository URL may carry a token, and logs and answers must not."""
+    return _USERINFO.sub(r"\1", text)
 
 
 def check_url(url: str) -> str | None:
@@ -118,7 +125,7 @@ class Git:
             with self._lock:
                 self._running.discard(proc)
         if proc.returncode != 0:
-            said = (err or out).decode(errors="replace").strip()[-_OUTPUT_SHOWN:]
+            said = redact((err or out).decode(errors="replace").strip())[-_OUTPUT_SHOWN:]
             raise GitError(f"git {shown}: {said or f'exit status {proc.returncode}'}")
         return out.decode(errors="replace").strip()
 

@@ -23,7 +23,7 @@ from daemon.logs import short_id
 from daemon.protocol.models import RepoRef, Task, WorkspaceRepos
 from daemon.workdirs.cache import RepoCache
 from daemon.workdirs.catalog import ActiveTask, RepoCatalog
-from daemon.workdirs.git import Git, check_url
+from daemon.workdirs.git import Git, check_url, redact
 from daemon.workdirs.names import branch_name, repo_name
 from daemon.workdirs.worktree import Checkout, check_out
 
@@ -155,7 +155,9 @@ class Workdirs:
                 if not cached:
                     raise
                 # As Go: the agent gets the code as last fetched, and the log says so.
-                log.warning("repo checkout: fetch failed, code may be stale: %s: %s", url, exc)
+                log.warning(
+                    "repo checkout: fetch failed, code may be stale: %s: %s", redact(url), exc
+                )
             self.cache.mark_used(bare)
             base = self.cache.base_ref(bare, wanted)
             branch = branch_name(task.agent_name, task.task_id)
@@ -164,7 +166,7 @@ class Workdirs:
         log.info(
             "task %s: checked out %s at %s on %s%s",
             short_id(task.task_id),
-            url,
+            redact(url),
             done.path,
             done.branch,
             " (kept as it was)" if done.kept else f" from {base}",

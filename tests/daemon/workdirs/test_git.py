@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from daemon.errors import GitError
-from daemon.workdirs.git import Git, check_ref, check_url, git_env
+from daemon.workdirs.cache import RepoCache
+from daemon.workdirs.git import Git, check_ref, check_url, git_env, redact
 from tests.daemon.workdirs.support import make_origin
 
 
@@ -87,3 +89,17 @@ def test_a_git_past_its_deadline_is_killed(tmp_path: Path) -> None:
     (tmp_path / "slow").chmod(0o755)
     with pytest.raises(GitError, match=r"timed out after 0\.3s"):
         git.run(["-c", f"alias.slow=!{tmp_path / 'slow'}", "slow"], timeout=0.3)
+
+
+def test_a_token_in_a_repository_url_is_never_logged_or_answered(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A clone that fails for a URL carrying `user:token@` says what failed without the token."""
+    url = "http://agent:s3cret-token@127.0.0.1:9/org/app.git"
+    cache = RepoCache(tmp_path, Git({"PATH": "/usr/bin:/bin"}))
+    caplog.set_level(logging.INFO)
+    error = cache.sync("ws", [url])
+    assert error and "127.0.0.1:9/org/app.git" in error
+    assert "s3cret" not in error and "s3cret" not in caplog.text
+    assert "127.0.0.1:9/org/app.git" in caplog.text
+    assert redact("fatal: https://u:p@h/r and ssh://git@h/r") == "fatal: https://h/r and ssh://h/r"
