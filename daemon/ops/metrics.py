@@ -22,6 +22,9 @@ _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14
 _REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
+CHECKOUT_OUTCOMES = ("created", "kept", "refused", "busy", "failed")
+"""How a `POST /repo/checkout` ended: a new branch, a checkout kept as it was, a 4xx, a 503
+for a busy cache, a 500 (git or the server failed)."""
 DROP_REASONS = ("queue_full", "refused", "unconfirmed")
 """Why transcript messages were given up: the buffer cap while the server was down, the server
 refused that message, or its answer was lost and the server does not deduplicate."""
@@ -103,6 +106,15 @@ class Metrics:
             "Seconds since the most recent agent message across running tasks",
             registry=r,
         )
+        self.repo_checkouts = Counter(
+            f"{p}repo_checkouts",
+            "Repository checkouts agents asked for, by outcome: created, kept (a reused one left "
+            "as it was), refused (4xx), busy (503), failed (500)",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in CHECKOUT_OUTCOMES:  # shown as 0 before the first checkout
+            self.repo_checkouts.labels(outcome)
         self.build_info = Info(f"{p}build", "Build information", registry=r)
         self.build_info.info({"version": daemon.__version__})
 

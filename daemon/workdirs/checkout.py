@@ -51,33 +51,45 @@ class CheckoutRoute:
         self._busy_wait = busy_wait
 
     def __call__(self, method: str, peer: str, headers: Mapping[str, str], body: bytes) -> Reply:
+        reply, kept = self._answer(method, peer, headers, body)
+        metrics = self._workdirs.metrics
+        if metrics is not None:
+            metrics.repo_checkouts.labels(_outcome(reply.status, kept)).inc()
+        return reply
+
+    def _answer(
+        self, method: str, peer: str, headers: Mapping[str, str], body: bytes
+    ) -> tuple[Reply, bool]:
+        """The reply, and whether an existing checkout was kept as it was."""
         refused = local_refusal(peer, headers)
         if refused is not None:
-            return _text(403, f"repo checkout is {refused}")
+            return _text(403, f"repo checkout is {refused}"), False
         if method != "POST":
-            return _text(405, "method not allowed")
+            return _text(405, "method not allowed"), False
         task = self._workdirs.catalog.active(_bearer(headers.get("authorization", "")))
         if task is None:
-            return _text(401, "repo checkout requires an active task credential")
+            return _text(401, "repo checkout requires an active task credential"), False
         request, problem = _parse(body)
         if problem:
-            return _text(400, problem)
+            return _text(400, problem), False
         if request["workspace_id"] != task.workspace_id or request["task_id"] != task.task_id:
-            return _text(403, "repo checkout task context does not match the active task")
+            return _text(403, "repo checkout task context does not match the active task"), False
         work_dir = _inside(task.work_dir, request["workdir"])
         if work_dir is None:
-            return _text(403, "repo checkout workdir is not owned by the active task")
+            return _text(403, "repo checkout workdir is not owned by the active task"), False
         return self._check_out(task, request, work_dir)
 
-    def _check_out(self, task: ActiveTask, request: dict[str, Any], work_dir: Path) -> Reply:
+    def _check_out(
+        self, task: ActiveTask, request: dict[str, Any], work_dir: Path
+    ) -> tuple[Reply, bool]:
         url = request["url"]
         try:
             self._workdirs.ensure_allowed(task.workspace_id, url)
         except NotConfiguredError as exc:
-            return _text(400, str(exc))
+            return _text(400, str(exc)), False
         except DaemonError as exc:
             log.error("repo checkout: %s: %s", redact(url), exc)
-            return _text(500, str(exc))
+            return _text(500, str(exc)), False
         wait = self._busy_wait if request["retry_busy"] else PATIENT_WAIT
         try:
             isolated = request["checkout_mode"] == ISOLATED
@@ -86,12 +98,20 @@ class CheckoutRoute:
             )
         except RepoBusyError:
             busy = (("Retry-After", RETRY_AFTER), ("X-Multica-Retryable", "repo-busy"))
-            return _text(503, "repository is busy with another operation; retry later", busy)
+            return _text(503, "repository is busy with another operation; retry later", busy), False
         except DaemonError as exc:
             log.error("repo checkout failed: %s: %s", redact(url), exc)
-            return _text(500, str(exc))
+            return _text(500, str(exc)), False
         answer = {"path": str(done.path), "branch_name": done.branch}
-        return Reply(200, json.dumps(answer).encode())
+        return Reply(200, json.dumps(answer).encode()), done.kept
+
+
+def _outcome(status: int, kept: bool) -> str:
+    if status == 200:
+        return "kept" if kept else "created"
+    if status == 503:
+        return "busy"
+    return "failed" if status >= 500 else "refused"
 
 
 def _bearer(header: str) -> str:

@@ -20,6 +20,7 @@ from anyio.from_thread import BlockingPortal
 
 from daemon.errors import DaemonError, GitError
 from daemon.logs import short_id
+from daemon.ops.metrics import Metrics
 from daemon.protocol.models import RepoRef, Task, WorkspaceRepos
 from daemon.workdirs.cache import RepoCache
 from daemon.workdirs.catalog import ActiveTask, RepoCatalog
@@ -43,7 +44,14 @@ class NotConfiguredError(DaemonError):
 class Workdirs:
     """Repository caches and per-task checkouts under one workspaces root."""
 
-    def __init__(self, workspaces_root: Path, base_env: Mapping[str, str], refresh: Refresh):
+    def __init__(
+        self,
+        workspaces_root: Path,
+        base_env: Mapping[str, str],
+        refresh: Refresh,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.metrics = metrics
         self.git = Git(base_env)
         self.cache = RepoCache(workspaces_root, self.git)
         self.catalog = RepoCatalog()

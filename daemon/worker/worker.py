@@ -86,7 +86,9 @@ class Worker:
         self.daemon_id = daemon_id(
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
-        self.workdirs = Workdirs(settings.workspaces_root, reach.base_env, client.workspace_repos)
+        self.workdirs = Workdirs(
+            settings.workspaces_root, reach.base_env, client.workspace_repos, metrics
+        )
         self.registration = Registration(
             client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
         )

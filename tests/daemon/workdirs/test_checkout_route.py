@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from daemon.ops.metrics import Metrics
 from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.checkout import CheckoutRoute
@@ -21,13 +22,22 @@ async def _never(workspace_id: str) -> WorkspaceRepos:
 
 def _setup(tmp_path: Path) -> tuple[Workdirs, str, bytes]:
     url = make_origin(tmp_path / "o")
-    workdirs = Workdirs(tmp_path / "workspaces", {"PATH": "/usr/bin:/bin"}, _never)
+    env = {"PATH": "/usr/bin:/bin"}
+    workdirs = Workdirs(tmp_path / "workspaces", env, _never, Metrics())
     workdirs.catalog.set_workspace("ws", [RepoRef(url=url)])
     work = tmp_path / "work"
     work.mkdir()
     workdirs.catalog.start(TOKEN, ActiveTask("ws", "task-1", "bot", work))
     body = {"url": url, "workspace_id": "ws", "task_id": "task-1", "workdir": str(work)}
     return workdirs, url, json.dumps({**body, "retry_busy": True}).encode()
+
+
+def _counts(workdirs: Workdirs) -> dict[str, float]:
+    """`repo_checkouts_total` by outcome, the ones still at 0 left out."""
+    assert workdirs.metrics is not None
+    found = workdirs.metrics.registry.collect()
+    samples = [s for m in found if m.name == "agent_daemon_repo_checkouts" for s in m.samples]
+    return {s.labels["outcome"]: s.value for s in samples if s.name.endswith("_total") and s.value}
 
 
 def test_a_busy_repository_is_a_retryable_503(tmp_path: Path) -> None:
@@ -40,6 +50,8 @@ def test_a_busy_repository_is_a_retryable_503(tmp_path: Path) -> None:
     assert dict(reply.headers) == {"Retry-After": "2", "X-Multica-Retryable": "repo-busy"}
     assert reply.body == b"repository is busy with another operation; retry later\n"
     assert route("POST", "127.0.0.1", HEADERS, body).status == 200
+    route("POST", "127.0.0.1", HEADERS, body)
+    assert _counts(workdirs) == {"busy": 1, "created": 1, "kept": 1}
 
 
 def test_only_a_process_on_this_host_is_answered(tmp_path: Path) -> None:
@@ -50,6 +62,7 @@ def test_only_a_process_on_this_host_is_answered(tmp_path: Path) -> None:
         assert route("POST", peer, HEADERS, body).status == 403
     assert route("PUT", "127.0.0.1", HEADERS, body).status == 405
     assert not (tmp_path / "work" / "o").exists() and not (tmp_path / "work" / "app").exists()
+    assert _counts(workdirs) == {"refused": 3}
 
 
 def test_an_isolated_request_gets_a_clone_of_its_own(tmp_path: Path) -> None:
