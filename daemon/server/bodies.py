@@ -147,3 +147,6 @@ class TaskIn(_Body):
     agent: AgentIn = Field(default_factory=AgentIn)
     prior_session_id: str = ""
     repos: list[RepoIn] = Field(default_factory=list)
+    rerun_of: str = ""
+    """A finished task to continue: its work dir, and its session unless its failure poisoned
+    it (then the rerun starts afresh)."""

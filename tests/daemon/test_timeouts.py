@@ -191,7 +191,7 @@ async def test_failed_result_then_linger_is_still_failed(tmp_path: Path) -> None
         task_id, task, _ = await timed(d, script)
         (incident,) = incidents(d, task_id)
     assert task["status"] == "failed"
-    # Sent without a reason, so the server classified the error text.
+    # Named by the daemon from the error text, as the server would have.
     assert task["failure_reason"] == "agent_error.provider_quota_limit"
     assert "quota exhausted" in task["error"]
     assert incident["scope"] == "exit_grace" and incident["action"] == "fail"

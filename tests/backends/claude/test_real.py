@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 # The model the CLI picks when none is configured (see the recorded transcripts).
 DEFAULT_MODEL = "claude-opus-5-5"
 ONE_REQUEST = Usage(
-    "anthropic",
+    "claude",
     DEFAULT_MODEL,
     input_tokens=USAGE["input_tokens"],
     output_tokens=USAGE["output_tokens"],

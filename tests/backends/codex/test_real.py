@@ -28,7 +28,7 @@ from tests.fakes.real_cli import pinned_version, require_cli, survivors, tree_of
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 ONE_REQUEST = Usage(
-    "openai",
+    "codex",
     MODEL,
     input_tokens=USAGE["input_tokens"] - USAGE["cached_tokens"],
     output_tokens=USAGE["output_tokens"],
