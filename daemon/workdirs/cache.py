@@ -9,6 +9,10 @@ the tasks' own `agent/...` branches, which a mirror-style fetch would collide wi
 
 Each cache has its own lock: git's lock files do not tolerate two mutations of one repository
 at once (a fetch and a `worktree add`), while different repositories go on side by side.
+
+With an agent user (`shared`), the caches stay the daemon's, readable but not writable by the
+agent user, and `.repos/` and each workspace's directory can be passed through but not listed
+(0711): the agent user's git clones from a cache into the task's own directory.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from daemon.agent_user import open_to_pass
 from daemon.errors import GitError, RepoBusyError
 from daemon.private_files import ensure_dir, path_part, write_atomic
 from daemon.times import utc_iso
@@ -37,9 +42,10 @@ ORIGIN = "refs/remotes/origin/"
 class RepoCache:
     """The bare caches under one workspaces root, each behind its own lock."""
 
-    def __init__(self, workspaces_root: Path, git: Git) -> None:
+    def __init__(self, workspaces_root: Path, git: Git, *, shared: bool = False) -> None:
         self.root = workspaces_root / CACHE_DIR
         self.git = git
+        self.shared = shared
         self._locks: dict[Path, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -77,9 +83,14 @@ class RepoCache:
             return
         log.info("repo cache: cloning %s", redact(url))
         ensure_dir(bare.parent)
+        if self.shared:
+            open_to_pass(self.root)
+            open_to_pass(bare.parent)
         started = time.monotonic()
+        # Readable by others (its parents decide who may reach it), written by the daemon only.
+        clone = ["clone", "--bare", "--quiet", "--config", "core.sharedRepository=0644"]
         try:
-            self.git.run(["clone", "--bare", "--quiet", "--", url, str(bare)], timeout=TIMEOUT)
+            self.git.run([*clone, "--", url, str(bare)], timeout=TIMEOUT)
             self.git.run(["config", "remote.origin.fetch", FETCH_REFSPEC], cwd=bare)
             self.fetch(bare)
         except GitError:

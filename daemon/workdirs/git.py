@@ -15,8 +15,10 @@ runs an arbitrary command — above all; `check_url` refuses it before git is as
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -24,6 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from backends.process.identity import AgentUser
 from daemon.errors import GitError
 
 TIMEOUT = 600.0
@@ -31,7 +34,7 @@ TIMEOUT = 600.0
 SHORT_TIMEOUT = 60.0
 """Seconds a local command (rev-parse, worktree add, status) may take."""
 _KILL_WAIT = 5.0
-_OUTPUT_SHOWN = 400
+_OUTPUT_SHOWN = 1000
 _ALLOWED_TRANSPORTS = ("https", "http", "ssh", "git", "file")
 # `<helper>::<address>` makes git run `git-remote-<helper>`; `ext::` runs any command.
 _REMOTE_HELPER = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
@@ -101,6 +104,28 @@ class Git:
         self._lock = threading.Lock()
         self._running: set[subprocess.Popen[bytes]] = set()
         self._stopped = False
+        self._user: AgentUser | None = None
+        self._trusted: tuple[str, ...] = ()
+        self.upload_pack: tuple[str, ...] = ()
+        """Options of a clone or fetch from the daemon's cache (see `acting_as`)."""
+
+    def acting_as(self, user: AgentUser | None, trusting: Path) -> Git:
+        """This git, run as `user` (an agent user's, for its own checkout), trusting the
+        daemon's repository `trusting` to read from; itself when `user` is None. `stop()`
+        reaches the commands of both."""
+        if user is None:
+            return self
+        other = copy.copy(self)  # the lock and the running set stay shared
+        other._user = user
+        other._env = user.environ(self._env)
+        # The cache belongs to the daemon's user: git reads another user's repository only
+        # when told to trust it, on the command line or in a protected config. The upload-pack
+        # a local clone or fetch starts gets no `-c` of ours (git clears them for it), so it is
+        # told on its own command line, which git runs through the shell.
+        other._trusted = ("-c", f"safe.directory={trusting}")
+        pack = [self._executable or "git", "-c", f"safe.directory={trusting}", "upload-pack"]
+        other.upload_pack = ("--upload-pack", shlex.join(pack))
+        return other
 
     @property
     def available(self) -> bool:
@@ -113,7 +138,7 @@ class Git:
         """git's stdout (stripped) for `args`; GitError with git's own words when it fails."""
         if self._executable is None:
             raise GitError("git is not installed (not found on the PATH)")
-        argv = [self._executable, *POLICY, *args]
+        argv = [self._executable, *POLICY, *self._trusted, *args]
         shown = " ".join(args[:2])
         proc = self._start(argv, cwd)
         try:
@@ -149,6 +174,7 @@ class Git:
         with self._lock:
             if self._stopped:
                 raise GitError("the daemon is stopping")
+            user = self._user
             try:
                 proc = subprocess.Popen(
                     argv,
@@ -159,6 +185,10 @@ class Git:
                     stderr=subprocess.PIPE,
                     # No controlling terminal: ssh cannot prompt for a passphrase or host key.
                     start_new_session=True,
+                    # As the agent user for its own checkout: as `AgentUser.spawn_options`.
+                    user=None if user is None else user.uid,
+                    group=None if user is None else user.gid,
+                    extra_groups=None if user is None else list(user.groups),
                 )
             except OSError as exc:
                 raise GitError(f"git could not start: {exc}") from exc

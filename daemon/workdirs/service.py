@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 from anyio.from_thread import BlockingPortal
 
+from backends.process.identity import AgentUser
 from daemon.errors import DaemonError, GitError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
@@ -50,10 +51,13 @@ class Workdirs:
         base_env: Mapping[str, str],
         refresh: Refresh,
         metrics: Metrics | None = None,
+        user: AgentUser | None = None,
     ) -> None:
+        """`user`: the agent user (MULTICA_AGENT_USER) whose git makes each checkout."""
         self.metrics = metrics
         self.git = Git(base_env)
-        self.cache = RepoCache(workspaces_root, self.git)
+        self._user = user
+        self.cache = RepoCache(workspaces_root, self.git, shared=user is not None)
         self.catalog = RepoCatalog()
         self._refresh = refresh
         self._portal: BlockingPortal | None = None
@@ -170,7 +174,9 @@ class Workdirs:
             base = self.cache.base_ref(bare, wanted)
             branch = branch_name(task.agent_name, task.task_id)
             path = work_dir / repo_name(url)
-            done = check_out(self.git, bare, url, path, branch, base, isolated=isolated)
+            done = check_out(
+                self.git, bare, url, path, branch, base, isolated=isolated, user=self._user
+            )
         log.info(
             "task %s: checked out %s at %s on %s%s",
             short_id(task.task_id),

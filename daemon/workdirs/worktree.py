@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.process.identity import AgentUser
 from daemon.errors import GitError
 from daemon.workdirs.git import Git
 
@@ -41,14 +42,26 @@ class Checkout:
 
 
 def check_out(
-    git: Git, bare: Path, url: str, path: Path, branch: str, base: str, *, isolated: bool = False
+    daemon_git: Git,
+    bare: Path,
+    url: str,
+    path: Path,
+    branch: str,
+    base: str,
+    *,
+    isolated: bool = False,
+    user: AgentUser | None = None,
 ) -> Checkout:
     """Create or update the checkout at `path` (the cache's lock held by the caller).
 
     `isolated` (Multica's `checkout_mode: isolated`, for sandboxes that keep a linked worktree's
     git directory read-only) makes a local clone with its own `.git` instead of a worktree. A
-    checkout already at `path` keeps its kind, whatever the request asks.
+    checkout already at `path` keeps its kind, whatever the request asks. With an agent `user`
+    every checkout is isolated and made by that user's git, so it is the agent's own and the
+    daemon's git never runs in a repository the agent controls.
     """
+    git = daemon_git.acting_as(user, bare)
+    isolated = isolated or user is not None
     if path.is_symlink():
         raise GitError(f"checkout path {path} is a symbolic link")
     dot_git = path / ".git"
@@ -63,10 +76,10 @@ def check_out(
     if isolated:
         return _clone_isolated(git, bare, url, path, branch, base)
     # A worktree whose directory was deleted stays registered and would block its path.
-    git.ok(["worktree", "prune"], cwd=bare)
+    daemon_git.ok(["worktree", "prune"], cwd=bare)
     add = ["worktree", "add", "--quiet", "-b"]
     made = _with_fresh_name(
-        branch, lambda name: git.run([*add, name, "--", str(path), base], cwd=bare)
+        branch, lambda name: daemon_git.run([*add, name, "--", str(path), base], cwd=bare)
     )
     return Checkout(path, made)
 
@@ -81,8 +94,11 @@ def _same_cache(git: Git, bare: Path, path: Path) -> None:
 
 def _clone_isolated(git: Git, bare: Path, url: str, path: Path, branch: str, base: str) -> Checkout:
     """A local clone of the cache (objects hard-linked) whose `origin` is the real URL."""
-    clone = ["clone", "--quiet", "--local", "--no-checkout", "--no-tags"]
-    git.run([*clone, "--origin", _CACHE_REMOTE, "--", str(bare), str(path)])
+    # No hard links: the clone's objects are its owner's own, never the cache's files.
+    clone = ["clone", "--quiet", "--local", "--no-hardlinks", "--no-checkout", "--no-tags"]
+    # From the work dir: an agent user's git cannot even start in a cwd it may not enter.
+    source = ["--origin", _CACHE_REMOTE, *git.upload_pack, "--", str(bare), str(path)]
+    git.run([*clone, *source], cwd=path.parent)
     try:
         git.run(["remote", "remove", _CACHE_REMOTE], cwd=path)
         git.run(["remote", "add", "origin", "--", url], cwd=path)
@@ -117,7 +133,8 @@ def _sync_isolated(git: Git, bare: Path, url: str, path: Path) -> None:
 
 def _fetch_cache_refs(git: Git, bare: Path, path: Path) -> None:
     refspecs = ["+refs/remotes/origin/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*"]
-    git.run(["fetch", "--quiet", "--force", "--no-tags", "--", str(bare), *refspecs], cwd=path)
+    fetch = ["fetch", "--quiet", "--force", "--no-tags", *git.upload_pack]
+    git.run([*fetch, "--", str(bare), *refspecs], cwd=path)
 
 
 def _reuse(git: Git, path: Path, branch: str, base: str) -> Checkout:

@@ -88,7 +88,11 @@ class Worker:
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
         self.workdirs = Workdirs(
-            settings.workspaces_root, reach.base_env, client.workspace_repos, metrics
+            settings.workspaces_root,
+            reach.base_env,
+            client.workspace_repos,
+            metrics,
+            user=settings.agent_identity,
         )
         self.registration = Registration(
             client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
