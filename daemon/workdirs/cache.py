@@ -78,14 +78,14 @@ class RepoCache:
 
     def ensure(self, bare: Path, url: str) -> None:
         """Clone `url` into `bare` when it is not there, else fetch it (the lock held)."""
+        ensure_dir(bare.parent)
+        if self.shared:  # also for caches made before agents had a user of their own
+            open_to_pass(self.root)
+            open_to_pass(bare.parent)
         if (bare / "HEAD").is_file():
             self.fetch(bare)
             return
         log.info("repo cache: cloning %s", redact(url))
-        ensure_dir(bare.parent)
-        if self.shared:
-            open_to_pass(self.root)
-            open_to_pass(bare.parent)
         started = time.monotonic()
         # Readable by others (its parents decide who may reach it), written by the daemon only.
         clone = ["clone", "--bare", "--quiet", "--config", "core.sharedRepository=0644"]
