@@ -5,7 +5,6 @@ Needs root (as CI has) to create the user: without it this test fails saying so.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
@@ -18,8 +17,7 @@ from daemon.private_files import ensure_dir
 from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.service import Workdirs
-from tests.daemon.test_agent_user_daemon import root_daemon, wait_task
-from tests.daemon.workdirs.support import CHECKOUT_AGENT, calls, make_origin
+from tests.fakes.repo_checkout import make_origin
 
 pytestmark = pytest.mark.root
 
@@ -68,42 +66,3 @@ def test_the_checkout_belongs_to_the_agent_user(
     (app / "wip.txt").write_text("half")
     again = workdirs.check_out(task, url, "", work, 1.0)
     assert again.kept and (app / "wip.txt").read_text() == "half"
-
-
-# After the checkout, the agent (the agent user) commits in it and says who owns what.
-COMMIT = """
-app = answers[0]['path']
-def sh(*argv):
-    return subprocess.run(argv, cwd=app, capture_output=True, text=True)
-open(app + '/README.md', 'a').write('by the agent\\n')
-sh('git', 'add', 'README.md')
-done = sh('git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-qm', 'agent work')
-report.update(uid=os.getuid(), commit=done.returncode, said=done.stderr,
-              owner=os.stat(app + '/.git/HEAD').st_uid)
-"""
-
-
-@pytest.mark.anyio
-async def test_a_root_daemons_agent_user_checks_out_and_commits(
-    passable_tmp: Path, agent_user: AgentUser, tmp_path: Path
-) -> None:
-    """`agent-daemon run` as root with MULTICA_AGENT_USER and the embedded server's repos: the
-    agent, running as the user, checks out through the health port and commits there."""
-    url = make_origin(tmp_path / "o")
-    agent = passable_tmp / "checkout_agent.py"
-    agent.write_text(CHECKOUT_AGENT)
-    agent.chmod(0o644)
-    settings = {
-        "MULTICA_COMMAND_PATH": "/usr/bin/python3",
-        "MULTICA_COMMAND_ARGS": str(agent),
-        "MULTICA_EMBEDDED_REPOS": url,
-    }
-    async with root_daemon(passable_tmp, agent_user, **settings) as (_, api):
-        custom = {"name": "Bot", "custom_env": calls({"url": url}, then=COMMIT)}
-        task = await api.create_task("Check out.", backend="command", agent=custom)
-        done = await wait_task(api, str(task["id"]), within=60)
-    assert done["status"] == "completed", (done["error"], done["output"])
-    report = json.loads(done["output"])
-    assert report["answers"][0]["status"] == 200, report["answers"]
-    assert (report["uid"], report["owner"]) == (agent_user.uid, agent_user.uid)
-    assert report["commit"] == 0, report["said"]

@@ -10,7 +10,7 @@ from daemon.errors import GitError, RepoBusyError
 from daemon.workdirs.cache import RepoCache
 from daemon.workdirs.git import Git
 from daemon.workdirs.worktree import check_out
-from tests.daemon.workdirs.support import git, make_origin
+from tests.fakes.repo_checkout import git, make_origin
 
 WS = "ws-1"
 

@@ -10,7 +10,7 @@ from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.workdirs.service import Workdirs
-from tests.daemon.workdirs.support import make_origin
+from tests.fakes.repo_checkout import make_origin
 
 TOKEN = "mat_task"
 HEADERS = {"host": "127.0.0.1:19514", "authorization": f"Bearer {TOKEN}"}

@@ -10,7 +10,7 @@ import pytest
 from daemon.errors import GitError
 from daemon.workdirs.cache import RepoCache
 from daemon.workdirs.git import Git, check_ref, check_url, git_env, redact
-from tests.daemon.workdirs.support import make_origin
+from tests.fakes.repo_checkout import make_origin
 
 
 def test_gits_and_the_daemons_variables_stay_out() -> None:

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from daemon.workdirs.names import bare_dir_name
-from tests.daemon.workdirs.support import calls, checkout_agent, git, make_origin
 from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.fakes.repo_checkout import calls, checkout_agent, git, make_origin
 from tests.helpers import eventually, running_daemon
 
 pytestmark = pytest.mark.anyio

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from daemon.server.serve import running_server
-from tests.daemon.workdirs.support import calls, checkout_agent, make_origin
+from tests.fakes.repo_checkout import calls, checkout_agent, make_origin
 from tests.helpers import TOKEN, RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.anyio
