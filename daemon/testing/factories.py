@@ -6,8 +6,8 @@ through these functions, so a change to a constructor is made here once, not in 
 
 from __future__ import annotations
 
-import itertools
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import cast
@@ -37,8 +37,6 @@ SERVER_URL = "http://fake-server.test"
 """The server URL the settings name; nothing listens there: the fake answers in memory."""
 AGENT_ENV = {"LC_ALL": "C.UTF-8"}
 """The environment an agent gets in a test: nothing of the test process's own."""
-
-_ids = itertools.count(1)
 
 
 def fast_env(home: Path, server_url: str = SERVER_URL, token: str = "test-token") -> dict[str, str]:
@@ -71,7 +69,9 @@ def task(prompt: str = "", **fields: object) -> Task:
     """A claimed task with a fresh id in workspace `ws-1` and a task-scoped token; `fields`
     override any field."""
     values: dict[str, object] = {
-        "id": f"task-{next(_ids):04d}-0000-0000-0000-000000000000",
+        # Unique across processes: a run's sweep kills every process tagged with its task id,
+        # so two test processes handing out the same ids would kill each other's agents.
+        "id": str(uuid.uuid4()),
         "workspace_id": "ws-1",
         "auth_token": "mat_test-task-token",
         "prompt": prompt,
