@@ -200,6 +200,11 @@ class Settings(BaseModel):
     embedded_listen: Address = _env(
         "MULTICA_EMBEDDED_LISTEN", EMBEDDED_LISTEN, "Embedded server address when no server URL"
     )
+    embedded_repos: Words = _env(
+        "MULTICA_EMBEDDED_REPOS",
+        "",
+        "Repository URLs the embedded server's default workspace offers agents (shell words)",
+    )
     idle_watchdog: Duration = _env(
         "MULTICA_AGENT_IDLE_WATCHDOG", "30m", "Idle window; 0 disables the watchdog entirely"
     )

@@ -7,6 +7,8 @@
     │                            what it claims: not JSON, too large, nested too deep
     ├── TaskInputError           a claimed task carries what no agent may be given: that task fails
     │   └── TaskTokenError           the claimed task has no task-scoped token
+    ├── GitError                 a git command failed: that checkout or cache sync fails
+    │   └── RepoBusyError            a repository stayed locked past the wait: 503, retry later
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
         │   └── UnconfirmedError         a transcript batch may have been stored, its answer lost
@@ -53,6 +55,14 @@ class TaskInputError(DaemonError):
 
 class TaskTokenError(TaskInputError):
     """A task's token is not task-scoped (`mat_`): its agent must not start with it."""
+
+
+class GitError(DaemonError):
+    """A git command failed, timed out or could not start; the message says which and why."""
+
+
+class RepoBusyError(GitError):
+    """Another operation held the repository's cache past the caller's wait."""
 
 
 class ServerError(DaemonError):

@@ -39,6 +39,8 @@ from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.testing import fast_env
+from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
+from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -218,6 +220,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
         worker.attach_health(port)
+        server.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()

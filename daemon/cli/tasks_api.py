@@ -8,7 +8,7 @@ never left (a connect failure), so a lost answer can never create the task twice
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -48,9 +48,13 @@ class TasksApi:
         workspace_id: str | None = None,
         agent: Agent | Mapping[str, Any] | None = None,
         prior_session_id: str | None = None,
+        repos: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Queue a task with this prompt; returns the task as the server stored it."""
+        """Queue a task with this prompt (and the repositories its agent may check out);
+        returns the task as the server stored it."""
         body: dict[str, Any] = {"prompt": prompt}
+        if repos:
+            body["repos"] = [{"url": url} for url in repos]
         if prior_session_id:
             body["prior_session_id"] = prior_session_id
         if backend:

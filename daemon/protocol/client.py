@@ -37,6 +37,7 @@ from daemon.protocol.models import (
     TaskStatusResponse,
     WireModel,
     Workspace,
+    WorkspaceRepos,
 )
 from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageBody, UsageEntry
 from daemon.protocol.retry import RetryPolicy
@@ -88,6 +89,12 @@ class ServerClient(Caller):
             runtimes=list(runtimes),
         )
         return await self._call("register", "POST", "/api/daemon/register", self._registered, body)
+
+    async def workspace_repos(self, workspace_id: str) -> WorkspaceRepos:
+        """The workspace's repository list as the server has it now (tried once)."""
+        path = f"/api/daemon/workspaces/{quote(workspace_id, safe='')}/repos"
+        parse = parse_model(WorkspaceRepos)
+        return await self._call("workspace_repos", "GET", path, parse, None, _SINGLE_TRY)
 
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""

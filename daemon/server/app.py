@@ -60,6 +60,9 @@ def create_app(
     return Starlette(
         routes=[
             Route(daemon + "/workspaces", routes.workspaces, methods=["GET"]),
+            Route(
+                daemon + "/workspaces/{workspace_id}/repos", routes.workspace_repos, methods=["GET"]
+            ),
             Route(daemon + "/register", routes.register, methods=["POST"]),
             Route(
                 daemon + "/runtimes/{runtime_id}/recover-orphans", routes.recover, methods=["POST"]
@@ -153,10 +156,14 @@ class _Routes:
         )
         # Said here too, so a daemon knows before its first transcript batch that re-sending
         # one whose answer was lost is safe.
-        return JSONResponse(
-            {"runtimes": runtimes, "daemon_id": body.daemon_id, "workspace_id": body.workspace_id},
-            headers={DEDUPE_HEADER: "seq"},
-        )
+        repos = await in_thread(self._store.workspace_repos, body.workspace_id)
+        answer = {"runtimes": runtimes, "daemon_id": body.daemon_id, **repos}
+        return JSONResponse(answer, headers={DEDUPE_HEADER: "seq"})
+
+    async def workspace_repos(self, request: Request) -> Response:
+        # Multica's GetDaemonWorkspaceRepos: the list now, 404 for an unknown workspace.
+        workspace_id = request.path_params["workspace_id"]
+        return JSONResponse(await in_thread(self._store.workspace_repos, workspace_id))
 
     # register, recover-orphans, heartbeat: Multica's DaemonRegister, RecoverOrphanedTasks and
     # DaemonHeartbeat answer 404 for a workspace or runtime they do not know (`NotFoundError`).

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from daemon.server.connections import (
     guarded_protocol,
     raise_open_file_limit,
 )
+from daemon.server.database import DEFAULT_WORKSPACE
 from daemon.server.in_process import InProcess
 from daemon.server.store import Store
 
@@ -65,6 +67,7 @@ async def serve(
     token: str = "",
     in_process: InProcess | None = None,
     *,
+    repos: Sequence[str] = (),
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the reference server until the surrounding scope is cancelled.
@@ -74,12 +77,17 @@ async def serve(
     Every request must carry the token; without one given, it is the one kept in
     `server.token` next to the database (generated there on first start). With `in_process`,
     its hub hears of queued and cancelled tasks and its `app` is set before `started`.
+    `repos` replace the default workspace's repository list.
     """
     if not token:
         token = await anyio.to_thread.run_sync(ensure_token, db_path.parent / TOKEN_FILE)
     limit = connection_limit(raise_open_file_limit())
     store = await anyio.to_thread.run_sync(Store, db_path)
     try:
+        if repos:
+            await anyio.to_thread.run_sync(
+                store.set_workspace_repos, DEFAULT_WORKSPACE["id"], repos
+            )
         try:
             sock = _bind(host, port)
         except OSError as exc:
@@ -101,6 +109,7 @@ async def running_server(
     port: int = 0,
     token: str = "",
     in_process: InProcess | None = None,
+    repos: Sequence[str] = (),
 ) -> AsyncIterator[str]:
     """Serve for the duration of the `async with` block; yields the base URL.
 
@@ -111,7 +120,9 @@ async def running_server(
     that want a real server on loopback without managing a task group themselves.
     """
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db_path, host, port, token, in_process)
+        bound = await tg.start(
+            functools.partial(serve, db_path, host, port, token, in_process, repos=repos)
+        )
         try:
             yield f"http://{join_host_port(host, bound)}"
         finally:

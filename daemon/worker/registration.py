@@ -23,7 +23,7 @@ from daemon.errors import (
     ServerError,
 )
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import RuntimeInfo, Task, Workspace
+from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_actions import PendingActions
 
@@ -63,8 +63,10 @@ class Registration:
         daemon_id: str,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_repos: Callable[[str, list[RepoRef]], None] | None = None,
     ) -> None:
         self._client = client
+        self._on_repos = on_repos
         self._settings = settings
         self._backends = backends
         self.daemon_id = daemon_id
@@ -161,6 +163,8 @@ class Registration:
             name = registered.provider if registered.provider in self._backends else info.type
             runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
         self.by_workspace[workspace.id] = runtimes
+        if self._on_repos is not None:
+            self._on_repos(workspace.id, answer.repos)
         log.info(
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )

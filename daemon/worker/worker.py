@@ -36,6 +36,7 @@ from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.workdirs.service import Workdirs
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.summary import Summary
@@ -86,7 +87,16 @@ class Worker:
         self.daemon_id = daemon_id(
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
-        self.registration = Registration(client, settings, self.backends, self.daemon_id)
+        self.workdirs = Workdirs(
+            settings.workspaces_root,
+            reach.base_env,
+            client.workspace_repos,
+            metrics,
+            user=settings.agent_identity,
+        )
+        self.registration = Registration(
+            client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
+        )
         self.runs: dict[str, TaskRun] = {}
         self.summary = Summary()
         self.provider_failures = ProviderFailures(metrics)
@@ -105,6 +115,7 @@ class Worker:
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
             pacing=Pacing(lambda: len(self.runs)),
+            workdirs=self.workdirs,
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -218,6 +229,7 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
+            tg.start_soon(self.workdirs.serve)
             processes = self.services.processes
             if self.subreaper:
                 tg.start_soon(processes.reap_adopted)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
@@ -171,7 +172,24 @@ class Handlers:
         if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
             return error(404, "workspace not found")
         out = [self._upsert(workspace_id, body["daemon_id"], r) for r in body["runtimes"]]
-        return JSONResponse({"runtimes": out, "repos": [], "repos_version": "", "settings": {}})
+        return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
+
+    def _repos(self, workspace_id: str) -> dict[str, Any]:
+        """Go's `workspaceReposResponse`: the list, and a version hashed from its sorted URLs."""
+        repos = self.fake.repos.get(workspace_id, [])
+        urls = "\n".join(sorted(r["url"] for r in repos))
+        version = hashlib.sha256(urls.encode()).hexdigest()
+        return {"repos": repos, "repos_version": version}
+
+    async def workspace_repos(self, request: Request) -> JSONResponse:
+        """`GetDaemonWorkspaceRepos`: the workspace's current repository list."""
+        _, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        workspace_id = request.path_params["wid"]
+        if workspace_id not in self.fake.workspaces:
+            return error(404, "workspace not found")
+        return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id)})
 
     def _upsert(self, workspace_id: str, daemon_id: str, runtime: dict[str, Any]) -> dict[str, Any]:
         # One row per (workspace, daemon, provider): a restart gets its runtime back; a deleted
@@ -241,7 +259,10 @@ class Handlers:
             if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
-                task.claimed = {**self._resume_fields(task), **task.claim_body()}
+                # A project's repositories come with the task; else the workspace's own.
+                workspace = self._repos(task.workspace_id)["repos"]
+                fields = {"repos": workspace, **self._resume_fields(task), **task.claim_body()}
+                task.claimed = fields
                 claimed.append(task.claimed)
                 if self.fake.repeat_claims:
                     claimed.append(task.claimed)

@@ -87,6 +87,8 @@ class MulticaFake:
     actions_in_flight: int = 0
     most_actions_in_flight: int = 0
     """The most pending-action results the server was answering at once."""
+    repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -100,6 +102,11 @@ class MulticaFake:
         workspace_id = str(uuid.uuid4())
         self.workspaces[workspace_id] = name
         return workspace_id
+
+    def add_repo(self, url: str, workspace_id: str = "", description: str = "") -> None:
+        """Add a repository to a workspace's list (as `multica repo add` does)."""
+        listed = self.repos.setdefault(workspace_id or self.workspace_id, [])
+        listed.append({"url": url, "description": description})
 
     def queue(
         self,
@@ -229,6 +236,7 @@ class MulticaFake:
         h = Handlers(self)
         routes = [
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
+            Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
             Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),
