@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from daemon.errors import DaemonError
 from daemon.private_files import write_atomic
 from daemon.times import parse_utc
+from daemon.workdirs.cache import CACHE_DIR, LAST_USED
 from daemon.workdirs.sizes import dir_size, subdirs
 
 if TYPE_CHECKING:
@@ -38,8 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPOS_DIR = ".repos"
-LAST_USED = ".multica_last_used"
+REPOS_DIR = CACHE_DIR
 AGENT_REFS = "refs/heads/agent/"
 GIT_TIMEOUT = 30.0
 

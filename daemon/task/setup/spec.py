@@ -22,6 +22,7 @@ from daemon.task.setup.skills import write_skills
 from daemon.task.setup.workspace import (
     TaskDirs,
     prepare_dirs,
+    remove_tree,
     resumable_session,
     unguarded,
     write_mcp_config,
@@ -44,9 +45,14 @@ def prepare(
     the agent user's when there is one."""
     owner = user.owner if user else None
     dirs = prepare_dirs(root, task, owner, hold)
-    if backend != CODEX:  # Codex reads skills from its own home (agent_spec)
-        write_skills(dirs.work_dir, backend, task.agent.skills, owner)
-    return dirs, write_mcp_config(dirs, task, owner)
+    try:
+        if backend != CODEX:  # Codex reads skills from its own home (agent_spec)
+            write_skills(dirs.work_dir, backend, task.agent.skills, owner)
+        return dirs, write_mcp_config(dirs, task, owner)
+    except BaseException:
+        # The run never learns of `dirs`, so it cannot remove the temp dir: that is done here.
+        remove_tree(dirs.temp_dir)
+        raise
 
 
 def agent_spec(

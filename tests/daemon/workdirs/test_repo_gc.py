@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from daemon.errors import DaemonError
+from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.gc import GcStats
 from daemon.workdirs.repo_gc import LAST_USED, RepoJanitor
+from daemon.workdirs.service import Workdirs
 from tests.daemon.workdirs.support import NOW, POLICY, FakeLookup, ago, collector, git
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
@@ -115,3 +117,33 @@ def test_a_busy_cache_waits_for_the_next_round(tmp_path: Path) -> None:
     stats = GcStats()
     RepoJanitor(POLICY.repo_ttl, locks=Busy(), now=lambda: NOW).run(root, stats)
     assert "agent/bot/stale" in _branches(bare)
+
+
+def test_the_checkout_caches_lock_and_list_hold_the_gc_off(tmp_path: Path) -> None:
+    """Wired as the worker wires it: a cache whose lock a checkout holds is left alone, and a
+    cache a workspace still lists is never evicted, however idle."""
+    root = tmp_path / "root"
+    origin = tmp_path / "origin"
+    workdirs = Workdirs(root, {"PATH": os.environ.get("PATH", "")}, _no_refresh)
+    bare = workdirs.cache.bare_path("ws-1", str(origin))
+    git("init", "-q", "-b", "main", str(origin))
+    git("commit", "-q", "--allow-empty", "-m", "first", cwd=origin)
+    git("clone", "-q", "--bare", str(origin), str(bare))
+    git("-C", str(bare), "branch", "agent/bot/stale", "main")
+    (bare / LAST_USED).write_text(ago(40 * 24).isoformat().replace("+00:00", "Z"))
+    janitor = RepoJanitor(
+        POLICY.repo_ttl, locks=workdirs.cache, in_use=workdirs.listed, now=lambda: NOW
+    )
+    with workdirs.cache.locked(bare, None):
+        janitor.run(root, GcStats())
+    assert "agent/bot/stale" in _branches(bare)
+    workdirs.learned("ws-1", [RepoRef(url=str(origin))])
+    janitor.run(root, GcStats())
+    assert _branches(bare) == {"main"} and bare.exists()
+    workdirs.learned("ws-1", [])
+    janitor.run(root, GcStats())
+    assert not bare.exists()
+
+
+async def _no_refresh(workspace_id: str) -> WorkspaceRepos:
+    raise AssertionError("the GC never asks the server for repositories")
