@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,22 +50,38 @@ class TaskDirs:
     reused: bool = False
 
 
+_HOLD_RETRY = 0.05
+
+
+def unguarded(env_root: Path) -> bool:
+    """A `hold` for a daemon without a GC: every directory is free to use."""
+    return True
+
+
 def _agent_id(task: Task) -> str:
     return task.agent_id or task.agent.id
 
 
-def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs:
+def prepare_dirs(
+    root: Path, task: Task, owner: Owner | None = None, hold: Callable[[Path], bool] = unguarded
+) -> TaskDirs:
     """Create (or reuse) the task's directories and write the daemon's markers into them.
 
     With `owner` (an agent user's uid and gid) the task's directory and all in it are that
     user's, and the workspace's directory is passable but not listable (0711) on the way.
+    `hold` claims a task directory against the GC (daemon/workdirs/leases.py) before it is
+    used: a prior directory the GC is removing right now is not reused, and a fresh one is
+    waited for until the removal of a stale namesake is over.
     """
     prior = reusable_work_dir(root, task, owner[0] if owner else os.geteuid())
-    if prior is not None:
+    if prior is not None and hold(prior.parent):
         env_root, work = prior.parent, prior
     else:
+        prior = None
         env_root = root / path_part(task.workspace_id) / path_part(task.id)
         work = env_root / "workdir"
+        while not hold(env_root):
+            time.sleep(_HOLD_RETRY)
     ensure_dir(root)
     workspace = env_root.parent.name
     # The root may be a link the operator made; below it, nothing is followed.
