@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from daemon.errors import DaemonError
-from daemon.private_files import write_atomic
+from daemon.files.private import write_atomic
 from daemon.times import parse_utc
 from daemon.workdirs.cache import CACHE_DIR, LAST_USED
 from daemon.workdirs.sizes import dir_size, subdirs

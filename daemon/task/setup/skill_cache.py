@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from daemon.private_files import ensure_dir
+from daemon.files.private import ensure_dir
 from daemon.protocol.models import Skill, SkillRef
 from daemon.task.setup.nofollow import read_under, write_under
 from daemon.task.setup.skill_manifest import matches

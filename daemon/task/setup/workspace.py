@@ -6,7 +6,7 @@
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `daemon.private_files.path_part`, which keeps a plain id as it is
+Ids become path components through `daemon.files.private.path_part`, which keeps a plain id as it is
 and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
-from daemon.private_files import ensure_dir, path_part
+from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
