@@ -24,7 +24,7 @@ from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
 from daemon.agent_user import resolve as resolve_agent_user
 from daemon.errors import ConfigError
-from daemon.multica_home import default_workspaces_root, fill_from_config
+from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX
 from daemon.times import parse_duration
 
@@ -56,6 +56,13 @@ def _flag(raw: str) -> bool:
     if value in ("0", "false", "no", "off", ""):
         return False
     raise ValueError(raw)
+
+
+def _patterns(raw: str) -> tuple[str, ...]:
+    # As Go: comma-separated directory names; an entry with a path separator is dropped (the
+    # cleanup matches names, never paths).
+    parts = (p.strip() for p in raw.split(","))
+    return tuple(p for p in parts if p and "/" not in p and "\\" not in p)
 
 
 def _address(raw: str) -> str:
@@ -114,6 +121,7 @@ COUNT = Kind(_count, "a whole number of at least 0")
 ADDRESS = Kind(_address, "host:port")
 WORDS = Kind(_words, "shell words")
 FLAG = Kind(_flag, "1 or 0")
+PATTERNS = Kind(_patterns, "comma-separated directory names")
 LOG_FORMAT = Kind(_log_format, "text or json")
 LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
 
@@ -126,6 +134,7 @@ Count = Annotated[int, COUNT]
 Address = Annotated[str, ADDRESS]
 Words = Annotated[tuple[str, ...], WORDS]
 Flag = Annotated[bool, FLAG]
+Patterns = Annotated[tuple[str, ...], PATTERNS]
 LogFormat = Annotated[str, LOG_FORMAT]
 Level = Annotated[str, LEVEL]
 """A setting's type names its kind; a plain `str` is TEXT."""
@@ -200,6 +209,11 @@ class Settings(BaseModel):
     embedded_listen: Address = _env(
         "MULTICA_EMBEDDED_LISTEN", EMBEDDED_LISTEN, "Embedded server address when no server URL"
     )
+    embedded_repos: Words = _env(
+        "MULTICA_EMBEDDED_REPOS",
+        "",
+        "Repository URLs the embedded server's default workspace offers agents (shell words)",
+    )
     idle_watchdog: Duration = _env(
         "MULTICA_AGENT_IDLE_WATCHDOG", "30m", "Idle window; 0 disables the watchdog entirely"
     )
@@ -237,6 +251,29 @@ class Settings(BaseModel):
     codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
     codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
     codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
+    gc_enabled: Flag = _env(
+        "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
+    )
+    gc_interval: Duration = _env("MULTICA_GC_INTERVAL", "2h", "How often the GC runs")
+    gc_ttl: Duration = _env(
+        "MULTICA_GC_TTL", "24h", "A done/cancelled issue's dirs go this long after its update"
+    )
+    gc_orphan_ttl: Duration = _env(
+        "MULTICA_GC_ORPHAN_TTL", "72h", "A dir with no parent the server knows goes at this age"
+    )
+    gc_artifact_ttl: Duration = _env(
+        "MULTICA_GC_ARTIFACT_TTL",
+        "12h",
+        "Build outputs of a task finished this long ago are removed (its dir stays); 0 = never",
+    )
+    gc_artifact_patterns: Patterns = _env(
+        "MULTICA_GC_ARTIFACT_PATTERNS",
+        "node_modules,.next,.turbo",
+        "Directory names counted as build outputs",
+    )
+    gc_repo_ttl: Duration = _env(
+        "MULTICA_GC_REPO_TTL", "720h", "A repo cache no checkout used this long goes; 0 = never"
+    )
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")
     agent_identity: AgentUser | None = _derived(
@@ -267,6 +304,7 @@ class Settings(BaseModel):
             if raw is None or (raw == "" and name != "server_url"):
                 continue
             values[name] = _parse(field, raw)
+        profile_dir(home, values.get("profile", ""))  # a bad name stops start-up, whatever reads it
         fill_from_config(values, home, normalize_server_url)
         values.setdefault("device_name", socket.gethostname())
         state_home = Path(env.get("XDG_STATE_HOME") or home / ".local" / "state")

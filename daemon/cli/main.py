@@ -1,13 +1,15 @@
-"""The `agent-daemon` command: `run`, `server`, `submit`, `status` and `check`."""
+"""The `agent-daemon` command: `run`, `server`, `submit`, `status`, `check`, `disk-usage`."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 
@@ -16,6 +18,7 @@ from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.agent_user import take_over
 from daemon.cli.discovery import available
+from daemon.cli.disk_usage import disk_usage
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
 from daemon.config import Settings
@@ -32,6 +35,8 @@ from daemon.server.serve import serve
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
+from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
+from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")
@@ -94,6 +99,13 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--wait", action="store_true", help="print the transcript, wait for the end"
     )
+    submit.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a repository the agent may check out (repeatable; else the workspace's)",
+    )
     submit.set_defaults(func=submit_task)
     addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
     show = sub.add_parser("status", help="show the running daemon and its tasks")
@@ -103,7 +115,20 @@ def _parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("check", help="exit 0 if the daemon is live and ready, else 1")
     probe.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
     probe.set_defaults(func=_check)
+    usage = sub.add_parser("disk-usage", help="show what task dirs and repo caches take on disk")
+    usage.add_argument("--output", choices=("table", "json"), default="table")
+    usage.add_argument("--workspaces-root", default=None, help="default: MULTICA_WORKSPACES_ROOT")
+    usage.add_argument("--by-workspace", action="store_true", help="one row per workspace")
+    usage.add_argument("--top", type=_count, default=0, help="only the N largest rows")
+    usage.set_defaults(func=_disk_usage)
     return parser
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be a non-negative integer")
+    return value
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
@@ -130,7 +155,9 @@ async def _run_locked(settings: Settings) -> int:
             host, port = split_host_port(settings.embedded_listen)
             db = settings.state_dir / "server.db"
             token = await _embedded_token(settings)
-            bound = await tg.start(serve, db, host, port, token, embedded)
+            repos = settings.embedded_repos
+            started = functools.partial(serve, db, host, port, token, embedded, repos=repos)
+            bound = await tg.start(started)
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
@@ -162,6 +189,7 @@ async def _run_locked(settings: Settings) -> int:
                 options=options,
             )
             worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
+            health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
@@ -175,7 +203,9 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
     db = settings.state_dir / "server.db"
     token = await _embedded_token(settings)
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db, host, port, token)
+        bound = await tg.start(
+            functools.partial(serve, db, host, port, token, repos=settings.embedded_repos)
+        )
         # Where a client finds the token, never the token itself.
         source = (
             "MULTICA_DAEMON_TOKEN" if settings.embedded_token else settings.state_dir / TOKEN_FILE
@@ -193,6 +223,22 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
     return await status(args.addr or settings.health_addr, as_json=args.json)
+
+
+async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
+    """Scan the workspaces root (no daemon needed) and print the report."""
+    root = Path(args.workspaces_root) if args.workspaces_root else settings.workspaces_root
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            disk_usage,
+            root,
+            settings.gc_artifact_patterns,
+            sys.stdout,
+            as_json=args.output == "json",
+            by_workspace=args.by_workspace,
+            top=args.top,
+        )
+    )
 
 
 async def _check(settings: Settings, args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import io
 import ssl
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 
 import aiohttp
@@ -26,8 +26,8 @@ from aiohttp.helpers import get_env_proxy_for_url
 
 _LARGE_BODY = 1024 * 1024
 _Proxy = tuple[yarl.URL | None, aiohttp.BasicAuth | None]
-_SKIPPED = frozenset({"accept-encoding", "connection", "content-length", "transfer-encoding"})
-"""Request headers aiohttp sets itself (bodies are small JSON: nothing is compressed)."""
+_SKIPPED = frozenset({"connection", "content-length", "transfer-encoding"})
+"""Request headers aiohttp sets itself."""
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
@@ -77,7 +77,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         # Past 1 MiB aiohttp wants a file-like body, written in chunks between other work.
         data = io.BytesIO(body) if len(body) > _LARGE_BODY else body or None
         with _mapped_errors():
-            async with session.request(
+            answer = await session.request(
                 request.method,
                 str(request.url),
                 headers=headers,
@@ -92,12 +92,13 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     sock_connect=timeout.get("connect"),
                     sock_read=timeout.get("read"),
                 ),
-            ) as answer:
-                answered = await answer.read()
+            )
+        # The body is streamed as it arrives, never read whole here: the caller counts it
+        # against its cap (daemon/protocol/answers.py) and inflates it itself.
         return httpx.Response(
             status_code=answer.status,
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in answer.raw_headers],
-            content=answered,
+            stream=_Body(answer),
             request=request,
             extensions={
                 "http_version": b"HTTP/1.1",
@@ -109,6 +110,26 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+
+class _Body(httpx.AsyncByteStream):
+    """An answer's body as aiohttp reads it, raw (compressed bodies stay compressed)."""
+
+    def __init__(self, answer: aiohttp.ClientResponse) -> None:
+        self._answer = answer
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped_errors():
+            async for chunk in self._answer.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        # A body read to its end gives the connection back to the pool; one cut short (past
+        # its cap, a cancelled call) closes it, so no half-read answer is reused.
+        if self._answer.content.at_eof():
+            self._answer.release()
+        else:
+            self._answer.close()
 
 
 @contextmanager

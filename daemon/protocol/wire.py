@@ -18,12 +18,15 @@ import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from daemon.errors import (
+    MalformedInputError,
     PermanentServerError,
     RuntimeGoneError,
     ServerError,
     TaskGoneError,
     TransientServerError,
 )
+from daemon.protocol import jsonin
+from daemon.protocol.answers import ACCEPT_ENCODING
 from daemon.protocol.models import Task, WireModel, Workspace
 from daemon.protocol.transport import AiohttpTransport
 
@@ -67,7 +70,7 @@ def make_http_client(
     (transport.py); `transport` replaces it (the in-process embedded server, tests)."""
     return _CookielessClient(
         base_url=base_url.rstrip("/"),
-        headers=protocol_headers(token, version),
+        headers={**protocol_headers(token, version), "Accept-Encoding": ACCEPT_ENCODING},
         timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
         transport=transport or AiohttpTransport(POOL_LIMITS),
     )
@@ -91,12 +94,24 @@ class _CookielessClient(httpx.AsyncClient):
         self._cookies = _NoCookies()
 
 
+CAPABILITIES = ("skill-bundles-v1",)
+"""What this daemon tells the server it handles (`X-Client-Capabilities`, as Multica's daemon
+sends it on every request and the control WebSocket). Each name changes what a claim carries,
+so only what is implemented is named: `skill-bundles-v1` — skills by reference, resolved
+through `skill-bundles/resolve` (daemon/task/setup/skill_bundles.py). Not named:
+`coalesced-comments-v1` (without it the server folds queued comments into the one trigger
+comment this daemon reads), `local-worktree-v1` (a user's local directory in worktree mode),
+`rpc-v1` (claims over the WebSocket), and Multica's ungated `execution-manifest-v1`,
+`agent-skill-v1`, `remote-mcp-v1`. No capability names the repository checkout route."""
+
+
 def protocol_headers(token: str, version: str) -> dict[str, str]:
     """The headers every request carries, HTTP and the control WebSocket alike."""
     headers = {
         "X-Client-Platform": "daemon",
         "X-Client-Version": version,
         "X-Client-OS": client_os(),
+        "X-Client-Capabilities": ",".join(CAPABILITIES),
         "User-Agent": f"agent-daemon/{version}",
     }
     if token:
@@ -130,7 +145,7 @@ def error_text(response: httpx.Response) -> str:
     """The server's `{"error": ...}` text, else the start of the body, else the reason."""
     text = ""
     try:
-        body = response.json()
+        body = answer_json(response)
     except ValueError:
         text = response.text
     else:
@@ -158,6 +173,8 @@ def describe_parse_error(exc: ValueError) -> str:
         ]
         more = f" (+{exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
         return "; ".join(problems) + more
+    if isinstance(exc, MalformedInputError):
+        return str(exc)
     if isinstance(exc, json.JSONDecodeError):
         return "body is not JSON"
     if isinstance(exc, UnicodeDecodeError):
@@ -165,9 +182,14 @@ def describe_parse_error(exc: ValueError) -> str:
     return " ".join(str(exc).split())[:_ERROR_TEXT_LIMIT]
 
 
+def answer_json(response: httpx.Response) -> Any:
+    """The JSON of an answer's body, read through the one bounded reader (jsonin)."""
+    return jsonin.loads(response.content, what="the answer")
+
+
 def parse_model(model: type[M]) -> Callable[[httpx.Response], M]:
     """A parser of a 2xx answer into `model`."""
-    return lambda response: model.model_validate(response.json())
+    return lambda response: model.model_validate(answer_json(response))
 
 
 def ignore_body(response: httpx.Response) -> None:
@@ -183,7 +205,7 @@ def task_path(task_id: str, action: str) -> str:
 
 def parse_workspaces(response: httpx.Response) -> list[Workspace]:
     """The workspaces in a 2xx answer."""
-    return _WORKSPACES.validate_python(response.json())
+    return _WORKSPACES.validate_python(answer_json(response))
 
 
 def request_budget(http: httpx.AsyncClient) -> float:
@@ -195,7 +217,7 @@ def request_budget(http: httpx.AsyncClient) -> float:
 
 def parse_claim(response: httpx.Response) -> tuple[list[Task], list[tuple[str, str]]]:
     """The tasks of a claim answer, and (id, reason) for each task that does not parse."""
-    data = response.json()
+    data = answer_json(response)
     if not isinstance(data, dict) or "tasks" not in data:
         raise ValueError("a claim answer is an object with `tasks`")
     raw = data["tasks"]

@@ -122,6 +122,8 @@ class AgentIn(_Body):
     custom_env: dict[str, str] = Field(default_factory=dict)
     custom_args: list[str] = Field(default_factory=list)
     model: str = ""
+    skills: list[dict[str, Any]] = Field(default_factory=list)
+    """Inline skills (`name`, `description`, `content`, `files`), handed on as sent."""
 
 
 class WorkspaceIn(_Body):
@@ -129,6 +131,13 @@ class WorkspaceIn(_Body):
 
     name: str = Field(min_length=1)
     id: str = ""
+
+
+class RepoIn(_Body):
+    """A repository a task may check out, and the ref its checkout starts from ('' = default)."""
+
+    url: str = Field(min_length=1)
+    ref: str = ""
 
 
 class TaskIn(_Body):
@@ -139,6 +148,13 @@ class TaskIn(_Body):
     workspace_id: str = "default"
     agent: AgentIn = Field(default_factory=AgentIn)
     prior_session_id: str = ""
+    repos: list[RepoIn] = Field(default_factory=list)
     rerun_of: str = ""
     """A finished task to continue: its work dir, and its session unless its failure poisoned
     it (then the rerun starts afresh)."""
+
+
+class IssueCheckIn(_Body):
+    """Body of the batch issue gc-check: at most 500 ids, Multica's cap."""
+
+    issue_ids: list[str] = Field(max_length=500)

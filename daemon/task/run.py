@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import anyio
 
 from backends.base import Backend, RunSpec
-from daemon.errors import TaskTokenError
+from daemon.errors import TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -22,11 +23,13 @@ from daemon.task.incidents import TaskIncidents
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
+from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
 from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import StatusNews, poll_status
 from daemon.wakeup import Wakeup
+from daemon.workdirs.leases import TaskLease
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,7 @@ class TaskRun:
         self.id = short_id(task.id)
         self._services = services
         self._mcp_config: Path | None = None
+        self._lease = TaskLease(services.leases)
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
         self.reporter = Reporter(task.id, backend.name, services, self._status_news.heard)
@@ -87,10 +91,12 @@ class TaskRun:
         try:
             # Directories, markers, skills and the MCP file, all before `start`; in a thread,
             # as they are file I/O the event loop should not wait on.
-            root = self._services.settings.workspaces_root
-            user = self._services.settings.agent_identity
+            services = self._services
+            self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+            root = services.settings.workspaces_root
+            user, hold = services.settings.agent_identity, self._lease.hold
             placed = await anyio.to_thread.run_sync(
-                prepare, root, self.task, self.backend.name, user
+                prepare, root, self.task, self.backend.name, user, hold
             )
             dirs, self._mcp_config = placed
             ending = await self._execute(dirs)
@@ -110,6 +116,8 @@ class TaskRun:
                 if dirs is not None:
                     # The task's private temp dir goes with it (the work dir stays for reuse).
                     await anyio.to_thread.run_sync(remove_tree, dirs.temp_dir)
+                env_root = dirs.env_root if dirs else None
+                await anyio.to_thread.run_sync(self._lease.finish, self.task, env_root)
         return outcome
 
     def _failed(self, exc: Exception, *, prepared: bool) -> Ending:
@@ -128,7 +136,7 @@ class TaskRun:
             return refused
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
-        except TaskTokenError as exc:
+        except TaskInputError as exc:  # a token not task-scoped, a bad custom_env name
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")
         log.info(
@@ -144,10 +152,18 @@ class TaskRun:
             interval = functools.partial(self._services.pacing.status_interval, every)
             due, news = self._status_due, self._status_news
             tg.start_soon(poll_status, client, self.task.id, interval, self.stop, due, news)
-            ending = await self._retries.run(spec)
+            with self._checkouts(dirs):
+                ending = await self._retries.run(spec)
             tg.cancel_scope.cancel()
         await self.reporter.close()
         return ending
+
+    def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
+        """While the agent runs, its token may check out repositories into its work dir."""
+        workdirs = self._services.workdirs
+        if workdirs is None:
+            return nullcontext()
+        return workdirs.task_window(self.task, dirs.work_dir)
 
     def _spec(self, dirs: TaskDirs) -> RunSpec:
         """The agent's spec, with how it reaches the daemon: its slot, the health port."""

@@ -38,17 +38,22 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from tests.fakes.loopback import serve_app
+from tests.fakes.multica_gc import GcHandlers, Record
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+from tests.fakes.multica_skills import SkillHandlers, for_claim
 from tests.helpers import eventually
 
 
@@ -68,13 +73,38 @@ class MulticaFake:
     action_results: list[dict[str, Any]] = field(default_factory=list)
     """Results the daemon reported for pending actions: kind, runtime, request id and body."""
     url: str = ""
-    watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any]]]] = field(
+    watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any] | str]]] = field(
         default_factory=list
     )
     _drops: Counter[str] = field(default_factory=Counter)
     _slow: dict[str, float] = field(default_factory=dict)
     refused_registers: set[str] = field(default_factory=set)
+    issues: dict[str, Record] = field(default_factory=dict)
+    chats: dict[str, Record] = field(default_factory=dict)
+    autopilot_runs: dict[str, Record] = field(default_factory=dict)
+    skill_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Skill fields changed after a claim (resolve serves the current version)."""
+    skills_by_reference: bool = True
+    """Send skills as references to a daemon naming `skill-bundles-v1` (False: always whole)."""
+    bundle_tamper: bool = False
+    """Resolve sends bundles whose content no longer matches their hash."""
+    batch_gc_unsupported: bool = False
+    """Answer the batch gc-check route as a server older than it does (a router 404)."""
     cancelled_on_claim: set[str] = field(default_factory=set)
+    raw_answers: dict[str, tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
+    """Hostile answers: route name → (status, headers, body) sent instead of the route's own."""
+    repeat_claims: bool = False
+    """Hostile claims: every task claimed so far (still in flight) comes again in each claim
+    answer, and each new one twice."""
+    control_redirect: str = ""
+    """Hostile control route: answer the upgrade with a 302 to this location."""
+    action_delay: float = 0.0
+    """Seconds each pending-action result takes to be answered (a slow server)."""
+    actions_in_flight: int = 0
+    most_actions_in_flight: int = 0
+    """The most pending-action results the server was answering at once."""
+    repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -88,6 +118,11 @@ class MulticaFake:
         workspace_id = str(uuid.uuid4())
         self.workspaces[workspace_id] = name
         return workspace_id
+
+    def add_repo(self, url: str, workspace_id: str = "", description: str = "") -> None:
+        """Add a repository to a workspace's list (as `multica repo add` does)."""
+        listed = self.repos.setdefault(workspace_id or self.workspace_id, [])
+        listed.append({"url": url, "description": description})
 
     def queue(
         self,
@@ -151,6 +186,16 @@ class MulticaFake:
         """A quick-create request: one sentence to turn into an issue."""
         return self.queue(quick_create_prompt=text, **options)
 
+    def set_issue(
+        self, issue_id: str, status: str, updated_at: datetime, workspace_id: str = ""
+    ) -> None:
+        """Put an issue in a status, last changed at `updated_at` (what gc-check answers)."""
+        self.issues[issue_id] = Record(workspace_id or self.workspace_id, status, updated_at)
+
+    def shape_claim(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        """A claimed task as this daemon's capabilities have it sent (skills by reference)."""
+        return for_claim(self, body, request)
+
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
         self.runtimes[runtime_id].deleted = True
@@ -168,6 +213,21 @@ class MulticaFake:
     def refuse_register(self, workspace_id: str) -> None:
         """Answer this workspace's registrations with 404 `workspace not found`."""
         self.refused_registers.add(workspace_id)
+
+    def answer_raw(
+        self, route: str, body: bytes, *, status: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        """Answer every call of `route` with these bytes (and headers), whatever it asked."""
+        self.raw_answers[route] = (
+            status,
+            {"content-type": "application/json", **(headers or {})},
+            body,
+        )
+
+    def send_frame(self, frame: str) -> None:
+        """Send one raw text frame on every open control connection."""
+        for _, stream in self.watchers:
+            stream.send_nowait(frame)
 
     def drop_answers(self, route: str, count: int = 1) -> None:
         """Act on the next `count` calls of `route`, then cut the connection, not answering."""
@@ -203,9 +263,18 @@ class MulticaFake:
     @property
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
-        h = Handlers(self)
+        h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
+        daemon = "/api/daemon"
+        resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
+            Route(resolve, skills.resolve, methods=["POST"]),
+            Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
+            Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
+            Route(daemon + "/chat-sessions/{id}/gc-check", gc.chat, methods=["GET"]),
+            Route(daemon + "/autopilot-runs/{id}/gc-check", gc.autopilot_run, methods=["GET"]),
+            Route(daemon + "/tasks/{id}/gc-check", gc.task, methods=["GET"]),
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
+            Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
             Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),
@@ -240,13 +309,20 @@ class MulticaFake:
             if part.strip()
         }
         header = websocket.headers.get("authorization")
+        if self.control_redirect:
+            self.requests.append(SeenRequest("ws-redirected", websocket.url.path, header))
+            await websocket.send_denial_response(
+                Response(status_code=302, headers={"location": self.control_redirect})
+            )
+            return
+        self.requests.append(SeenRequest("ws", websocket.url.path, header))
         known = {r.id for r in self.live_runtimes()}
         if (self.token and header != f"Bearer {self.token}") or not wanted or wanted - known:
             # Multica answers 401/400/404 before upgrading; uvicorn turns this into a 403.
             await websocket.close()
             return
         await websocket.accept()
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any] | str](100)
         entry = (frozenset(wanted), send)
         self.watchers.append(entry)
         try:
@@ -254,7 +330,10 @@ class MulticaFake:
 
                 async def forward() -> None:
                     async for frame in receive:
-                        await websocket.send_json(frame)
+                        if isinstance(frame, str):
+                            await websocket.send_text(frame)
+                        else:
+                            await websocket.send_json(frame)
 
                 tg.start_soon(forward)
                 while (await websocket.receive())["type"] != "websocket.disconnect":
@@ -286,6 +365,12 @@ class _DroppingApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = route_of(scope["path"]) if scope["type"] == "http" else ""
+        raw = self.fake.raw_answers.get(route) if route else None
+        if raw is not None:
+            status, headers, body = raw
+            self.fake.requests.append(SeenRequest(route, scope["path"], None))
+            await Response(body, status_code=status, headers=headers)(scope, receive, send)
+            return
         if delay := self.fake.delay_of(route):
 
             async def late(message: Message) -> None:

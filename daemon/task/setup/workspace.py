@@ -6,7 +6,7 @@
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `daemon.private_files.path_part`, which keeps a plain id as it is
+Ids become path components through `daemon.files.private.path_part`, which keeps a plain id as it is
 and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
@@ -17,12 +17,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
-from daemon.private_files import ensure_dir, path_part
+from daemon.files.private import ensure_dir, path_part
+from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
 from daemon.task.setup.nofollow import Owner, ensure_dir_under, read_under, write_under
@@ -32,6 +35,8 @@ TASK_MARKER = ".multica/daemon_task_context.json"
 MANAGED_ENV = "multica-daemon-managed-env"
 MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
+MARKER_LIMIT = 64 * 1024
+"""Bytes of a marker read back: the daemon writes a few hundred; anything else is not ours."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,22 +50,38 @@ class TaskDirs:
     reused: bool = False
 
 
+_HOLD_RETRY = 0.05
+
+
+def unguarded(env_root: Path) -> bool:
+    """A `hold` for a daemon without a GC: every directory is free to use."""
+    return True
+
+
 def _agent_id(task: Task) -> str:
     return task.agent_id or task.agent.id
 
 
-def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs:
+def prepare_dirs(
+    root: Path, task: Task, owner: Owner | None = None, hold: Callable[[Path], bool] = unguarded
+) -> TaskDirs:
     """Create (or reuse) the task's directories and write the daemon's markers into them.
 
     With `owner` (an agent user's uid and gid) the task's directory and all in it are that
     user's, and the workspace's directory is passable but not listable (0711) on the way.
+    `hold` claims a task directory against the GC (daemon/workdirs/leases.py) before it is
+    used: a prior directory the GC is removing right now is not reused, and a fresh one is
+    waited for until the removal of a stale namesake is over.
     """
     prior = reusable_work_dir(root, task, owner[0] if owner else os.geteuid())
-    if prior is not None:
+    if prior is not None and hold(prior.parent):
         env_root, work = prior.parent, prior
     else:
+        prior = None
         env_root = root / path_part(task.workspace_id) / path_part(task.id)
         work = env_root / "workdir"
+        while not hold(env_root):
+            time.sleep(_HOLD_RETRY)
     ensure_dir(root)
     workspace = env_root.parent.name
     # The root may be a link the operator made; below it, nothing is followed.
@@ -69,7 +90,6 @@ def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs
         open_to_pass(shared)
     ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
     config_root = ensure_dir_under(env_root, "multica-config", owner=owner)
-    temp = make_temp_dir(env_root, owner)
     scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
     scope = {k: v for k, v in scope.items() if v}
     marker = {"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}
@@ -79,6 +99,8 @@ def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs
         # same file only for them), so only such a directory is ever reused.
         env = {**marker, "managed_by": MANAGED_ENV, "workspace_id": task.workspace_id}
         write_under(env_root, ENV_MARKER, json.dumps(env), owner=owner)
+    # Last: a failure above (a full disk) must not leave a `multica-task-*` directory behind.
+    temp = make_temp_dir(env_root, owner)
     return TaskDirs(env_root, work, config_root, temp, reused=prior is not None)
 
 
@@ -105,8 +127,8 @@ def reusable_work_dir(root: Path, task: Task, uid: int | None = None) -> Path | 
         return None
     if uid is not None and {work.stat().st_uid, work.parent.stat().st_uid} != {uid}:
         return None
-    env = _json(read_under(work.parent, ENV_MARKER))
-    marker = _json(read_under(work, TASK_MARKER))
+    env = _json(read_under(work.parent, ENV_MARKER, MARKER_LIMIT))
+    marker = _json(read_under(work, TASK_MARKER, MARKER_LIMIT))
     if env.get("managed_by") != MANAGED_ENV or marker.get("managed_by") != MANAGED_TASK:
         return None
     if env.get("workspace_id") != task.workspace_id:
@@ -121,7 +143,7 @@ def reusable_work_dir(root: Path, task: Task, uid: int | None = None) -> Path | 
 
 def _json(text: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(text) if text else None
+        value = jsonin.loads(text, limit=MARKER_LIMIT, what="a marker") if text else None
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
