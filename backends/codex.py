@@ -67,6 +67,7 @@ class CodexBackend(AgentCli):
     """Runs the Codex CLI for a task; resumes threads and falls back when one is gone."""
 
     name = "codex"
+    min_version = "0.100.0"
     session_markers = SESSION_MARKERS
 
     def __init__(

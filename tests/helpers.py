@@ -96,6 +96,9 @@ def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
         "MULTICA_SCRIPTED_BACKEND": "1",
         "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
         "MULTICA_CODEX_PATH": str(home / "no-codex"),
+        "MULTICA_OPENCODE_PATH": str(home / "no-opencode"),
+        "MULTICA_GEMINI_PATH": str(home / "no-gemini"),
+        "MULTICA_HERMES_PATH": str(home / "no-hermes"),
     }
     env.update(overrides)
     return env

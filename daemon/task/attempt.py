@@ -66,7 +66,8 @@ class Attempt:
         self.metrics = metrics
         self.agents = agents
         s = settings
-        self.policy = WatchdogPolicy(s.idle_watchdog, s.tool_watchdog, s.first_output_timeout)
+        idle = s.idle_window(backend.name)
+        self.policy = WatchdogPolicy(idle, s.tool_watchdog, s.first_output_timeout)
         self.exit_grace = s.exit_grace
         self.session_id = session_id
         self.pid: int | None = None

@@ -97,6 +97,11 @@ class FakeOpenAI:
         self._changed = anyio.Event()
         self.closing = anyio.Event()
 
+    @property
+    def started(self) -> float:
+        """When the fake started (monotonic): each request's `t` counts from here."""
+        return self._started
+
     def main_requests(self) -> list[ApiCall]:
         """The agent's own turns (each consumed one script step)."""
         return [r for r in self.requests if r.kind == "main"]

@@ -1,0 +1,25 @@
+"""The ACP agents the daemon offers, by the runtime type Multica's server knows them as.
+
+An agent whose only difference is its entry is declared here; one with more to say (why ACP,
+its quirks) has a folder of its own. Each needs its `MULTICA_<NAME>_PATH`, `_ARGS`, `_MODEL`
+and `_IDLE_WATCHDOG` settings (daemon/config.py) to be found by discovery.
+"""
+
+from __future__ import annotations
+
+from backends.acp.agent import AcpAgent
+from backends.gemini import GEMINI
+from backends.opencode import OPENCODE
+
+HERMES = AcpAgent(
+    name="hermes",
+    label="Hermes Agent",
+    command="hermes",
+    acp_args=("acp",),
+    min_version="",
+    provider="hermes",
+    # Without it Hermes asks before every dangerous shell command, outside ACP.
+    env={"HERMES_YOLO_MODE": "1"},
+)
+
+AGENTS: tuple[AcpAgent, ...] = (OPENCODE, GEMINI, HERMES)

@@ -1,0 +1,21 @@
+"""Gemini CLI (`@google/gemini-cli` on npm) through the ACP backend: `gemini --acp`.
+
+`--acp` replaced `--experimental-acp` (still accepted, deprecated) in the versions this
+backend needs. The model is the CLI's `--model` flag. Gemini asks permission for every shell
+command; the backend grants it once per call, which is also when the call starts running
+(the CLI sends no `in_progress` for it).
+"""
+
+from __future__ import annotations
+
+from backends.acp import AcpAgent
+
+GEMINI = AcpAgent(
+    name="gemini",
+    label="Gemini CLI",
+    command="gemini",
+    acp_args=("--acp",),
+    min_version="0.61.0",
+    provider="google",
+    model_flag="--model",
+)

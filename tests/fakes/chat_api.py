@@ -1,0 +1,215 @@
+"""A scriptable fake of the OpenAI Chat Completions API, for OpenCode run offline.
+
+OpenCode reaches it through an `@ai-sdk/openai-compatible` provider whose `baseURL` is this
+server (`opencode_config`). Each streamed `POST /v1/chat/completions` that offers tools (the
+agent's own turns) takes the next step of the script — the steps of the Responses fake:
+`Answer`, `Shell` (a call of the `bash` tool), `Stall` (`no-bytes`, or `first-chunk`: one text
+chunk, then nothing) and `ApiError`. A request without tools (the session title) gets a short
+answer and is logged as a side request.
+
+    async with fake_chat([Shell("sleep 3"), Answer("done")]) as api:
+        env = opencode_env(tmp_path, api.url)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.fakes.loopback import serve_app
+from tests.fakes.openai_api import Answer, ApiCall, ApiError, FakeOpenAI, Shell, Stall, Step
+
+MODEL = "fake-chat"
+PROVIDER = "fake"
+USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
+
+__all__ = ["MODEL", "USAGE", "Answer", "ApiError", "FakeChat", "Shell", "Stall", "fake_chat"]
+
+
+class FakeChat(FakeOpenAI):
+    """The fake's state (script, request log, URL), answering Chat Completions."""
+
+    async def chat(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            body = {}
+        messages = body.get("messages") or []
+        main = bool(body.get("tools"))
+        step: Step = self._next() if main else Answer("Fake title")
+        self.record(
+            ApiCall(
+                seq=len(self.requests) + 1,
+                t=round(time.monotonic() - self._started, 3),
+                method=request.method,
+                path=request.url.path,
+                kind="main" if main else "side",
+                action=type(step).__name__,
+                model=str(body.get("model", "")),
+                tools=[str((t.get("function") or {}).get("name")) for t in body.get("tools") or []],
+                n_inputs=len(messages),
+                n_tool_outputs=sum(
+                    isinstance(m, dict) and m.get("role") == "tool" for m in messages
+                ),
+                body=body,
+            )
+        )
+        if isinstance(step, ApiError):
+            error = {"message": step.message, "type": "server_error", "code": None}
+            return JSONResponse({"error": error}, status_code=step.status)
+        if isinstance(step, Stall) and step.when == "no-bytes":
+            await self.closing.wait()
+            return Response(status_code=503)
+        return StreamingResponse(self._chunks(step), media_type="text/event-stream")
+
+    def _next(self) -> Step:
+        return self._script.popleft() if self._script else self._default
+
+    async def _chunks(self, step: Step) -> AsyncIterator[bytes]:
+        chunk_id = "chatcmpl-" + uuid.uuid4().hex[:20]
+        if isinstance(step, Stall):
+            yield _chunk(chunk_id, {"role": "assistant", "content": "Working on it"})
+            await self.closing.wait()
+            return
+        if isinstance(step, Answer):
+            if step.reasoning:
+                yield _chunk(chunk_id, {"role": "assistant", "reasoning_content": step.reasoning})
+            yield _chunk(chunk_id, {"role": "assistant", "content": step.text})
+            finish = "stop"
+        else:
+            assert isinstance(step, Shell)
+            call = {
+                "index": 0,
+                "id": "call_" + uuid.uuid4().hex[:20],
+                "type": "function",
+                "function": {
+                    "name": "bash",
+                    "arguments": json.dumps(
+                        {"command": step.command, "description": "Run the scripted command"}
+                    ),
+                },
+            }
+            yield _chunk(chunk_id, {"role": "assistant", "tool_calls": [call]})
+            finish = "tool_calls"
+        yield _chunk(chunk_id, {}, finish)
+        usage = {
+            "prompt_tokens": USAGE["prompt_tokens"],
+            "completion_tokens": USAGE["completion_tokens"],
+            "total_tokens": USAGE["prompt_tokens"] + USAGE["completion_tokens"],
+            "prompt_tokens_details": {"cached_tokens": USAGE["cached_tokens"]},
+        }
+        yield _data(
+            {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "model": MODEL,
+                "created": int(time.time()),
+                "choices": [],
+                "usage": usage,
+            }
+        )
+        yield b"data: [DONE]\n\n"
+
+
+def _chunk(chunk_id: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return _data(
+        {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": MODEL,
+            "choices": [choice],
+        }
+    )
+
+
+def _data(payload: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
+async def _other(request: Request) -> Response:
+    fake: FakeChat = request.app.state.fake
+    fake.record(
+        ApiCall(
+            seq=len(fake.requests) + 1,
+            t=round(time.monotonic() - fake._started, 3),
+            method=request.method,
+            path=request.url.path,
+            kind="other",
+        )
+    )
+    return JSONResponse({"object": "list", "data": []})
+
+
+@contextlib.asynccontextmanager
+async def fake_chat(
+    script: Iterable[Step] = (), default: Step | None = None
+) -> AsyncIterator[FakeChat]:
+    """Serve the fake on a loopback port; requests past the script get `default`."""
+    fake = FakeChat(script, default or Answer())
+    routes = [
+        Route("/v1/chat/completions", fake.chat, methods=["POST"]),
+        Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.fake = fake
+    async with serve_app(app) as url:
+        fake.url = url
+        try:
+            yield fake
+        finally:
+            fake.closing.set()
+
+
+def opencode_config(path: Path, base_url: str) -> Path:
+    """An OpenCode config file whose only model is the fake, at `base_url`."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": "sk-fake-key-for-tests"},
+                "models": {MODEL: {"name": "Fake chat model"}},
+            }
+        },
+        "model": f"{PROVIDER}/{MODEL}",
+        "small_model": f"{PROVIDER}/{MODEL}",
+        "autoupdate": False,
+        "share": "disabled",
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for OpenCode with a fresh HOME under `root`, its model the fake.
+
+    npm runs offline: OpenCode installs `@opencode-ai/plugin` into its config directory in the
+    background, which would otherwise reach for the registry (it fails fast and is logged)."""
+    home = root / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "OPENCODE_CONFIG": str(opencode_config(root / "opencode.json", base_url)),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "npm_config_offline": "true",
+    }
+    env.update(extra)
+    return env
