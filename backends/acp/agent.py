@@ -26,5 +26,11 @@ class AcpAgent:
     """The CLI flag that picks the model; "" = the session's `session/set_model`."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables the CLI needs to run unattended (set over the task's environment)."""
+    resumes: bool = True
+    """Whether a session it offers to resume or load is asked for (False: always fresh)."""
+    pending_runs: bool = True
+    """A tool call it reports `pending` may already run: it says `in_progress` late or never.
+    False only for an agent whose `pending` means what ACP says (input streaming in, or
+    awaiting permission), so that a model stalled mid-call is idle, not a tool at work."""
     first_start_alone: bool = False
     """Its first start on a fresh HOME must not overlap another (see `first_start`)."""

@@ -71,6 +71,8 @@ class AcpBackend(AgentCli):
             resume=spec.resume_session_id,
             model=model,
             set_model=not self.agent.model_flag,
+            resumes=self.agent.resumes,
+            pending_runs=self.agent.pending_runs,
             mcp_servers=servers,
         )
         process = ProcessSpec(

@@ -23,3 +23,16 @@ HERMES = AcpAgent(
 )
 
 AGENTS: tuple[AcpAgent, ...] = (OPENCODE, GEMINI, HERMES)
+
+# The Claude Code ACP adapter (`@agentclientprotocol/claude-agent-acp` on npm): proof that a
+# new ACP agent needs only its entry. It is not offered as a runtime: Multica's server has no
+# type for it (the `claude` runtime is Claude Code itself). It reports a running tool call as
+# pending until it ends, which the default `pending_runs` covers.
+CLAUDE_ACP = AcpAgent(
+    name="claude-acp",
+    label="Claude Code (ACP)",
+    command="claude-agent-acp",
+    acp_args=(),
+    min_version="0.101.0",
+    provider="anthropic",
+)

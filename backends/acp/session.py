@@ -5,7 +5,8 @@
     → session/new                    or, given a session to resume, session/resume when the
                                      agent offers it, else session/load when it offers that
     ← answer: the session id         (a refused resume/load: a fresh session/new, said so)
-    → session/set_model              only for a model the CLI takes no flag for
+    → session/set_model              a model the CLI takes no flag for (or the model config
+                                     option, session/set_config_option, where offered)
     → session/prompt
     ← session/update notifications   → messages (`updates.SessionUpdates`)
     ← session/request_permission     answered at once with the allow option
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 _ALLOW_ORDER = ("allow_once", "allow_always", "reject_once")
 _CLIENT = {"name": "agent-daemon", "version": "1"}
+_MODEL_SWITCHES = ("session/set_model", "session/set_config_option")
 
 
 class AcpSession:
@@ -51,6 +53,8 @@ class AcpSession:
         resume: str = "",
         model: str = "",
         set_model: bool = False,
+        resumes: bool = True,
+        pending_runs: bool = True,
         mcp_servers: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.label = label
@@ -64,11 +68,12 @@ class AcpSession:
         self._prompt = [{"type": "text", "text": text} for text in prompt if text]
         self._cwd = cwd
         self._set_model = set_model
+        self._resumes = resumes
         self._mcp = list(mcp_servers)
         self._capabilities: dict[str, Any] = {}
         self._pending: dict[int, str] = {}
         self._next_id = 0
-        self._updates = SessionUpdates()
+        self._updates = SessionUpdates(pending_runs=pending_runs)
         self._result: RunResult | None = None
 
     def first_line(self) -> bytes:
@@ -156,7 +161,7 @@ class AcpSession:
             if not self.session_id:
                 return self._fail("session/new answered without a session id")
             return self._opened(result)
-        if method == "session/set_model":
+        if method in _MODEL_SWITCHES:
             if frame.error is not None:
                 error = rpc.describe_error(frame.error)
                 return self._fail(f"could not switch to model {self.model!r}: {error}")
@@ -170,11 +175,12 @@ class AcpSession:
             return self._new_session()
         sessions = self._capabilities.get("sessionCapabilities")
         base = {"sessionId": self.resume, "cwd": self._cwd, "mcpServers": self._mcp}
-        if isinstance(sessions, dict) and "resume" in sessions:
+        if self._resumes and isinstance(sessions, dict) and "resume" in sessions:
             return ParseStep(replies=[self._request("session/resume", base)])
-        if self._capabilities.get("loadSession") is True:
+        if self._resumes and self._capabilities.get("loadSession") is True:
             return ParseStep(replies=[self._request("session/load", base)])
-        return self._new_session(self._not_found())
+        text = f"{self.label} cannot resume session {self.resume}; started a fresh session instead."
+        return self._new_session([Message(MessageType.STATUS, content=text)])
 
     def _new_session(self, notice: list[Message] | None = None) -> ParseStep:
         params = {"cwd": self._cwd, "mcpServers": self._mcp}
@@ -186,17 +192,15 @@ class AcpSession:
 
     def _opened(self, result: Mapping[str, Any]) -> ParseStep:
         self.opened.set()
-        self.model = self.model or _current_model(result)
+        requested, self.model = self.model, self.model or _current_model(result)
         status = Message(
             MessageType.STATUS,
             content=f"{self.label} session {self.session_id}",
             session_id=self.session_id,
         )
-        if self._set_model and self.model:
-            params = {"sessionId": self.session_id, "modelId": self.model}
-            return ParseStep(
-                messages=[status], replies=[self._request("session/set_model", params)]
-            )
+        if self._set_model and requested and requested != _current_model(result):
+            method, params = _model_switch(result, self.session_id, requested)
+            return ParseStep(messages=[status], replies=[self._request(method, params)])
         step = self._send_prompt()
         step.messages.insert(0, status)
         return step
@@ -277,6 +281,18 @@ def _choose(options: Any) -> tuple[str, bool] | None:
             if str_field(option.get("kind")) == kind:
                 return str_field(option.get("optionId")), kind != "reject_once"
     return None
+
+
+def _model_switch(
+    result: Mapping[str, Any], session_id: str, model: str
+) -> tuple[str, dict[str, Any]]:
+    """How this agent switches a session's model: a `model` config option when it offers
+    one (OpenCode), else `session/set_model`."""
+    for option in result.get("configOptions") or []:
+        if isinstance(option, dict) and option.get("id") == "model":
+            params = {"sessionId": session_id, "configId": "model", "value": model}
+            return "session/set_config_option", params
+    return "session/set_model", {"sessionId": session_id, "modelId": model}
 
 
 def _current_model(result: Mapping[str, Any]) -> str:

@@ -6,13 +6,16 @@
                             long answer streaming in is activity while the transcript gets
                             one readable message
     agent_thought_chunk     thinking, joined the same way
-    tool_call               a `pending` call (its input still streaming in, or awaiting our
-    tool_call_update        permission) is a `log`; the call starts running — `tool_use` with
-                            its id — when the agent says `in_progress`, when we grant its
-                            permission, or when it ends before either; `completed`/`failed`
-                            is its `tool_result`. Output arriving while it runs is a heartbeat
-                            shown on the tool, never activity: a wedged tool meets the tool
-                            window, exactly as a Claude tool call does
+    tool_call               the call runs — `tool_use` with its id — from its first frame;
+    tool_call_update        `completed`/`failed` is its `tool_result`. For an agent whose
+                            `pending` means what ACP says (input still streaming in, or
+                            awaiting our permission: OpenCode), a pending call is a `log`, and
+                            it starts running when the agent says `in_progress`, when we
+                            grant its permission, or when it ends before either; others (the
+                            Claude adapter) run a call they still call pending. Output
+                            arriving while it runs is a heartbeat shown on the tool, never
+                            activity: a wedged tool meets the tool window, exactly as a
+                            Claude tool call does
     plan                    log with the plan's entries
     user_message_chunk      nothing (the history a loaded session replays)
     anything else           log naming the update
@@ -58,7 +61,8 @@ class _Tool:
 class SessionUpdates:
     """Turns one session's `session/update` payloads into messages, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, pending_runs: bool = True) -> None:
+        self._pending_runs = pending_runs
         self._tools: dict[str, _Tool] = {}
         self._stream_kind: MessageType | None = None
         self._stream: list[str] = []
@@ -100,7 +104,7 @@ class SessionUpdates:
         return [Message(kind, content=text)]
 
     def answer(self) -> str:
-        """The agent's text since its last tool call: the answer the run reports."""
+        """The agent's text since its last tool call ended: the answer the run reports."""
         return "".join(self._answer)
 
     def running_tools(self) -> list[str]:
@@ -134,12 +138,14 @@ class SessionUpdates:
             tool.input.update(raw)
         status = str_field(update.get("status"))
         out: list[Message] = []
-        if not tool.running and (granted or status in _RUNNING or status in _ENDED):
+        starts = granted or self._pending_runs or status in _RUNNING or status in _ENDED
+        if not tool.running and starts:
             tool.running = True
             self._answer.clear()
             out.append(_tool_use(call_id, tool))
         if status in _ENDED:
             del self._tools[call_id]
+            self._answer.clear()
             out.append(_tool_result(call_id, update, failed=status == "failed"))
         elif not out:
             # Pending (input streaming, permission asked) or output while it runs.

@@ -4,6 +4,11 @@
 backend needs. The model is the CLI's `--model` flag. Gemini asks permission for every shell
 command; the backend grants it once per call, which is also when the call starts running
 (the CLI sends no `in_progress` for it).
+
+Sessions are not resumed although the CLI offers `session/load`: in 0.61.0 the load of a
+session its previous run saved answered "No previous sessions found for this project" more
+often than not, and when it did load, it replayed the old answer after its own answer, where
+it ran into the new turn's text. A task that names a session starts a fresh one, and says so.
 """
 
 from __future__ import annotations
@@ -18,4 +23,5 @@ GEMINI = AcpAgent(
     min_version="0.61.0",
     provider="google",
     model_flag="--model",
+    resumes=False,
 )

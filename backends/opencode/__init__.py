@@ -21,5 +21,6 @@ OPENCODE = AcpAgent(
     acp_args=("acp",),
     min_version="1.18.33",
     provider="opencode",
+    pending_runs=False,
     first_start_alone=True,
 )
