@@ -1,1 +1,1 @@
-"""Agent backends: the backend protocol, the process helper and one module per agent CLI."""
+"""Agent backends: the protocol, the shared parts, the process helper, a folder per agent CLI."""

@@ -1,4 +1,4 @@
-"""What the Claude Code and Codex backends share: the executable, its settings, its version."""
+"""What every backend of a named agent CLI shares: its executable, settings, version, markers."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ class AgentCli:
 
     def __init__(
         self,
-        path: str,
+        path: str | None = None,
         args: Sequence[str] = (),
         model: str = "",
         *,
         detect_env: Mapping[str, str] | None = None,
     ) -> None:
+        """`path` defaults to the CLI's name, looked up on the agent's PATH."""
+        path = self.name if path is None else path
         # The CLI runs in the task's work directory: a relative path must not resolve there.
         self.path = os.path.abspath(path) if os.sep in path else path
         self.args = tuple(args)

@@ -19,7 +19,10 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from backends.process.registry import ProcessRegistry
 
 
 class MessageType(enum.StrEnum):
@@ -49,7 +52,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One event from an agent, in the daemon's own model (DESIGN.md §2 and §5)."""
+    """One event from an agent in the daemon's own model (what the line protocol prints)."""
 
     type: MessageType
     content: str = ""
@@ -106,27 +109,6 @@ class NullObserver:
         """Ignore the line."""
 
 
-def ended_early(
-    agent: str,
-    what: str,
-    exit_code: int | None,
-    stderr_tail: str,
-    output: str = "",
-    session_id: str = "",
-) -> RunResult:
-    """A failed result for an agent that stopped before `what` (its final event) arrived."""
-    how = "was stopped" if exit_code is None else f"exited with code {exit_code}"
-    error = f"{agent} {how} before {what}"
-    tail = stderr_tail.strip()
-    return RunResult(
-        RunStatus.FAILED,
-        output=output,
-        error=f"{error}; stderr: {tail}" if tail else error,
-        session_id=session_id,
-        exit_code=exit_code,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """Everything a backend needs to start one agent run."""
@@ -143,6 +125,8 @@ class RunSpec:
     exit_wait: float = 5.0
     """Seconds to wait for the process to exit once its stdout closed (then it is killed)."""
     observer: RunObserver = field(default_factory=NullObserver)
+    processes: ProcessRegistry | None = None
+    """Where the run's processes are recorded (the daemon's one registry); None: the run's own."""
     mcp_config: Path | None = None
     """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
 

@@ -21,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 from daemon.addresses import split_host_port
-from daemon.durations import SYNTAX as DURATION_SYNTAX
-from daemon.durations import parse_duration
 from daemon.errors import ConfigError
 from daemon.multica_home import default_workspaces_root, fill_from_config
+from daemon.times import SYNTAX as DURATION_SYNTAX
+from daemon.times import parse_duration
 
 EMBEDDED_LISTEN = "127.0.0.1:8080"
 

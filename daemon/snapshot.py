@@ -1,13 +1,14 @@
-"""What the daemon publishes for operations: a frozen picture of itself and its running tasks.
+"""What the daemon publishes for operations: frozen pictures of itself and its running tasks.
 
-The worker builds one on the event loop; the health port, the health document and systemd's
-status line read only this, never the worker or a task's run, so operations depend on the core
-through plain values and the core never imports operations' view of it.
+Each long-lived object reports on itself (`snapshot()`): the activity of a run, its watchdog,
+its attempt, the run, the worker. The health port, the health document and systemd's status
+line read only these values, never the worker or a task's run, so operations depend on the
+core through plain values and the core never imports operations' view of it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,19 +21,41 @@ class ToolSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class ActivitySnapshot:
+    """What the drain loop last heard from a run's agent."""
+
+    idle_seconds: float
+    tools_in_flight: tuple[ToolSnapshot, ...]
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class WatchdogSnapshot:
+    """The watchdog window that applies now ("" and 0: nothing can fire)."""
+
+    scope: str = ""
+    threshold_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSnapshot:
+    """The agent process of a run's current attempt (the last one's between attempts)."""
+
+    pid: int | None = None
+    watchdog: WatchdogSnapshot = field(default_factory=WatchdogSnapshot)
+
+
+@dataclass(frozen=True, slots=True)
 class RunSnapshot:
     """One running task as operations see it (no token, no prompt)."""
 
     id: str
     backend: str
-    pid: int | None
     started_wall: float
-    idle_seconds: float
-    tools_in_flight: tuple[ToolSnapshot, ...]
-    watchdog_scope: str
-    threshold_seconds: float
     retry: int
-    messages: int
+    """Watchdog retries so far."""
+    attempt: AttemptSnapshot
+    activity: ActivitySnapshot
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,19 +25,20 @@ import pytest
 import daemon
 from backends.base import Backend
 from backends.process import TRACKING_ENV, tagged
+from daemon.cli.discovery import available
+from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
-from daemon.discovery import available
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.tasks_api import TasksApi
 from daemon.server import running_server
 from daemon.server.in_process import InProcess
+from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
-from daemon.statuses import TERMINAL_STATUSES
-from daemon.worker import OUTBOX_INTERVAL, Worker
+from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 FINAL = frozenset(TERMINAL_STATUSES)
@@ -127,7 +128,7 @@ class RunningDaemon:
         """Cancel the task on the server and wait until this daemon's run of it is over (fail
         the test after `within`); the task as the server has it then."""
         await self.api.cancel(task_id)
-        await eventually(lambda: task_id not in self.worker.runners, within=within)
+        await eventually(lambda: task_id not in self.worker.runs, within=within)
         return await self.wait(task_id)
 
     async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:
@@ -191,17 +192,16 @@ async def running_daemon(
             report_policy=report_policy,
             budget=budget,
         )
+        env = base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")}
         worker = Worker(
             settings,
             client,
             found,
-            server_url=server_url,
+            reach=AgentReach.found(server_url, env),
             metrics=metrics,
             circuit=circuit,
-            base_env=base_env if base_env is not None else {"PATH": os.environ.get("PATH", "")},
-            outbox_interval=outbox_interval,
             budget=budget,
-            control=control,
+            options=WorkerOptions(control=control, outbox_interval=outbox_interval),
         )
         if in_process is not None:
             in_process.hub.subscribe(worker.pickup)
@@ -229,7 +229,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     server = HealthServer("127.0.0.1:0", metrics, **options)
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
-        worker.health_port = port
+        worker.attach_health(port)
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()

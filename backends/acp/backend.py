@@ -75,16 +75,8 @@ class AcpBackend(AgentCli):
             pending_runs=self.agent.pending_runs,
             mcp_servers=servers,
         )
-        process = ProcessSpec(
-            argv=self.argv(spec),
-            cwd=spec.workdir,
-            env=self.env(spec),
-            stdin_data=session.first_line(),
-            keep_stdin_open=True,
-            kill_grace=spec.kill_grace,
-            result_timeout=spec.exit_wait,
-            task_id=spec.task_id,
-            observer=spec.observer,
+        process = ProcessSpec.for_run(
+            spec, self.argv(spec), self.env(spec), session.first_line(), keep_stdin_open=True
         )
         key = data_dir(process.env) if self.agent.first_start_alone else ""
         async with (

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from backends.lineproto import json_object, str_field
+from backends.json_lines import json_object, str_field
 
 PARSE_ERROR = -32700
 METHOD_NOT_FOUND = -32601

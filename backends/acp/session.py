@@ -29,8 +29,9 @@ import anyio
 from backends.acp import rpc
 from backends.acp.updates import SessionUpdates
 from backends.acp.usage import turn_usage
-from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, ended_early
-from backends.lineproto import str_field
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.json_lines import ended_early, str_field
+from backends.resume import fresh_session_notice
 
 log = logging.getLogger(__name__)
 
@@ -187,8 +188,7 @@ class AcpSession:
         return ParseStep(messages=notice or [], replies=[self._request("session/new", params)])
 
     def _not_found(self) -> list[Message]:
-        text = f"Session {self.resume} was not found; started a fresh session instead."
-        return [Message(MessageType.STATUS, content=text)]
+        return [Message(MessageType.STATUS, content=fresh_session_notice(self.resume))]
 
     def _opened(self, result: Mapping[str, Any]) -> ParseStep:
         self.opened.set()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.base import Message, MessageType
-from backends.lineproto import str_field
+from backends.json_lines import str_field
 
 _RUNNING = frozenset({"in_progress"})
 _ENDED = frozenset({"completed", "failed"})

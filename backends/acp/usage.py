@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from backends.base import Usage
-from backends.lineproto import int_field, str_field
+from backends.json_lines import int_field, str_field
 
 
 def turn_usage(result: Mapping[str, Any], provider: str, model: str) -> tuple[Usage, ...]:

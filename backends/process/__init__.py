@@ -1,7 +1,7 @@
 """Agent processes: spawning one, finding its tree, killing it, and sweeping after a crash.
 
 * `spawn` — `run_process`: the agent in its own session, its pipes, framed lines (`lines`)
-  handed to the run's consumer through an `inbox`;
+  handed to the run's consumer through an `inbox`, as its `spec` (`ProcessSpec`) says;
 * `tree` — who descends from whom, who carries the tracking tag, who is still the same process;
 * `registry` — one daemon's agents, each run's members seen while it ran, its adopted orphans;
 * `kill` — the one kill routine (SIGTERM by group, a grace, SIGKILL), for live runs and sweeps,
@@ -26,7 +26,8 @@ from backends.process.kill import kill_tree, signal_group_of
 from backends.process.lines import MAX_LINE_BYTES, LineFramer, clean_line
 from backends.process.linux import boot_id
 from backends.process.registry import ProcessRegistry
-from backends.process.spawn import TRACKING_ENV, ProcessRun, ProcessSpec, run_process
+from backends.process.spawn import TRACKING_ENV, ProcessRun, run_process
+from backends.process.spec import ProcessSpec
 from backends.process.sweep import sweep
 from backends.process.tree import (
     ProcIdentity,

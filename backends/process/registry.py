@@ -11,9 +11,8 @@ below the agent. A registry keeps what is needed to find it anyway:
   of the daemon it did not spawn, in another session) belongs to the run whose members it was
   seen among, or whose work directory it still runs in.
 
-The daemon makes one registry and installs it (`installed()`) around the task group its runs
-live in; `run_process` picks it up from there, so backends need no argument for it. A run
-started with no registry installed gets a private one (its own tree only).
+The daemon makes one registry and hands it to every run in its spec (`RunSpec.processes`,
+then `ProcessSpec.processes`); a run given none gets a private one (its own tree only).
 
 A per-task cgroup (`cgroup.kill`) would find such a process without attribution, but the daemon
 may rarely create one: it needs a delegated, writable cgroup v2 subtree (systemd's `Delegate=`,
@@ -25,9 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,15 +32,15 @@ import anyio
 
 from backends.process.linux import become_subreaper
 from backends.process.tree import (
+    ProcessTable,
     ProcIdentity,
-    Snapshot,
     all_stats,
     collect_tree,
     cwd_of,
     identify,
     is_alive,
-    snapshot,
-    subtree_snapshot,
+    process_table,
+    subtree_table,
 )
 
 log = logging.getLogger(__name__)
@@ -52,8 +49,6 @@ TRACK_INTERVAL = 0.5
 """Seconds between two scans of a running agent's tree."""
 REAP_INTERVAL = 2.0
 """How often a subreaper daemon looks for adopted orphans that died (one syscall if none)."""
-
-_CURRENT: ContextVar[ProcessRegistry | None] = ContextVar("process_registry", default=None)
 
 
 @dataclass
@@ -68,7 +63,7 @@ class ProcessRegistry:
     """One daemon's agent processes: leaders not yet reaped, and each run's members."""
 
     def __init__(
-        self, scanner: Callable[[list[ProcIdentity]], Snapshot] = subtree_snapshot
+        self, scanner: Callable[[list[ProcIdentity]], ProcessTable] = subtree_table
     ) -> None:
         """`scanner` reads the processes below the roots it is given (tests count its calls)."""
         self._scanner = scanner
@@ -76,17 +71,8 @@ class ProcessRegistry:
         self._runs: dict[int, _Run] = {}
         """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
         self.adopts_orphans = False
-        self._last_scan: tuple[float, Snapshot] | None = None
+        self._last_scan: tuple[float, ProcessTable] | None = None
         self._scanning = anyio.Lock()
-
-    @contextmanager
-    def installed(self) -> Iterator[ProcessRegistry]:
-        """Make this the registry of every run started inside the block (and its tasks)."""
-        token = _CURRENT.set(self)
-        try:
-            yield self
-        finally:
-            _CURRENT.reset(token)
 
     def adopt_orphans(self) -> bool:
         """Become the child subreaper of every agent tree; logs once whether that worked."""
@@ -112,7 +98,7 @@ class ProcessRegistry:
         """The run of agent `pid` is over and its tree killed."""
         self._runs.pop(pid, None)
 
-    def note(self, pid: int, scan: Snapshot) -> None:
+    def note(self, pid: int, scan: ProcessTable) -> None:
         """Record every process found below agent `pid` and its members in `scan`."""
         run = self._runs.get(pid)
         if run is None:
@@ -138,7 +124,7 @@ class ProcessRegistry:
             await anyio.sleep(interval - anyio.current_time() % interval)
             self.note(pid, await self._scan(fresher_than=interval / 2))
 
-    async def _scan(self, fresher_than: float) -> Snapshot:
+    async def _scan(self, fresher_than: float) -> ProcessTable:
         # Runs share a recent scan: the cost stays near two scans per interval however many
         # agents run, instead of one scan per agent. The lock makes runs that wake together
         # wait for the scan under way: without it 200 agents started 200 scans each interval,
@@ -159,7 +145,7 @@ class ProcessRegistry:
             return []
         if not run.members and not self.adopts_orphans:
             return collect_tree(run.leader, tag_var, run.tag)  # nothing else to look for
-        scan = snapshot()
+        scan = process_table()
         found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag, scan)}
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
         if self.adopts_orphans:
@@ -169,7 +155,7 @@ class ProcessRegistry:
             found.setdefault(below.pid, below)
         return list(found.values())
 
-    def _orphans_of(self, run: _Run, scan: Snapshot) -> list[ProcIdentity]:
+    def _orphans_of(self, run: _Run, scan: ProcessTable) -> list[ProcIdentity]:
         me, my_session = os.getpid(), os.getsid(0)
         own: list[ProcIdentity] = []
         for child in scan.children(me):
@@ -219,11 +205,6 @@ class ProcessRegistry:
                 reaped = self.reap()
                 if reaped:
                     log.info("reaped %d adopted orphan(s): pids %s", len(reaped), reaped)
-
-
-def current_registry() -> ProcessRegistry:
-    """The registry installed around the caller, or a private one for a single run."""
-    return _CURRENT.get() or ProcessRegistry()
 
 
 def _roots(run: _Run) -> list[ProcIdentity]:

@@ -13,50 +13,31 @@ import logging
 import secrets
 import subprocess
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
-from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 
 import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from backends.base import LineParser, Message, NullObserver, RunObserver, RunResult
+from backends.base import LineParser, Message, RunResult
 from backends.process.inbox import Inbox
 from backends.process.kill import kill_tree
-from backends.process.lines import MAX_LINE_BYTES, LineFramer, Tail, clean_line
-from backends.process.registry import ProcessRegistry, current_registry
+from backends.process.lines import LineFramer, Tail, clean_line
+from backends.process.registry import ProcessRegistry
+from backends.process.spec import ProcessSpec
 
 log = logging.getLogger(__name__)
 
 TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
 """Set in every agent's environment to its task id; the kill sweeps processes carrying it."""
 
-STDERR_TAIL_BYTES = 8 * 1024
 # Messages travel in batches, one per stdout read: a hand-off per message would cost an
 # event-loop round trip each and cap the drain far below what an agent can print.
 _BATCH_BUFFER = 64
 _STDIN_QUEUE = 1024
 _READ_CHUNK = 256 * 1024
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    """How to start one agent process and how hard to stop it."""
-
-    argv: Sequence[str]
-    cwd: Path
-    env: Mapping[str, str]
-    stdin_data: bytes = b""
-    keep_stdin_open: bool = False
-    kill_grace: float = 5.0
-    task_id: str = ""
-    observer: RunObserver = field(default_factory=NullObserver)
-    result_timeout: float = 5.0
-    max_line_bytes: int = MAX_LINE_BYTES
-    stderr_tail_bytes: int = STDERR_TAIL_BYTES
 
 
 class ProcessRun:
@@ -276,8 +257,9 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    registry = spec.processes if spec.processes is not None else ProcessRegistry()
     # Registered before any await, so the reaper can never take this agent's exit status.
-    run = ProcessRun(spec, parser, process, tag, current_registry())
+    run = ProcessRun(spec, parser, process, tag, registry)
     log.debug("spawned pid %d for %s (%s)", process.pid, tag, spec.argv[0])
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:

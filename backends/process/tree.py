@@ -124,8 +124,9 @@ def is_alive(identity: ProcIdentity) -> bool:
     return _live_stat(identity) is not None
 
 
-class Snapshot:
-    """Every live process at one moment, by parent: one read of /proc answers many questions."""
+class ProcessTable:
+    """Live processes by parent, read from /proc at one moment: all of them, or those below
+    the roots a walk started from. One read answers many questions."""
 
     def __init__(
         self, stats: Iterable[ProcStat], walked: Iterable[ProcIdentity] | None = None
@@ -138,7 +139,7 @@ class Snapshot:
         self._walked = None if walked is None else frozenset(walked)
 
     def covers(self, root: ProcIdentity) -> bool:
-        """Whether the processes below `root` are in this snapshot: false for a root that was
+        """Whether the processes below `root` are in this table: false for a root that was
         not walked, or whose pid belonged to another process by then."""
         return self._walked is None or root in self._walked
 
@@ -160,20 +161,20 @@ class Snapshot:
         return found
 
 
-def snapshot() -> Snapshot:
+def process_table() -> ProcessTable:
     """Read every process's parent link now (empty where there is no /proc)."""
-    return Snapshot(all_stats())
+    return ProcessTable(all_stats())
 
 
-def subtree_snapshot(roots: Iterable[ProcIdentity]) -> Snapshot:
+def subtree_table(roots: Iterable[ProcIdentity]) -> ProcessTable:
     """The processes below `roots` now, read by walking down from them.
 
     A root whose pid now belongs to another process is not walked. Costs a few reads per
     process in the trees instead of one per process on the machine; where the kernel offers
-    no children files it is a whole `snapshot()`.
+    no children files it is a whole `process_table()`.
     """
     if not _HAVE_CHILDREN:
-        return snapshot()
+        return process_table()
     walked = [root for root in roots if _live_stat(root) is not None]
     queue = [root.pid for root in walked]
     seen = set(queue)
@@ -187,7 +188,7 @@ def subtree_snapshot(roots: Iterable[ProcIdentity]) -> Snapshot:
             if stat is not None:
                 found.append(stat)
                 queue.append(pid)
-    return Snapshot(found, walked)
+    return ProcessTable(found, walked)
 
 
 def _child_pids(pid: int) -> list[int]:
@@ -214,7 +215,7 @@ def _child_pids(pid: int) -> list[int]:
 
 def descendants(pid: int) -> list[ProcIdentity]:
     """Every live process below `pid`, found by walking parent links (the root excluded)."""
-    return snapshot().descendants([pid])
+    return process_table().descendants([pid])
 
 
 def tagged(tag_var: str, value: str) -> list[ProcIdentity]:
@@ -258,12 +259,12 @@ def cwd_of(pid: int) -> str:
 
 
 def collect_tree(
-    leader: ProcIdentity | None, tag_var: str, tag_value: str, scan: Snapshot | None = None
+    leader: ProcIdentity | None, tag_var: str, tag_value: str, scan: ProcessTable | None = None
 ) -> list[ProcIdentity]:
     """The live processes of a run: the leader, its descendants, and every tagged process."""
     found: dict[int, ProcIdentity] = {}
     if leader is not None and is_alive(leader):
-        below = (scan or snapshot()).descendants([leader.pid])
+        below = (scan or process_table()).descendants([leader.pid])
         # Only trust the walk if the leader was the same process throughout it.
         if is_alive(leader):
             found[leader.pid] = leader

@@ -1,1 +1,1 @@
-"""What operators see: the health port and document, metrics, systemd notify, the status view."""
+"""What operators see: the health port and document, metrics, systemd notify."""

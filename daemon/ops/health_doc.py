@@ -16,31 +16,31 @@ from typing import Any
 
 import daemon
 from daemon.addresses import without_credentials
-from daemon.durations import format_duration
 from daemon.snapshot import DaemonSnapshot, RunSnapshot
-from daemon.timefmt import utc_iso
+from daemon.times import format_duration, utc_iso
 
 OS_NAME = platform.system().lower()
 
 
 def task_view(run: RunSnapshot) -> dict[str, Any]:
     """One running task as the health port shows it (no token, no prompt)."""
-    threshold, idle = run.threshold_seconds, run.idle_seconds
+    activity, watchdog = run.activity, run.attempt.watchdog
+    threshold, idle = watchdog.threshold_seconds, activity.idle_seconds
     return {
         "id": run.id,
         "backend": run.backend,
-        "pid": run.pid,
+        "pid": run.attempt.pid,
         "started_at": utc_iso(run.started_wall),
         "idle_seconds": round(idle, 1),
         "tools_in_flight": [
             {"name": t.name, "call_id": t.call_id, "running_for": t.running_for}
-            for t in run.tools_in_flight
+            for t in activity.tools_in_flight
         ],
         "threshold_seconds": threshold,
-        "watchdog_scope": run.watchdog_scope,
+        "watchdog_scope": watchdog.scope,
         "watchdog_fires_in_seconds": round(max(0.0, threshold - idle), 1) if threshold else None,
         "retry": run.retry,
-        "messages": run.messages,
+        "messages": activity.messages,
     }
 
 
@@ -76,6 +76,7 @@ def health_document(
     if snapshot is None:
         return doc
     runs = snapshot.runs
+    quietest = min(round(run.activity.idle_seconds, 1) for run in runs) if runs else 0.0
     doc.update(
         status=snapshot.status,
         profile=snapshot.profile,
@@ -84,7 +85,7 @@ def health_document(
         server_url=without_credentials(snapshot.server_url),
         registered=snapshot.registered,
         active_task_count=len(runs),
-        running_task_count=sum(1 for run in runs if run.pid is not None),
+        running_task_count=sum(1 for run in runs if run.attempt.pid is not None),
         max_concurrent_tasks=snapshot.max_concurrent_tasks,
         agents=[name for name, _ in snapshot.agents],
         agent_versions=dict(snapshot.agents),
@@ -94,7 +95,7 @@ def health_document(
         ],
         server_circuit=snapshot.server_circuit,
         outbox_depth=snapshot.outbox_depth,
-        last_message_age_seconds=min(round(run.idle_seconds, 1) for run in runs) if runs else 0.0,
+        last_message_age_seconds=quietest,
         tasks=[task_view(run) for run in runs],
     )
     return doc

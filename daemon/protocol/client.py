@@ -1,4 +1,4 @@
-"""The daemon's client of the server protocol (PROTOCOL.md), over an injected httpx client.
+"""The daemon's client of the server protocol, over an injected httpx client.
 
 Every call goes through `Caller` (caller.py): retries per its `RetryPolicy`, errors mapped onto
 daemon/errors.py, the circuit breaker and the metrics. Terminal reports use the longer report

@@ -1,4 +1,4 @@
-"""Pydantic models of every body in the daemon ⇄ server protocol (PROTOCOL.md).
+"""Pydantic models of every body in the daemon ⇄ server protocol.
 
 Responses are read leniently: unknown fields are ignored, `null` where a string, list or map
 is expected means "empty", and numbers in id fields become strings. A response that still does
@@ -34,6 +34,10 @@ Text = Annotated[str, BeforeValidator(_empty_text)]
 Count = Annotated[int, BeforeValidator(_zero)]
 TextList = Annotated[list[str], BeforeValidator(_empty_list)]
 TextMap = Annotated[dict[str, str], BeforeValidator(_empty_map)]
+
+TERMINAL_STATUSES = ("completed", "failed", "cancelled")
+"""Task statuses the daemon, its CLI and the embedded server agree on: a task in one of these
+is finished, and nothing more is reported or run for it."""
 
 
 class WireModel(BaseModel):

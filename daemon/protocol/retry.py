@@ -1,6 +1,6 @@
 """When, and for how long, something that failed is tried again: one policy type for all.
 
-Server calls use two policies (DESIGN.md §4):
+Server calls use two policies:
 
 * `RetryPolicy()` — ordinary calls: transport errors, 5xx and 408 are retried after 1s, 2s and
   4s (3 retries, 4 tries in all); a 429 is retried up to 5 tries in all.

@@ -2,7 +2,7 @@
 read, and what a failure means.
 
 `error_for_response` is the one place that maps a non-2xx answer onto daemon/errors.py
-(PROTOCOL.md: 5xx, 408 and 429 are transient; 404 "task not found" / "runtime not found" are the
+(5xx, 408 and 429 are transient; 404 "task not found" / "runtime not found" are the
 task or runtime gone; every other status is permanent).
 """
 
@@ -87,7 +87,7 @@ def protocol_headers(token: str, version: str) -> dict[str, str]:
 
 
 def error_for_response(endpoint: str, response: httpx.Response) -> ServerError:
-    """The `ServerError` a non-2xx response stands for (PROTOCOL.md, daemon/errors.py)."""
+    """The `ServerError` a non-2xx response stands for (daemon/errors.py)."""
     status = response.status_code
     text = error_text(response)
     if status >= 500 or status in (408, 429):

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from daemon.files import create_private, ensure_dir
-from daemon.timefmt import utc_iso
+from daemon.private_files import create_private, ensure_dir
+from daemon.times import utc_iso
 
 DEFAULT_WORKSPACE = {"id": "default", "name": "Default"}
 

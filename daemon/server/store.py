@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server import records
 from daemon.server.bodies import AgentIn
 from daemon.server.database import (
@@ -25,7 +26,6 @@ from daemon.server.database import (
 from daemon.server.failures import classify
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
-from daemon.statuses import TERMINAL_STATUSES
 
 __all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 

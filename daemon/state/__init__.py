@@ -1,1 +1,1 @@
-"""What the daemon keeps on disk in its state directory: the outbox and the running-agent record."""
+"""What the daemon keeps in its state directory: the lock, the outbox, agent records, incidents."""

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from backends.base import Message, MessageType
+from daemon.snapshot import ActivitySnapshot, ToolSnapshot
 
 # Enum members bound once: attribute access on an Enum class is slow on the drain's hot path.
 _TOOL_USE, _TOOL_RESULT, _RESULT = MessageType.TOOL_USE, MessageType.TOOL_RESULT, MessageType.RESULT
@@ -92,8 +93,17 @@ class Activity:
         """Seconds since the last message (or since the start, before the first one)."""
         return max(0.0, self.clock() - self.last_activity_at)
 
+    def snapshot(self) -> ActivitySnapshot:
+        """What the agent was last heard doing, as plain values for operations."""
+        now = self.clock()
+        tools = tuple(
+            ToolSnapshot(t.name, t.call_id, round(now - t.started_at, 3))
+            for t in list(self.tools.values())
+        )
+        return ActivitySnapshot(self.idle_seconds(), tools, self.messages)
+
     def tools_view(self) -> list[dict[str, object]]:
-        """The tools in flight, for incident records and the health port."""
+        """The tools in flight, for incident records."""
         now = self.clock()
         return [_tool_view(t, now) for t in self.tools.values()]
 

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 import anyio
 
 from backends.base import AgentRun, Backend, Message, MessageType, RunResult, RunSpec, RunStatus
-from daemon.config import Settings
 from daemon.logs import short_id
-from daemon.ops.metrics import Metrics
-from daemon.state.agents import AgentRecords
+from daemon.services import Services
+from daemon.snapshot import AttemptSnapshot, WatchdogSnapshot
 from daemon.task.activity import Activity
 from daemon.task.transcript import Transcript
 from daemon.task.watchdog import Verdict, Watchdog, WatchdogPolicy
@@ -50,31 +49,36 @@ class Attempt:
         self,
         backend: Backend,
         spec: RunSpec,
-        *,
+        services: Services,
         activity: Activity,
         transcript: Transcript,
-        metrics: Metrics,
-        agents: AgentRecords | None,
-        settings: Settings,
+        *,
         deadline: float,
         session_id: str,
     ) -> None:
+        """`deadline` is the wall clock's, on the event loop's clock; `session_id` the one the
+        attempts so far left (this attempt keeps it unless its agent names another)."""
         self.backend = backend
         self.spec = spec
         self.activity = activity
         self.transcript = transcript
-        self.metrics = metrics
-        self.agents = agents
-        s = settings
-        idle = s.idle_window(backend.name)
-        self.policy = WatchdogPolicy(idle, s.tool_watchdog, s.first_output_timeout)
-        self.exit_grace = s.exit_grace
+        self.metrics = services.metrics
+        self.records = services.records
+        settings = services.settings
+        idle = settings.idle_window(backend.name)
+        self.policy = WatchdogPolicy(idle, settings.tool_watchdog, settings.first_output_timeout)
+        self.exit_grace = settings.exit_grace
         self.session_id = session_id
         self.pid: int | None = None
         self.watchdog: Watchdog | None = None
         self._scope = anyio.CancelScope(deadline=deadline)
-        self._counters = {t: metrics.backend_messages.labels(t.value) for t in MessageType}
+        self._counters = {t: self.metrics.backend_messages.labels(t.value) for t in MessageType}
         self.id = short_id(spec.task_id)
+
+    def snapshot(self) -> AttemptSnapshot:
+        """The agent process and its watchdog now, as plain values for operations."""
+        watchdog = self.watchdog.snapshot() if self.watchdog else WatchdogSnapshot()
+        return AttemptSnapshot(self.pid, watchdog)
 
     def stop(self) -> None:
         """End the attempt now (the agent's tree is killed); also before it started."""
@@ -140,20 +144,20 @@ class Attempt:
     @asynccontextmanager
     async def _agent(self) -> AsyncIterator[tuple[AgentRun, Watchdog]]:
         """The agent process, recorded in the state dir while it runs, and its watchdog."""
-        task_id, agents = self.spec.task_id, self.agents
+        task_id, records = self.spec.task_id, self.records
         try:
-            if agents is not None:
-                await agents.starting(task_id, self.backend.name)
+            if records is not None:
+                await records.starting(task_id, self.backend.name)
             async with self.backend.start(self.spec) as agent:
                 self.pid = agent.pid
-                if agents is not None:
-                    await agents.running(task_id, self.backend.name, agent.pid)
+                if records is not None:
+                    await records.running(task_id, self.backend.name, agent.pid)
                 log.info("task %s: agent started pid=%d", self.id, agent.pid)
                 self.watchdog = Watchdog(self.policy, self.activity, agent.pending)
                 yield agent, self.watchdog
         finally:
-            if agents is not None:  # the tree is killed by now: forget the record
-                await agents.ended(task_id)
+            if records is not None:  # the tree is killed by now: forget the record
+                await records.ended(task_id)
 
     async def _drain(self, agent: AgentRun) -> AsyncGenerator[Message]:
         """Every message: stamp activity, count it, queue it for the transcript, yield it."""

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backends.base import Message, RunResult, RunStatus, Usage
-from daemon.durations import format_duration
 from daemon.protocol.failure import checked_reason, failure_reason
 from daemon.protocol.reports import TerminalReport, UsageEntry
+from daemon.times import format_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +27,7 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Ending:
-    """Why a task's run stopped, everything `decide` needs and nothing else.
+    """Why a task's run stopped, everything `outcome_of` needs and nothing else.
 
     Exactly one of these holds: `stopped` (who interrupted the run), `wall_clock` (the cap in
     seconds that struck), `error` (the run failed before or instead of an agent's answer), or
@@ -44,7 +44,7 @@ class Ending:
     result: RunResult | None = None
 
 
-def decide(ending: Ending, work_dir: str) -> Outcome:
+def outcome_of(ending: Ending, work_dir: str) -> Outcome:
     """The one place a run's outcome is decided."""
     session = ending.session_id
 

@@ -9,12 +9,10 @@ from collections.abc import Callable
 import anyio
 
 from daemon.logs import short_id
-from daemon.ops.metrics import Metrics
-from daemon.protocol.api import TaskServer
-from daemon.shutdown import REPORT, ShutdownBudget
-from daemon.state.outbox import Delivery, Leftover, Outbox
+from daemon.services import Services
+from daemon.shutdown import REPORT
+from daemon.state.outbox import Delivery, Leftover
 from daemon.task.outcome import Outcome
-from daemon.task.pacing import Pacing
 from daemon.task.transcript import Transcript
 
 log = logging.getLogger(__name__)
@@ -30,25 +28,25 @@ class Reporter:
         self,
         task_id: str,
         backend: str,
-        client: TaskServer,
-        outbox: Outbox,
-        metrics: Metrics,
-        budget: ShutdownBudget,
-        pacing: Pacing | None = None,
+        services: Services,
         told: Callable[[str], None] | None = None,
     ) -> None:
         """`told` hears the task's status whenever a transcript answer names it."""
         self.task_id = task_id
         self.backend = backend
-        self._client = client
-        self._outbox = outbox
-        self._budget = budget
-        self._metrics = metrics
-        interval = (pacing or Pacing()).transcript_interval
-        self.transcript = Transcript(
-            client, task_id, metrics, budget=budget, interval=interval, told=told
-        )
         self.id = short_id(task_id)
+        self._client = services.client
+        self._outbox = services.outbox
+        self._budget = services.budget
+        self._metrics = services.metrics
+        self.transcript = Transcript(
+            services.client,
+            task_id,
+            services.metrics,
+            budget=services.budget,
+            interval=services.pacing.transcript_interval,
+            told=told,
+        )
 
     async def stream(self) -> None:
         """Send the transcript every interval until cancelled."""

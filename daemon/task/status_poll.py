@@ -16,7 +16,7 @@ import anyio
 from daemon.errors import ServerError, TaskGoneError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
-from daemon.statuses import TERMINAL_STATUSES
+from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,8 @@ class StatusNews:
     def __init__(self, due: Wakeup, clock: Callable[[], float] = anyio.current_time) -> None:
         """`due` is the poll's alarm: a finished status sets it. `clock` is the one the poll
         waits by (the event loop's)."""
-        self._due, self._clock = due, clock
+        self._due = due
+        self._clock = clock
         self._told: tuple[float, str] | None = None
 
     def heard(self, status: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -45,7 +46,7 @@ from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CLOSE_RETRY", "TOOL_OUTPUT_CAP", "Transcript"]
+__all__ = ["CLOSE_RETRY", "TOOL_OUTPUT_CAP", "Transcript", "TranscriptLimits"]
 
 CLOSE_RETRY = RetryPolicy((1.0,), max_tries=0, growth=1.0, jitter=0.0)
 """The final flush tries again every second until its deadline."""
@@ -60,6 +61,18 @@ _SENT_TYPES = frozenset(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class TranscriptLimits:
+    """How much a transcript sends at once and keeps while the server does not take it."""
+
+    batch_size: int = BATCH_MESSAGES
+    """Messages in one batch at most (a batch is also cut by bytes)."""
+    max_messages: int = 100_000
+    """Messages kept unsent at most; past it the oldest are dropped and counted."""
+    max_bytes: int = 64 * 1024 * 1024
+    """Bytes kept unsent at most, likewise."""
+
+
 class Transcript:
     """Numbers, cleans and batches one task's messages to the server."""
 
@@ -71,9 +84,7 @@ class Transcript:
         *,
         budget: ShutdownBudget | None = None,
         interval: float | Callable[[], float] = 0.5,
-        batch_size: int = BATCH_MESSAGES,
-        max_messages: int = 100_000,
-        max_bytes: int = 64 * 1024 * 1024,
+        limits: TranscriptLimits = TranscriptLimits(),
         told: Callable[[str], None] | None = None,
     ) -> None:
         """`told` hears the task's status whenever the server's answer names it."""
@@ -83,9 +94,9 @@ class Transcript:
         self._metrics = metrics
         # A callable is asked before each wait: the pause grows with the daemon's load.
         self._interval = interval if callable(interval) else (lambda: interval)
-        self._batch_size = batch_size
-        self._max_messages = max_messages
-        self._max_bytes = max_bytes
+        self._batch_size = limits.batch_size
+        self._max_messages = limits.max_messages
+        self._max_bytes = limits.max_bytes
         self._queue: deque[tuple[dict[str, Any], int]] = deque()
         self._queued_bytes = 0
         self._next_seq = 1
@@ -94,7 +105,7 @@ class Transcript:
         self.dropped = 0
         self.gone = False
         self._failing = False
-        self.high_water = batch_size * 10
+        self.high_water = limits.batch_size * 10
         self._budget = budget or ShutdownBudget()
 
     def add(self, message: Message) -> None:

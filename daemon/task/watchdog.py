@@ -1,6 +1,6 @@
 """The tool-aware idle watchdog: stops a run that hangs, never one busy inside a tool call.
 
-It fires only when all of these hold (DESIGN.md §1):
+It fires only when all of these hold:
 
 * the agent has been silent for at least the window that applies now — the first-output
   budget before any message, the tool budget while a tool call is in flight, else the idle
@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import anyio
 
-from daemon.durations import format_duration
+from daemon.snapshot import WatchdogSnapshot
 from daemon.task.activity import Activity
+from daemon.times import format_duration
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -53,7 +54,8 @@ def _tick_for(window: float) -> float:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Why the watchdog fired; the runner turns it into a report and an incident record."""
+    """Why the watchdog fired; the task's attempts turn it into a retry or a report, and an
+    incident record."""
 
     scope: str
     threshold: float
@@ -91,7 +93,7 @@ def applicable_window(policy: WatchdogPolicy, activity: Activity) -> tuple[str, 
     return "idle", policy.idle_window
 
 
-def decide(policy: WatchdogPolicy, activity: Activity, pending: int) -> Verdict | None:
+def verdict_for(policy: WatchdogPolicy, activity: Activity, pending: int) -> Verdict | None:
     """The whole decision, as a pure function of the policy, the activity and the queue."""
     if pending > 0:
         return None
@@ -103,7 +105,7 @@ def decide(policy: WatchdogPolicy, activity: Activity, pending: int) -> Verdict 
 
 
 class Watchdog:
-    """Ticks at window/2 and cancels the run's scope when `decide` says so."""
+    """Ticks at window/2 and cancels the run's scope when `verdict_for` says so."""
 
     def __init__(
         self,
@@ -118,9 +120,9 @@ class Watchdog:
         self._sleep = sleep
         self.verdict: Verdict | None = None
 
-    def applicable(self) -> tuple[str, float]:
-        """The scope and window that apply at this moment, for the health port."""
-        return applicable_window(self.policy, self.activity)
+    def snapshot(self) -> WatchdogSnapshot:
+        """The scope and window that apply at this moment, as plain values for operations."""
+        return WatchdogSnapshot(*applicable_window(self.policy, self.activity))
 
     async def watch(self, scope: anyio.CancelScope) -> None:
         """Check every tick until the verdict; then record it and cancel `scope`."""
@@ -129,7 +131,7 @@ class Watchdog:
             return
         while True:
             await self._sleep(tick)
-            verdict = decide(self.policy, self.activity, self._pending())
+            verdict = verdict_for(self.policy, self.activity, self._pending())
             if verdict is not None:
                 self.verdict = verdict
                 scope.cancel()

@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a script: make the repo root importable
 
 import anyio
 
-from backends.lineproto import LineProtocolParser
+from backends.command.lineproto import LineProtocolParser
 from backends.process import (
     TRACKING_ENV,
     ProcessSpec,

@@ -32,7 +32,7 @@ import anyio.to_thread
 import httpx
 from anyio.streams.text import TextReceiveStream
 
-from daemon.protocol.tasks_api import TasksApi
+from daemon.cli.tasks_api import TasksApi
 from tests.daemon_child import ROOT, daemon_child
 from tests.helpers import TOKEN, daemon_env, eventually, server_client
 

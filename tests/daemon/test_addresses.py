@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from daemon.addresses import host_of_header, is_loopback, join_host_port, split_host_port
-from daemon.timefmt import utc_iso
+from daemon.times import utc_iso
 
 
 @pytest.mark.parametrize(

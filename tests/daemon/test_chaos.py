@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import pytest
 
+from daemon.cli.tasks_api import TasksApi
 from daemon.ops.metrics import DROP_REASONS
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.tasks_api import TasksApi
 from tests.fakes.chaos_proxy import ChaosProxy, Mode, chaos_proxy
 from tests.helpers import (
     FINAL,

@@ -26,7 +26,7 @@ from backends.process import (
     signal_group_of,
     tagged,
 )
-from daemon.state.agents import AgentRecord, AgentRecords
+from daemon.state.agent_records import AgentRecord, AgentRecords
 from tests.helpers import (
     FINAL,
     daemon_env,

@@ -10,8 +10,8 @@ import pytest
 
 from backends.acp import AcpBackend
 from backends.gemini import GEMINI
+from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
-from daemon.discovery import candidates, detect
 
 pytestmark = pytest.mark.anyio
 
@@ -30,9 +30,9 @@ async def test_old_cli_is_refused_with_one_line_naming_both_versions(
     """A CLI below the backend's minimum is not offered; the log names found and needed."""
     agent = replace(GEMINI, min_version="0.61.0")
     old = AcpBackend(agent, fake_cli(tmp_path, "0.60.2"))
-    with caplog.at_level(logging.WARNING, logger="daemon.discovery"):
+    with caplog.at_level(logging.WARNING, logger="daemon.cli.discovery"):
         assert await detect([old]) == {}
-    (line,) = [r.getMessage() for r in caplog.records if r.name == "daemon.discovery"]
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "daemon.cli.discovery"]
     assert line == "backend gemini: version 0.60.2 found, 0.61.0 or newer needed; not used"
 
 

@@ -2,7 +2,7 @@
 
 Resume when the backend gave a session id, start fresh only when no tool call ran, fail at once
 otherwise; retries are bounded, wait 0 s, 5 s, 15 s, and stay under the wall clock and the
-server's cancel. Backoff delays go through `Worker.idle_retry`, so the documented
+server's cancel. Backoff delays go through the worker's `services.idle_retry`, so the documented
 5 s and 15 s are checked without being waited for.
 """
 
@@ -32,7 +32,8 @@ def record_backoff(d: RunningDaemon) -> list[float]:
         delays.append(seconds)
         await anyio.lowlevel.checkpoint()
 
-    d.worker.idle_retry = replace(d.worker.idle_retry, sleep=sleep)
+    retry = replace(d.worker.services.idle_retry, sleep=sleep)
+    d.worker.services = replace(d.worker.services, idle_retry=retry)
     return delays
 
 
@@ -118,7 +119,7 @@ async def test_retries_are_bounded_and_back_off_0_5_15_seconds(tmp_path: Path) -
     async with serving_daemon(
         tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="4"
     ) as d:
-        assert d.worker.idle_retry.delays == RETRY_BACKOFF == (0.0, 5.0, 15.0)
+        assert d.worker.services.idle_retry.delays == RETRY_BACKOFF == (0.0, 5.0, 15.0)
         delays = record_backoff(d)
         task_id = await d.submit(HANG)
         task = await d.wait(task_id)
@@ -147,7 +148,8 @@ async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
         MULTICA_AGENT_IDLE_RETRIES="50",
         MULTICA_AGENT_TIMEOUT="2s",
     ) as d:
-        d.worker.idle_retry = replace(d.worker.idle_retry, delays=(0.0, 0.2))
+        retry = replace(d.worker.services.idle_retry, delays=(0.0, 0.2))
+        d.worker.services = replace(d.worker.services, idle_retry=retry)
         begun = time.monotonic()
         task_id = await d.submit(HANG)
         task = await d.wait(task_id)
@@ -171,7 +173,8 @@ async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) ->
     async with serving_daemon(
         tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="1"
     ) as d:
-        d.worker.idle_retry = replace(d.worker.idle_retry, delays=(30.0,))
+        retry = replace(d.worker.services.idle_retry, delays=(30.0,))
+        d.worker.services = replace(d.worker.services, idle_retry=retry)
         task_id = await d.submit(HANG)
         await eventually(lambda: bool(incidents(d, task_id)))
         begun = time.monotonic()
@@ -181,7 +184,7 @@ async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) ->
             return bool((await d.api.get_task(task_id))["cancel_acked"])
 
         await eventually(acked, within=10)
-        await eventually(lambda: not d.worker.runners)  # the runner left its 30 s backoff
+        await eventually(lambda: not d.worker.runs)  # the run left its 30 s backoff
         took = time.monotonic() - begun
         task = await d.api.get_task(task_id)
         lines = incidents(d, task_id)

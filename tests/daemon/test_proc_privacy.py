@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.protocol.tasks_api import TasksApi
+from daemon.cli.tasks_api import TasksApi
 from tests.helpers import (
     FINAL,
     ROOT,
@@ -91,7 +91,7 @@ def _runs_daemon(as_user: tuple[str, ...], python: str, packages: str) -> bool:
     if shutil.which("setpriv") is None:
         return False
     env = {"PYTHONPATH": os.pathsep.join((str(ROOT), packages))}
-    code = "import daemon.cli, shutil, sys; sys.exit(shutil.which(sys.argv[1]) is None)"
+    code = "import daemon.cli.main, shutil, sys; sys.exit(shutil.which(sys.argv[1]) is None)"
     check = [*as_user, python, "-c", code, python]
     return subprocess.run(check, env=env, capture_output=True, check=False).returncode == 0
 

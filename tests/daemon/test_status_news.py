@@ -62,4 +62,4 @@ async def test_against_multica_every_status_poll_is_made(tmp_path: Path) -> None
         await eventually(lambda: len(fake.seen("messages")) >= 4, within=20)
         await eventually(lambda: len(fake.seen("status")) >= 8, within=10)
         fake.cancel(task_id)
-        await eventually(lambda: task_id not in d.worker.runners, within=10)
+        await eventually(lambda: task_id not in d.worker.runs, within=10)

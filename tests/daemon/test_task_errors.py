@@ -12,9 +12,9 @@ import pytest
 
 from backends.base import AgentRun, Message, RunResult, RunSpec
 from backends.scripted import ScriptedBackend
+from daemon.cli.tasks_api import TasksApi
 from daemon.protocol.client import ServerClient
 from daemon.protocol.reports import TerminalReport
-from daemon.protocol.tasks_api import TasksApi
 from tests.helpers import (
     embedded_server,
     full_disk,

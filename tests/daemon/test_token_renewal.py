@@ -10,12 +10,12 @@ import httpx
 import pytest
 
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.token_renewal import renew_once
+from daemon.worker.token_renewal import renew_once
 from tests.fakes.multica_server import multica_server
 from tests.helpers import eventually, serving_daemon
 
 pytestmark = pytest.mark.anyio
-LOGGER = "daemon.token_renewal"
+LOGGER = "daemon.worker.token_renewal"
 
 
 def messages(caplog: pytest.LogCaptureFixture, level: int = logging.INFO) -> list[str]:

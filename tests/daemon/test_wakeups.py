@@ -62,7 +62,7 @@ async def test_more_tasks_than_one_claim_hands_out_are_all_claimed_at_once(
             MULTICA_DAEMON_MAX_CONCURRENT_TASKS="50",
             MULTICA_DAEMON_SHUTDOWN_GRACE="0s",
         ) as d:
-            await eventually(lambda: len(d.worker.runners) == 40, within=30)
+            await eventually(lambda: len(d.worker.runs) == 40, within=30)
 
 
 async def test_cancel_in_process_stops_the_run_without_a_status_poll(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ async def test_cancel_in_process_stops_the_run_without_a_status_poll(tmp_path: P
         ) as d,
     ):
         task_id = await d.submit(script)
-        await eventually(lambda: task_id in d.worker.runners, within=15)
+        await eventually(lambda: task_id in d.worker.runs, within=15)
         task = await d.cancel(task_id, within=15)
     assert task["status"] == "cancelled"
     assert task["cancel_acked"]

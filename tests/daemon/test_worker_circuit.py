@@ -15,8 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from daemon.cli.tasks_api import TasksApi
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.tasks_api import TasksApi
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, server_client
 

@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
-from backends.process.tree import Snapshot, subtree_snapshot
+from backends.process.tree import ProcessTable, subtree_table
 from tests.backends.support import TREE_CHILD, identities, python, tree_pids
 from tests.helpers import eventually
 
@@ -104,18 +104,17 @@ async def main():
     dirs = [Path(sys.argv[1], name) for name in ("a", "b")]
     specs = [
         ProcessSpec([sys.executable, "-c", AGENT], d, {"PATH": "/usr/bin:/bin"},
-                    keep_stdin_open=True, kill_grace=2.0)
+                    keep_stdin_open=True, kill_grace=2.0, processes=registry)
         for d in dirs
     ]
     for d in dirs:
         d.mkdir()
-    with registry.installed():
-        async with run_process(specs[1], LinesParser()) as b:
-            b_sleeper = identify(int((await anext(aiter(b.messages()))).content))
-            async with run_process(specs[0], LinesParser()) as a:
-                a_sleeper = identify(int((await anext(aiter(a.messages()))).content))
-            after_a = [is_alive(a_sleeper), is_alive(b_sleeper)]
-        after_b = [is_alive(a_sleeper), is_alive(b_sleeper)]
+    async with run_process(specs[1], LinesParser()) as b:
+        b_sleeper = identify(int((await anext(aiter(b.messages()))).content))
+        async with run_process(specs[0], LinesParser()) as a:
+            a_sleeper = identify(int((await anext(aiter(a.messages()))).content))
+        after_a = [is_alive(a_sleeper), is_alive(b_sleeper)]
+    after_b = [is_alive(a_sleeper), is_alive(b_sleeper)]
     print(json.dumps({"after_a": after_a, "after_b": after_b}))
 
 anyio.run(main)
@@ -133,10 +132,10 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
     """Fifty runs' trackers read /proc once a tick between them, not once each."""
     scans = 0
 
-    def counted(roots: list[ProcIdentity]) -> Snapshot:
+    def counted(roots: list[ProcIdentity]) -> ProcessTable:
         nonlocal scans
         scans += 1
-        return subtree_snapshot(roots)
+        return subtree_table(roots)
 
     registry = ProcessRegistry(scanner=counted)
     async with anyio.create_task_group() as tg:

@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from backends.process import (
     tagged,
 )
 from tests.backends.support import (
+    SLEEPER,
     TREE_CHILD,
     LinesParser,
     RecordingObserver,
@@ -392,8 +394,10 @@ DETACHES_AFTER_A_WHILE = """
 async def test_a_process_seen_below_the_agent_dies_after_it_detached(tmp_path: Path) -> None:
     """A sleeper once seen below the agent is killed even after it lost tag, parent and cwd."""
     registry = ProcessRegistry()
-    spec = spec_for(DETACHES_AFTER_A_WHILE, tmp_path, keep_stdin_open=True, kill_grace=2.0)
-    with registry.installed(), anyio.fail_after(60):
+    spec = spec_for(
+        DETACHES_AFTER_A_WHILE, tmp_path, keep_stdin_open=True, kill_grace=2.0, processes=registry
+    )
+    with anyio.fail_after(60):
         async with run_process(spec, LinesParser()) as run:
             sleeper = identities([int(await next_content(run))])
             await eventually(lambda: sleeper[0] in registry.members(run.pid), within=30)
@@ -413,3 +417,35 @@ async def test_result_reports_a_kill_by_signal(tmp_path: Path) -> None:
         result: RunResult = await run.result()
     assert result.exit_code == -signal.SIGKILL
     assert parser.finished_with == (-signal.SIGKILL, "")
+
+
+@pytest.mark.anyio
+async def test_a_run_records_its_processes_in_its_specs_registry_only(tmp_path: Path) -> None:
+    """Two runs given two registries: each records its own child, neither the other run's."""
+    registries = [ProcessRegistry(), ProcessRegistry()]
+    specs = [
+        spec_for(CHILD_THEN_WAIT, tmp_path, keep_stdin_open=True, processes=r) for r in registries
+    ]
+    with anyio.fail_after(60):
+        async with (
+            run_process(specs[0], LinesParser()) as a,
+            run_process(specs[1], LinesParser()) as b,
+        ):
+            children = [identities([int(await next_content(run))]) for run in (a, b)]
+            for registry, run, child in zip(registries, (a, b), children, strict=True):
+                await eventually(partial(_members_include, registry, run.pid, child), within=30)
+            assert registries[0].members(b.pid) == [] and registries[1].members(a.pid) == []
+    assert survivors([*children[0], *children[1]]) == []
+
+
+CHILD_THEN_WAIT = f"""
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", {SLEEPER!r}])
+print(child.pid, flush=True)
+sys.stdin.read()
+"""
+"""An agent that starts one sleeping child, prints its pid, and waits for stdin to close."""
+
+
+def _members_include(registry: ProcessRegistry, pid: int, wanted: list[ProcIdentity]) -> bool:
+    return set(wanted) <= set(registry.members(pid))

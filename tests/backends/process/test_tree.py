@@ -24,7 +24,7 @@ from backends.process import (
     tagged,
 )
 from backends.process import tree as tree_module
-from backends.process.tree import snapshot, subtree_snapshot
+from backends.process.tree import process_table, subtree_table
 from tests.backends.support import (
     PINGABLE,
     SLEEPER,
@@ -167,12 +167,12 @@ def test_a_walk_finds_what_a_whole_scan_finds_and_reads_nothing_else(
     real_read = tree_module._read_stat
     monkeypatch.setattr(tree_module, "_read_stat", lambda pid: read.append(pid) or real_read(pid))
 
-    walk = subtree_snapshot(roots)
+    walk = subtree_table(roots)
 
     assert set(walk.descendants([proc.pid])) == set(tree)
     assert walk.descendants([threaded.pid]) == by_thread
     assert set(read) <= {p.pid for p in roots + tree + by_thread}
-    assert set(walk.descendants([proc.pid])) == set(snapshot().descendants([proc.pid]))
+    assert set(walk.descendants([proc.pid])) == set(process_table().descendants([proc.pid]))
     assert all(walk.covers(root) for root in roots)
 
 
@@ -185,7 +185,7 @@ def test_a_walk_skips_a_root_whose_pid_is_another_process_now(spawn: Children) -
     live = identities([proc.pid])[0]
     reused = ProcIdentity(proc.pid, live.start_time + 1)
 
-    walk = subtree_snapshot([reused])
+    walk = subtree_table([reused])
 
     assert not walk.covers(reused)
     assert walk.descendants([proc.pid]) == []
@@ -201,7 +201,7 @@ def test_without_children_files_a_walk_is_a_whole_scan(
     spawn.also_kill(tree)
     monkeypatch.setattr(tree_module, "_HAVE_CHILDREN", False)
 
-    walk = subtree_snapshot(identities([proc.pid]))
+    walk = subtree_table(identities([proc.pid]))
 
     assert set(tree) <= set(walk.descendants([proc.pid]))
 

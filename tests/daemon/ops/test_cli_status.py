@@ -11,9 +11,9 @@ import anyio
 import httpx
 import pytest
 
+from daemon.cli.status_view import base_url, render
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
-from daemon.ops.status_view import base_url, render
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
 

@@ -17,11 +17,11 @@ import anyio.to_thread
 import httpx
 import pytest
 
+from daemon.cli.tasks_api import TasksApi
 from daemon.errors import AlreadyRunningError
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
-from daemon.protocol.tasks_api import TasksApi
 from daemon.snapshot import DaemonSnapshot
 from tests.daemon_child import daemon_child, run_cli
 from tests.helpers import (

@@ -9,9 +9,9 @@ import httpx
 import pytest
 import respx
 
+from daemon.cli.tasks_api import TRANSPORT_RETRY, TasksApi
 from daemon.errors import MalformedResponseError, TaskGoneError, TransientServerError
 from daemon.protocol.models import Agent
-from daemon.protocol.tasks_api import TRANSPORT_RETRY, TasksApi
 from tests.clock import RecordingSleep
 
 BASE = "http://server.test"

@@ -25,7 +25,7 @@ from backends.process import (
     is_alive,
     signal_group_of,
 )
-from daemon.state.agents import AgentRecord, AgentRecords
+from daemon.state.agent_records import AgentRecord, AgentRecords
 from tests.backends.support import SLEEPER, TREE_CHILD, python, tree_pids
 from tests.helpers import eventually, serving_daemon
 
@@ -154,7 +154,7 @@ def test_unreadable_files_are_skipped_with_a_log(
     for name, data in bad.items():
         (store.directory / name).write_bytes(data)
     (store.directory / "folder.json").mkdir()
-    with caplog.at_level(logging.WARNING, logger="daemon.state.agents"):
+    with caplog.at_level(logging.WARNING, logger="daemon.state.agent_records"):
         found = store.records()
     assert [r.task_id for r in found] == ["good"]
     logged = " ".join(r.getMessage() for r in caplog.records)
@@ -290,7 +290,7 @@ async def test_recover_leaves_a_reused_pid_alone(
         boot_id(),
     )
     store.put(record)
-    with caplog.at_level(logging.INFO, logger="daemon.state.agents"):
+    with caplog.at_level(logging.INFO, logger="daemon.state.agent_records"):
         killed = await store.recover(grace=0.5)
     assert killed == {record.task_id: []}
     assert is_alive(identity) and stranger.poll() is None

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files import path_part, write_atomic
 from daemon.ops.metrics import Metrics
+from daemon.private_files import path_part, write_atomic
 from daemon.protocol.reports import TerminalReport
-from daemon.state.agents import AgentRecord, AgentRecords
+from daemon.state.agent_records import AgentRecord, AgentRecords
+from daemon.state.incidents import Incident, IncidentLog
 from daemon.state.outbox import Leftover, Outbox
-from daemon.task.incidents import Incident, IncidentLog
 from tests.helpers import embedded_server, running_daemon
 
 pytestmark = pytest.mark.anyio

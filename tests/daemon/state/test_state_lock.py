@@ -9,8 +9,8 @@ import anyio
 import httpx
 import pytest
 
+from daemon.cli.tasks_api import TasksApi
 from daemon.errors import AlreadyRunningError
-from daemon.protocol.tasks_api import TasksApi
 from daemon.state.lock import state_dir_lock
 from tests.daemon_child import daemon_child, run_cli
 from tests.helpers import daemon_env, embedded_server, eventually, server_client

@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from backends.base import Message, MessageType
-from backends.claude_stream import ClaudeStreamParser
+from backends.claude.stream import ClaudeStreamParser
 from daemon.task.activity import Activity
-from daemon.task.watchdog import WatchdogPolicy, decide
+from daemon.task.watchdog import WatchdogPolicy, verdict_for
 from tests.clock import FakeClock
 
 MIN = 60.0
@@ -36,7 +36,7 @@ def test_heartbeats_do_not_hold_off_the_tool_window() -> None:
     for _ in range(int(120 * MIN / 30)):
         clock.advance(30)
         activity.observe(_heartbeat("c1"))
-    verdict = decide(POLICY, activity, pending=0)
+    verdict = verdict_for(POLICY, activity, pending=0)
     assert verdict is not None and verdict.scope == "tool"
     assert activity.idle_seconds() == 120 * MIN
 

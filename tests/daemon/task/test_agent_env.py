@@ -10,7 +10,7 @@ import pytest
 
 from daemon.errors import TaskTokenError
 from daemon.protocol.models import Task
-from daemon.task.agent_env import (
+from daemon.task.setup.agent_env import (
     TaskPlace,
     agent_env,
     blocked_custom_keys,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.task.incidents import Incident, IncidentLog
+from daemon.state.incidents import Incident, IncidentLog
 from tests.daemon.timeout_support import SCOPES, fires, incidents, say
 from tests.helpers import serving_daemon
 
@@ -159,7 +159,7 @@ def test_unwritable_log_is_reported_not_raised(
     blocker = tmp_path / "state"
     blocker.write_text("not a directory")
     log = IncidentLog(blocker / "timeouts.jsonl")
-    with caplog.at_level(logging.ERROR, logger="daemon.task.incidents"):
+    with caplog.at_level(logging.ERROR, logger="daemon.state.incidents"):
         log.record(incident())
     assert "could not append to" in caplog.text
     assert blocker.read_text() == "not a directory"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from backends.base import Message, MessageType, RunResult, RunStatus, Usage
 from daemon.protocol.reports import TerminalReport, UsageEntry
-from daemon.task.outcome import Ending, decide
+from daemon.task.outcome import Ending, outcome_of
 
 USAGE = (Usage("anthropic", "sonnet", 1, 2),)
 
@@ -18,7 +18,7 @@ def result_message(output: str, *, is_error: bool = False, session: str = "") ->
 def test_completed_run_reports_complete_with_its_usage() -> None:
     """A clean exit reports `complete` with the output, session, work dir and usage."""
     result = RunResult(RunStatus.COMPLETED, output="done", session_id="s-2", usage=USAGE)
-    outcome = decide(Ending("s-1", final=result_message("done"), result=result), "/w")
+    outcome = outcome_of(Ending("s-1", final=result_message("done"), result=result), "/w")
     assert outcome.status is RunStatus.COMPLETED
     assert outcome.report == TerminalReport(
         kind="complete", output="done", session_id="s-2", work_dir="/w"
@@ -29,7 +29,7 @@ def test_completed_run_reports_complete_with_its_usage() -> None:
 def test_answer_in_before_the_wall_clock_stands() -> None:
     """The wall clock striking during the exit grace keeps the agent's answer."""
     ending = Ending("s-1", wall_clock=60.0, final=result_message("answer", session="s-3"))
-    outcome = decide(ending, "/w")
+    outcome = outcome_of(ending, "/w")
     assert outcome.status is RunStatus.COMPLETED
     assert outcome.report is not None
     assert (outcome.report.output, outcome.report.session_id) == ("answer", "s-3")
@@ -38,7 +38,7 @@ def test_answer_in_before_the_wall_clock_stands() -> None:
 def test_wall_clock_without_an_answer_is_a_timeout() -> None:
     """No answer (or an error answer) at the wall clock fails with reason `timeout`."""
     for final in (None, result_message("bad", is_error=True)):
-        outcome = decide(Ending("s-1", wall_clock=90.0, final=final), "/w")
+        outcome = outcome_of(Ending("s-1", wall_clock=90.0, final=final), "/w")
         assert outcome.status is RunStatus.TIMEOUT
         assert outcome.report == TerminalReport(
             kind="fail",
@@ -51,21 +51,21 @@ def test_wall_clock_without_an_answer_is_a_timeout() -> None:
 
 def test_stops_report_cancelled_ack_or_nothing() -> None:
     """Shutdown reports a `cancelled` failure, a server cancel an ack, anything else nothing."""
-    shutdown = decide(Ending("s", stopped="shutdown"), "/w")
+    shutdown = outcome_of(Ending("s", stopped="shutdown"), "/w")
     assert (shutdown.status, shutdown.failure_reason) == (RunStatus.CANCELLED, "cancelled")
-    assert decide(Ending(stopped="server_cancelled"), "/w").report == TerminalReport(
+    assert outcome_of(Ending(stopped="server_cancelled"), "/w").report == TerminalReport(
         kind="cancel_ack"
     )
     for reason in ("server_terminal", "gone"):
-        assert decide(Ending(stopped=reason), "/w").report is None
+        assert outcome_of(Ending(stopped=reason), "/w").report is None
 
 
 def test_watchdog_and_failed_exit_are_failures() -> None:
     """A watchdog ending is `idle_watchdog`; a failed exit has no reason (the server classifies
     its error text) and keeps its usage."""
-    watchdog = decide(Ending("s", error="silent", failure_reason="idle_watchdog"), "/w")
+    watchdog = outcome_of(Ending("s", error="silent", failure_reason="idle_watchdog"), "/w")
     assert (watchdog.status, watchdog.failure_reason) == (RunStatus.IDLE_WATCHDOG, "idle_watchdog")
-    failed = decide(Ending(result=RunResult(RunStatus.FAILED, error="boom", usage=USAGE)), "/w")
+    failed = outcome_of(Ending(result=RunResult(RunStatus.FAILED, error="boom", usage=USAGE)), "/w")
     assert (failed.status, failed.failure_reason) == (RunStatus.FAILED, "")
     assert failed.report is not None and failed.report.error == "boom"
     assert len(failed.usage) == 1

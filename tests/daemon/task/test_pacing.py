@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.task.pacing import STATUS_BUDGET, TRANSCRIPT_BUDGET, TRANSCRIPT_EVERY, Pacing
+from daemon.protocol.pacing import STATUS_BUDGET, TRANSCRIPT_BUDGET, TRANSCRIPT_EVERY, Pacing
 
 
 def test_few_tasks_keep_the_configured_intervals() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from daemon.protocol.models import Task
-from daemon.task.prompt import build_prompt, task_kind
+from daemon.task.setup.prompt import build_prompt, task_kind
 
 AGENT = {"id": "ag-1", "name": "Coder"}
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.protocol.models import Task
-from daemon.task.runtime_brief import brief_file, runtime_brief, write_brief
+from daemon.task.setup.runtime_brief import brief_file, runtime_brief, write_brief
 
 
 def _task(**fields: Any) -> Task:

@@ -10,7 +10,8 @@ import pytest
 from backends.base import NullObserver
 from daemon.config import Settings
 from daemon.protocol.models import Task
-from daemon.task.setup import AgentReach, agent_spec, prepare
+from daemon.services import AgentReach
+from daemon.task.setup.spec import agent_spec, prepare
 
 
 def _task(custom_env: dict[str, str]) -> Task:
@@ -33,9 +34,11 @@ def test_custom_env_names_the_daemon_keeps_are_skipped_and_logged(
     settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_SERVER_URL": "http://x.test"})
     task = _task({"PATH": "/evil", "MULTICA_TOKEN": "stolen", "MY_FLAG": "1"})
     dirs, mcp = prepare(tmp_path / "ws", task, "claude")
-    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 0, 19514, None)
-    with caplog.at_level(logging.WARNING, logger="daemon.task.setup"):
-        spec = agent_spec(task, "claude", dirs, settings, NullObserver(), mcp, reach)
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 19514, None)
+    with caplog.at_level(logging.WARNING, logger="daemon.task.setup.spec"):
+        spec = agent_spec(
+            task, "claude", dirs, settings, NullObserver(), mcp, reach, 0, processes=None
+        )
     assert spec.env["MY_FLAG"] == "1"
     assert spec.env["MULTICA_TOKEN"] == "mat_task_secret" and spec.env["PATH"] != "/evil"
     assert [r.getMessage() for r in caplog.records] == [

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.protocol.models import Skill
-from daemon.task.skills import skill_slug, write_skills
+from daemon.task.setup.skills import skill_slug, write_skills
 
 
 def _skill(name: str, content: str = "Body.", **fields: object) -> Skill:

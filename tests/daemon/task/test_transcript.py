@@ -14,7 +14,7 @@ from daemon.errors import PermanentServerError, ServerError, TaskGoneError, Tran
 from daemon.ops.metrics import Metrics
 from daemon.protocol.limits import BATCH_BYTES, CONTENT_CAP
 from daemon.shutdown import ShutdownBudget
-from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript
+from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript, TranscriptLimits
 
 pytestmark = pytest.mark.anyio
 
@@ -48,8 +48,14 @@ def text(content: str) -> Message:
     return Message(MessageType.TEXT, content=content)
 
 
-def transcript(server: FakeServer, metrics: Metrics | None = None, **options: Any) -> Transcript:
-    return Transcript(server, "task-1", metrics or Metrics(), **options)
+def transcript(
+    server: FakeServer,
+    metrics: Metrics | None = None,
+    budget: ShutdownBudget | None = None,
+    **limits: Any,
+) -> Transcript:
+    limited = TranscriptLimits(**limits)
+    return Transcript(server, "task-1", metrics or Metrics(), budget=budget, limits=limited)
 
 
 def dropped(metrics: Metrics, reason: str) -> float | None:

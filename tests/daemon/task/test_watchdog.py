@@ -7,7 +7,7 @@ import pytest
 
 from backends.base import Message, MessageType
 from daemon.task.activity import Activity
-from daemon.task.watchdog import Watchdog, WatchdogPolicy, decide
+from daemon.task.watchdog import Watchdog, WatchdogPolicy, verdict_for
 from tests.clock import FakeClock
 
 MIN = 60.0
@@ -37,9 +37,9 @@ def test_idle_fires_only_after_the_window() -> None:
     clock = FakeClock()
     activity = started(clock)
     clock.advance(30 * MIN - 1)
-    assert decide(POLICY, activity, pending=0) is None
+    assert verdict_for(POLICY, activity, pending=0) is None
     clock.advance(1)
-    verdict = decide(POLICY, activity, pending=0)
+    verdict = verdict_for(POLICY, activity, pending=0)
     assert verdict is not None and verdict.scope == "idle"
     assert verdict.threshold == 30 * MIN and verdict.idle_seconds == 30 * MIN
 
@@ -51,7 +51,7 @@ def test_every_message_resets_idle() -> None:
     clock.advance(29 * MIN)
     activity.observe(text())
     clock.advance(29 * MIN)
-    assert decide(POLICY, activity, pending=0) is None
+    assert verdict_for(POLICY, activity, pending=0) is None
 
 
 def test_tool_in_flight_uses_the_tool_window() -> None:
@@ -60,9 +60,9 @@ def test_tool_in_flight_uses_the_tool_window() -> None:
     activity = started(clock)
     activity.observe(tool_use())
     clock.advance(119 * MIN)
-    assert decide(POLICY, activity, pending=0) is None
+    assert verdict_for(POLICY, activity, pending=0) is None
     clock.advance(1 * MIN)
-    verdict = decide(POLICY, activity, pending=0)
+    verdict = verdict_for(POLICY, activity, pending=0)
     assert verdict is not None and verdict.scope == "tool"
     assert verdict.tools[0]["name"] == "Bash" and verdict.tools[0]["call_id"] == "c1"
     assert "tool watchdog window 2h0m0s" in verdict.describe()
@@ -75,7 +75,7 @@ def test_tool_window_zero_never_fires_during_a_tool() -> None:
     activity.observe(tool_use())
     clock.advance(1000 * MIN)
     policy = WatchdogPolicy(idle_window=30 * MIN, tool_window=0, first_output=2 * MIN)
-    assert decide(policy, activity, pending=0) is None
+    assert verdict_for(policy, activity, pending=0) is None
 
 
 def test_silence_after_a_finished_tool_is_idle() -> None:
@@ -85,7 +85,7 @@ def test_silence_after_a_finished_tool_is_idle() -> None:
     activity.observe(tool_use())
     activity.observe(tool_result())
     clock.advance(30 * MIN)
-    verdict = decide(POLICY, activity, pending=0)
+    verdict = verdict_for(POLICY, activity, pending=0)
     assert verdict is not None and verdict.scope == "idle"
 
 
@@ -106,8 +106,8 @@ def test_queued_messages_block_the_watchdog() -> None:
     clock = FakeClock()
     activity = started(clock)
     clock.advance(60 * MIN)
-    assert decide(POLICY, activity, pending=1) is None
-    assert decide(POLICY, activity, pending=0) is not None
+    assert verdict_for(POLICY, activity, pending=1) is None
+    assert verdict_for(POLICY, activity, pending=0) is not None
 
 
 def test_zero_idle_window_disables_idle_and_tool() -> None:
@@ -116,10 +116,10 @@ def test_zero_idle_window_disables_idle_and_tool() -> None:
     activity = started(clock)
     policy = WatchdogPolicy(idle_window=0, tool_window=120 * MIN, first_output=0)
     clock.advance(10_000 * MIN)
-    assert decide(policy, activity, pending=0) is None
+    assert verdict_for(policy, activity, pending=0) is None
     activity.observe(tool_use())
     clock.advance(10_000 * MIN)
-    assert decide(policy, activity, pending=0) is None
+    assert verdict_for(policy, activity, pending=0) is None
     assert not policy.enabled and policy.tick() == 0
 
 
@@ -128,7 +128,7 @@ def test_first_output_applies_before_any_message() -> None:
     clock = FakeClock()
     activity = Activity(clock)
     clock.advance(2 * MIN)
-    verdict = decide(POLICY, activity, pending=0)
+    verdict = verdict_for(POLICY, activity, pending=0)
     assert verdict is not None and verdict.scope == "first_output"
     assert "no first output" in verdict.describe()
 
@@ -140,7 +140,7 @@ def test_slow_token_after_first_output_is_idle_not_first_output() -> None:
     clock.advance(1 * MIN)
     activity.observe(text())
     clock.advance(10 * MIN)
-    assert decide(POLICY, activity, pending=0) is None
+    assert verdict_for(POLICY, activity, pending=0) is None
 
 
 def test_after_final_result_the_watchdog_stands_down() -> None:
@@ -149,7 +149,7 @@ def test_after_final_result_the_watchdog_stands_down() -> None:
     activity = started(clock)
     activity.observe(Message(MessageType.RESULT, output="done"))
     clock.advance(100 * MIN)
-    assert decide(POLICY, activity, pending=0) is None
+    assert verdict_for(POLICY, activity, pending=0) is None
 
 
 @pytest.mark.parametrize(

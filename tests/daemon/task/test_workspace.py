@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from daemon.files import path_part
+from daemon.private_files import path_part
 from daemon.protocol.models import Task
-from daemon.task.workspace import (
+from daemon.task.setup.workspace import (
     ENV_MARKER,
     TASK_MARKER,
     prepare_dirs,

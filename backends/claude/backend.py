@@ -1,0 +1,174 @@
+"""The Claude Code backend: `claude -p` speaking stream-json both ways.
+
+    claude -p --output-format stream-json --input-format stream-json --verbose
+           --permission-mode bypassPermissions [--mcp-config FILE --strict-mcp-config]
+           [--model M] [--resume SESSION] [--append-system-prompt INSTRUCTIONS]
+           [configured args] [task args]
+
+The prompt goes in as one stream-json user message, written by the process helper while it is
+already reading stdout (writing first deadlocks the CLI at start-up). Stdin stays open so
+`control_request` lines can be answered; the parser closes it after the `result` line, and
+the CLI exits.
+
+Instructions in the spec go in with `--append-system-prompt` (very long ones, over the
+kernel's per-argument limit, through `--append-system-prompt-file`). The daemon itself gives
+none: as Multica's daemon, it writes the runtime brief into the work directory's `CLAUDE.md`,
+which the CLI loads, so the brief is not sent twice. An MCP configuration in the spec is the
+agent's whole set of servers (`--strict-mcp-config`), and configured arguments may not name
+another one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
+from pathlib import Path
+
+from backends.agent_cli import AgentCli
+from backends.base import AgentRun, RunSpec
+from backends.claude.stream import ClaudeStreamParser
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
+
+log = logging.getLogger(__name__)
+
+BASE_ARGS = (
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--input-format",
+    "stream-json",
+    "--verbose",
+    "--permission-mode",
+    "bypassPermissions",
+)
+
+# Set by a running Claude Code for its own tool processes. A daemon started from inside a
+# Claude Code session must not hand them on: the agent would think it is a nested child
+# session of someone else's.
+SESSION_MARKERS = frozenset(
+    {
+        "CLAUDECODE",
+        "CLAUDE_CODE_ENTRYPOINT",
+        "CLAUDE_CODE_SESSION_ID",
+        "CLAUDE_CODE_CHILD_SESSION",
+        "CLAUDE_CODE_CHILD_NOTES_DIR",
+        "CLAUDE_CODE_EXECPATH",
+        "CLAUDE_CODE_MESSAGING_SOCKET",
+        "CLAUDE_CODE_MESSAGING_TOKEN",
+        "CLAUDE_CODE_SESSION_ATTENDED",
+        "CLAUDE_CODE_SSE_PORT",
+        "CLAUDE_PID",
+        "AI_AGENT",
+    }
+)
+
+# The daemon parses stream-json and owns the MCP set; configured arguments may not change them.
+_RESERVED_FLAGS = ("--output-format", "--input-format", "--mcp-config")
+
+# Linux refuses a single argument over 128 KiB (MAX_ARG_STRLEN); stay well below it.
+_MAX_INLINE_INSTRUCTIONS = 100 * 1024
+
+
+class ClaudeBackend(AgentCli):
+    """Runs the Claude Code CLI for a task; resumes sessions and falls back when one is gone."""
+
+    name = "claude"
+    min_version = "2.0.0"
+    session_markers = SESSION_MARKERS
+
+    def __init__(
+        self,
+        path: str | None = None,
+        args: Sequence[str] = (),
+        model: str = "",
+        *,
+        detect_env: Mapping[str, str] | None = None,
+        is_root: bool | None = None,
+    ) -> None:
+        super().__init__(path, args, model, detect_env=detect_env)
+        # As root the CLI refuses bypassPermissions unless IS_SANDBOX=1 says it is contained.
+        self._is_root = os.geteuid() == 0 if is_root is None else is_root
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        with ExitStack() as scratch:
+            instructions = _instruction_args(spec.instructions, scratch)
+
+            def launch(resume: str) -> Launch:
+                return self._spec(spec, resume, instructions), ClaudeStreamParser(resume)
+
+            async with start_session(self.name, spec.resume_session_id, launch) as run:
+                yield run
+
+    def argv(self, spec: RunSpec, resume: str = "", instructions: Sequence[str] = ()) -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        argv = [self.path, *BASE_ARGS]
+        if spec.mcp_config is not None:
+            argv += ["--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
+        model = spec.model or self.model
+        if model:
+            argv += ["--model", model]
+        if resume:
+            argv += ["--resume", resume]
+        argv += instructions
+        argv += filter_args(self.args)
+        argv += filter_args(spec.extra_args)
+        return argv
+
+    def env(self, spec: RunSpec) -> dict[str, str]:
+        """The agent environment without Claude Code's session markers (plus IS_SANDBOX as root)."""
+        env = self.strip_markers(spec.env)
+        if self._is_root:
+            # Set, not defaulted: a host's own IS_SANDBOX (e.g. `yes`) is not the value the
+            # CLI accepts, and keeping it failed every task in under a second.
+            env["IS_SANDBOX"] = "1"
+        return env
+
+    def _spec(self, spec: RunSpec, resume: str, instructions: Sequence[str]) -> ProcessSpec:
+        argv = self.argv(spec, resume, instructions)
+        stdin = prompt_line(spec.prompt)
+        return ProcessSpec.for_run(spec, argv, self.env(spec), stdin, keep_stdin_open=True)
+
+
+def prompt_line(prompt: str) -> bytes:
+    """The prompt as one stream-json user message."""
+    message = {"type": "user", "message": {"role": "user", "content": prompt}}
+    return (json.dumps(message) + "\n").encode()
+
+
+def filter_args(args: Sequence[str]) -> list[str]:
+    """Drop `--output-format`, `--input-format` and `--mcp-config` with their values."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in _RESERVED_FLAGS:
+            log.warning("claude: ignoring argument %r: the daemon sets it", arg)
+            skip_value = "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
+def _instruction_args(instructions: str, scratch: ExitStack) -> list[str]:
+    """The instruction arguments; a file (removed with `scratch`) when too long for argv."""
+    if not instructions:
+        return []
+    if len(instructions.encode()) <= _MAX_INLINE_INSTRUCTIONS:
+        return ["--append-system-prompt", instructions]
+    folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="agent-daemon-claude-"))
+    path = Path(folder) / "instructions.md"
+    path.write_text(instructions)
+    return ["--append-system-prompt-file", str(path)]

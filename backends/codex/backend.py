@@ -1,0 +1,170 @@
+"""The Codex backend: `codex exec --json`, one turn per run, resumable by thread id.
+
+    codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
+               [-m MODEL] [-c developer_instructions=...] [configured args] [task args]
+               [resume THREAD] -
+
+The prompt is read from stdin (`-`), which is closed after it: nothing is ever asked back in
+exec mode. The work directory need not be a git repository, and the daemon — like the Claude
+backend's bypassPermissions — runs the agent unsandboxed: isolation is the deployment's job.
+
+Instructions go in as `developer_instructions`, an extra developer message after Codex's own
+system prompt (the `instructions` key would replace that prompt). `AGENTS.md` in the work
+directory is left to the repository.
+
+A thread the CLI does not know makes `codex exec resume` fail at once ("no rollout found");
+the run then falls back to a fresh thread (see `backends.resume`). Given a thread *name* it
+cannot find, the CLI starts a new thread by itself; the parser notes that in the transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tomllib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from backends.agent_cli import AgentCli
+from backends.base import AgentRun, RunSpec
+from backends.codex.events import CodexEventParser, thread_totals
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
+
+log = logging.getLogger(__name__)
+
+BASE_ARGS = (
+    "exec",
+    "--json",
+    "--skip-git-repo-check",
+    "--dangerously-bypass-approvals-and-sandbox",
+)
+
+# Set by a running Codex for its own tool processes; a daemon started from inside a Codex
+# session must not hand them on.
+SESSION_MARKERS = frozenset(
+    {
+        "CODEX_SESSION_ID",
+        "CODEX_THREAD_ID",
+        "CODEX_TOOL_CALL_ID",
+        "CODEX_SANDBOX",
+        "CODEX_SANDBOX_NETWORK_DISABLED",
+        "CODEX_CI",
+    }
+)
+
+# Given twice, a clap flag is an error; the daemon already asks for JSON.
+_RESERVED_FLAGS = ("--json",)
+_ROLLOUT_TAIL_BYTES = 1024 * 1024
+
+
+class CodexBackend(AgentCli):
+    """Runs the Codex CLI for a task; resumes threads and falls back when one is gone."""
+
+    name = "codex"
+    min_version = "0.100.0"
+    session_markers = SESSION_MARKERS
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        home = codex_home(spec.env)
+        model = spec.model or self.model or await anyio.to_thread.run_sync(configured_model, home)
+        thread = spec.resume_session_id
+        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread) if thread else {}
+
+        def launch(resume: str) -> Launch:
+            # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
+            parser = CodexEventParser(model, resume, baseline if resume else None)
+            return self._spec(spec, resume), parser
+
+        async with start_session(self.name, thread, launch) as run:
+            yield run
+
+    def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        argv = [self.path, *BASE_ARGS]
+        model = spec.model or self.model
+        if model:
+            argv += ["--model", model]
+        if spec.instructions:
+            # JSON string syntax is valid TOML basic-string syntax, escapes included.
+            argv += ["-c", f"developer_instructions={json.dumps(spec.instructions)}"]
+        argv += filter_args(self.args)
+        argv += filter_args(spec.extra_args)
+        if resume:
+            argv += ["resume", resume]
+        argv.append("-")
+        return argv
+
+    def env(self, spec: RunSpec) -> dict[str, str]:
+        """The agent environment without Codex's session markers."""
+        return self.strip_markers(spec.env)
+
+    def _spec(self, spec: RunSpec, resume: str) -> ProcessSpec:
+        argv = self.argv(spec, resume)
+        return ProcessSpec.for_run(spec, argv, self.env(spec), spec.prompt.encode())
+
+
+def filter_args(args: Sequence[str]) -> list[str]:
+    """Drop a repeated `--json` (clap refuses a flag given twice)."""
+    kept = [a for a in args if a not in _RESERVED_FLAGS]
+    if len(kept) != len(args):
+        log.warning("codex: ignoring --json in the configured arguments (always given)")
+    return kept
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    """Where the CLI keeps its config and threads: `$CODEX_HOME`, else `~/.codex`."""
+    if env.get("CODEX_HOME"):
+        return Path(env["CODEX_HOME"])
+    return Path(env.get("HOME") or Path.home()) / ".codex"
+
+
+def configured_model(home: Path) -> str:
+    """The `model` of the CLI's config.toml, for usage reports when none is configured here."""
+    try:
+        config: dict[str, Any] = tomllib.loads((home / "config.toml").read_text())
+    except (OSError, ValueError):
+        return "codex-default"
+    model = config.get("model")
+    return model if isinstance(model, str) and model else "codex-default"
+
+
+def rollout_totals(home: Path, thread: str) -> dict[str, int]:
+    """The thread's usage totals so far, from the last token count in its rollout file.
+
+    Best effort: the rollout layout is the CLI's own; when it cannot be read the whole
+    thread's usage is reported for this run.
+    """
+    try:
+        files = sorted((home / "sessions").rglob(f"rollout-*{thread}.jsonl"))
+    except OSError:
+        return {}
+    if not files:
+        return {}
+    try:
+        with files[-1].open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _ROLLOUT_TAIL_BYTES))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return {}
+    for line in reversed(lines):
+        if '"token_count"' not in line:
+            continue
+        try:
+            payload = json.loads(line).get("payload") or {}
+            totals = (payload.get("info") or {}).get("total_token_usage")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(totals, dict):
+            return thread_totals(totals)
+    return {}

@@ -1,0 +1,242 @@
+"""Codex's `exec --json` events, line by line, as the daemon's message model.
+
+    thread.started              status (carries the thread id, the session to resume)
+    turn.started                nothing
+    item.started                tool_use for command_execution, file_change, mcp_tool_call,
+                                web_search (the item id is the call id)
+    item.updated                log for a todo_list (the agent's plan); otherwise nothing
+    item.completed              agent_message → text, reasoning → thinking, error → error,
+                                a tool item → tool_result (a tool_use first if none was seen)
+    turn.completed              result (the last agent message, usage)
+    turn.failed                 result with is_error
+    error                       error (stream retries, API errors)
+    anything else               log naming the type
+
+Usage: `turn.completed` counts the whole thread, earlier runs of a resumed thread included, so
+the backend hands in the thread's total from before this run (`baseline`) and only the
+difference is reported. Input tokens are reported without the cached ones (as the Anthropic
+API counts them): `input_tokens` = input − cached, `cache_read_tokens` = cached.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.resume import fresh_session_notice
+
+# What `codex exec resume` prints (stderr) when the thread to resume does not exist.
+SESSION_MISSING = ("no rollout found", "thread/resume failed")
+_TOOL_ITEMS = {
+    "command_execution": "shell",
+    "file_change": "apply_patch",
+    "mcp_tool_call": "mcp",
+    "web_search": "web_search",
+}
+_USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
+
+
+class CodexEventParser(JsonLinesParser):
+    """A `LineParser` for one `codex exec --json` process."""
+
+    missing_session_markers = SESSION_MISSING
+
+    def __init__(
+        self, model: str, resuming: str = "", baseline: Mapping[str, int] | None = None
+    ) -> None:
+        super().__init__(resuming)
+        self.model = model
+        self.baseline = dict(baseline or {})
+        self.thread_id = ""
+        self._last_text = ""
+        self._started: set[str] = set()
+        self._final: Message | None = None
+
+    def event(self, event: dict[str, Any]) -> ParseStep:
+        """One `exec --json` event as messages, or the turn's end."""
+        kind = str_field(event.get("type"))
+        if kind == "thread.started":
+            return ParseStep(messages=self._thread_started(event))
+        if kind == "turn.started":
+            return ParseStep()
+        if kind in ("item.started", "item.updated", "item.completed"):
+            item = event.get("item")
+            if not isinstance(item, dict):
+                return ParseStep(invalid=True)
+            return ParseStep(messages=self._item(kind.removeprefix("item."), item))
+        if kind in ("turn.completed", "turn.failed"):
+            return ParseStep(messages=[self._turn_end(event)])
+        if kind == "error":
+            return ParseStep(messages=[_error(str_field(event.get("message")))])
+        return ParseStep(messages=[Message(MessageType.LOG, content=f"codex event: {kind}")])
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """The run's result: the turn's end decides; without one the run failed."""
+        if self.resuming and not self.thread_id and self.says_session_missing(stderr_tail):
+            self.session_not_found = True
+        final = self._final
+        if final is None:
+            return ended_early(
+                "codex",
+                "the turn completed",
+                exit_code,
+                stderr_tail,
+                self._last_text,
+                self.thread_id,
+            )
+        return RunResult(
+            RunStatus.FAILED if final.is_error else RunStatus.COMPLETED,
+            output=final.output,
+            error=final.content if final.is_error else "",
+            session_id=self.thread_id,
+            usage=final.usage,
+            exit_code=exit_code,
+        )
+
+    def _thread_started(self, event: Mapping[str, Any]) -> list[Message]:
+        self.thread_id = str_field(event.get("thread_id"))
+        messages = [
+            Message(
+                MessageType.STATUS,
+                content=f"Codex thread {self.thread_id}",
+                session_id=self.thread_id,
+            )
+        ]
+        if self.resuming and self.thread_id != self.resuming:
+            # Given a name it cannot find, the CLI quietly starts a new thread.
+            messages.insert(
+                0,
+                Message(MessageType.STATUS, content=fresh_session_notice(self.resuming)),
+            )
+        return messages
+
+    def _item(self, phase: str, item: Mapping[str, Any]) -> list[Message]:
+        kind = str_field(item.get("type"))
+        item_id = str_field(item.get("id"))
+        if kind in _TOOL_ITEMS:
+            if phase == "started":
+                self._started.add(item_id)
+                return [_tool_use(kind, item)]
+            if phase == "completed":
+                before = [] if item_id in self._started else [_tool_use(kind, item)]
+                self._started.discard(item_id)
+                return [*before, _tool_result(kind, item)]
+            return []
+        if phase == "updated":
+            if kind == "todo_list":
+                return [Message(MessageType.LOG, content=_plan(item))]
+            return []
+        if phase != "completed":
+            return []
+        if kind == "agent_message":
+            self._last_text = str_field(item.get("text"))
+            return [Message(MessageType.TEXT, content=self._last_text)]
+        if kind == "reasoning":
+            return [Message(MessageType.THINKING, content=str_field(item.get("text")))]
+        if kind == "error":
+            return [_error(str_field(item.get("message")))]
+        if kind == "todo_list":
+            return [Message(MessageType.LOG, content=_plan(item))]
+        return [Message(MessageType.LOG, content=f"codex item: {kind}")]
+
+    def _turn_end(self, event: Mapping[str, Any]) -> Message:
+        if self._final is not None:
+            return Message(MessageType.LOG, content="codex ended another turn")
+        if event.get("type") == "turn.failed":
+            error = event.get("error")
+            text = str_field(error.get("message")) if isinstance(error, dict) else ""
+            self._final = Message(
+                MessageType.RESULT,
+                content=text or "codex reported a failed turn",
+                output=self._last_text,
+                session_id=self.thread_id,
+                is_error=True,
+            )
+        else:
+            self._final = Message(
+                MessageType.RESULT,
+                content=self._last_text,
+                output=self._last_text,
+                session_id=self.thread_id,
+                usage=self._usage(event.get("usage")),
+            )
+        return self._final
+
+    def _usage(self, raw: Any) -> tuple[Usage, ...]:
+        if not isinstance(raw, dict):
+            return ()
+        spent = {k: max(0, int_field(raw.get(k)) - self.baseline.get(k, 0)) for k in _USAGE_KEYS}
+        cached = spent["cached_input_tokens"]
+        return (
+            Usage(
+                provider="openai",
+                model=self.model,
+                input_tokens=max(0, spent["input_tokens"] - cached),
+                output_tokens=spent["output_tokens"],
+                cache_read_tokens=cached,
+                cache_write_tokens=spent["cache_write_input_tokens"],
+            ),
+        )
+
+
+def thread_totals(token_count: Mapping[str, Any]) -> dict[str, int]:
+    """A thread's usage totals from a rollout `token_count` payload's `total_token_usage`."""
+    return {k: int_field(token_count.get(k)) for k in _USAGE_KEYS}
+
+
+def _tool_use(kind: str, item: Mapping[str, Any]) -> Message:
+    tool = _TOOL_ITEMS[kind]
+    arguments: dict[str, Any]
+    if kind == "command_execution":
+        arguments = {"command": str_field(item.get("command"))}
+    elif kind == "file_change":
+        arguments = {"changes": item.get("changes") or []}
+    elif kind == "mcp_tool_call":
+        tool = f"{str_field(item.get('server'))}.{str_field(item.get('tool'))}"
+        raw = item.get("arguments")
+        arguments = raw if isinstance(raw, dict) else {"arguments": raw}
+    else:
+        arguments = {"query": str_field(item.get("query"))}
+    return Message(
+        MessageType.TOOL_USE, tool=tool, call_id=str_field(item.get("id")), input=arguments
+    )
+
+
+def _tool_result(kind: str, item: Mapping[str, Any]) -> Message:
+    status = str_field(item.get("status"))
+    failed = status in ("failed", "declined")
+    if kind == "command_execution":
+        output = str_field(item.get("aggregated_output"))
+        exit_code = item.get("exit_code")
+        failed = failed or (isinstance(exit_code, int) and exit_code != 0)
+    elif kind == "file_change":
+        changes = item.get("changes") or []
+        output = "\n".join(
+            f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes if isinstance(c, dict)
+        )
+    elif kind == "mcp_tool_call":
+        error = item.get("error")
+        failed = failed or bool(error)
+        output = json.dumps(error if error else item.get("result"))
+    else:
+        output = str_field(item.get("query"))
+    return Message(
+        MessageType.TOOL_RESULT, call_id=str_field(item.get("id")), output=output, is_error=failed
+    )
+
+
+def _plan(item: Mapping[str, Any]) -> str:
+    steps = item.get("items") or []
+    lines = [
+        ("[x] " if s.get("completed") else "[ ] ") + str_field(s.get("text"))
+        for s in steps
+        if isinstance(s, dict)
+    ]
+    return "plan:\n" + "\n".join(lines)
+
+
+def _error(text: str) -> Message:
+    return Message(MessageType.ERROR, content=text or "codex reported an error", is_error=True)

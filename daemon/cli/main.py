@@ -1,0 +1,211 @@
+"""The `agent-daemon` command: `run`, `server`, `submit`, `status` and `check`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+import daemon
+from backends.process.linux import hide_from_agents
+from daemon.addresses import split_host_port
+from daemon.cli.discovery import available
+from daemon.cli.status_view import check, status
+from daemon.cli.submit import submit as submit_task
+from daemon.config import Settings
+from daemon.errors import ConfigError, DaemonError
+from daemon.logs import configure_logging
+from daemon.ops.health import HealthServer
+from daemon.ops.metrics import Metrics
+from daemon.ops.sdnotify import Notifier
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.server.auth import TOKEN_FILE, ensure_token
+from daemon.server.in_process import InProcess
+from daemon.server.serve import serve
+from daemon.services import AgentReach
+from daemon.shutdown import ShutdownBudget
+from daemon.state.lock import state_dir_lock
+from daemon.worker.worker import Worker, WorkerOptions
+
+log = logging.getLogger("daemon")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the process exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        settings = Settings.from_env(os.environ)
+    except ConfigError as exc:
+        print(f"agent-daemon: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, settings.log_format)
+    try:
+        code: int = anyio.run(args.func, settings, args)
+    except KeyboardInterrupt:
+        return 130
+    except DaemonError as exc:
+        print(f"agent-daemon: {exc}", file=sys.stderr)
+        return 1
+    except BaseExceptionGroup as group:
+        # A fatal error raised while starting a task group's member (the health port's lock,
+        # the embedded server's address) arrives wrapped; it still deserves its one line.
+        fatal = _only_daemon_error(group)
+        if fatal is None:
+            raise
+        print(f"agent-daemon: {fatal}", file=sys.stderr)
+        return 1
+    return code
+
+
+def _only_daemon_error(group: BaseExceptionGroup[BaseException]) -> DaemonError | None:
+    """The first DaemonError when the group holds nothing else (cancellations aside)."""
+    errors, rest = group.split(DaemonError)
+    if errors is None:
+        return None
+    if rest is not None and rest.split(anyio.get_cancelled_exc_class())[1] is not None:
+        return None
+    first: BaseException = errors
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    return first if isinstance(first, DaemonError) else None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-daemon", description="Run coding-agent CLIs for a task server."
+    )
+    parser.add_argument("--version", action="version", version=daemon.__version__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run the daemon (embedded server if MULTICA_SERVER_URL unset)")
+    run.set_defaults(func=_run)
+    server = sub.add_parser("server", help="run the embedded reference server alone")
+    server.add_argument("--listen", default=None, help="HOST:PORT (default 127.0.0.1:8080)")
+    server.set_defaults(func=_server)
+    submit = sub.add_parser("submit", help="submit a task to the server")
+    submit.add_argument("prompt")
+    submit.add_argument("--backend", default=None, help="backend name, e.g. claude or command")
+    submit.add_argument(
+        "--wait", action="store_true", help="print the transcript, wait for the end"
+    )
+    submit.set_defaults(func=submit_task)
+    addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
+    show = sub.add_parser("status", help="show the running daemon and its tasks")
+    show.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
+    show.add_argument("--json", action="store_true", help="print the raw /health document")
+    show.set_defaults(func=_status)
+    probe = sub.add_parser("check", help="exit 0 if the daemon is live and ready, else 1")
+    probe.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
+    probe.set_defaults(func=_check)
+    return parser
+
+
+async def _run(settings: Settings, args: argparse.Namespace) -> int:
+    """The daemon, holding its state directory: the embedded server if wanted, the worker."""
+    # Before any agent exists: they run as our user and could otherwise read our token in
+    # /proc/<pid>/environ.
+    hide_from_agents()
+    # Before anything else: a second daemon on this directory must leave no trace.
+    with state_dir_lock(settings.state_dir):
+        return await _run_locked(settings)
+
+
+async def _run_locked(settings: Settings) -> int:
+    metrics = Metrics()
+    health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
+    async with anyio.create_task_group() as tg:
+        # First: the health port is the single-instance lock, and serves `starting` from here.
+        health_port = await tg.start(health.serve)
+        url, token = settings.server_url, settings.token
+        embedded = InProcess()
+        if settings.embedded:
+            host, port = split_host_port(settings.embedded_listen)
+            db = settings.state_dir / "server.db"
+            token = await _embedded_token(settings)
+            bound = await tg.start(serve, db, host, port, token, embedded)
+            url = f"http://{host}:{bound}"
+            log.info("embedded server listening on %s (database %s)", url, db)
+        found = await available(settings)
+        if not found:
+            log.error(
+                "no agent backend found: put claude or codex on the PATH (or set "
+                "MULTICA_CLAUDE_PATH / MULTICA_CODEX_PATH), set MULTICA_COMMAND_PATH, or set "
+                "MULTICA_SCRIPTED_BACKEND=1 for the demo backend"
+            )
+            tg.cancel_scope.cancel()
+            return 1
+        circuit = CircuitBreaker(metrics=metrics)
+        # The embedded server's app answers this daemon's own requests in-process, no socket.
+        transport = embedded.transport() if settings.embedded else None
+        async with make_http_client(url, token, daemon.__version__, transport=transport) as http:
+            budget = ShutdownBudget()
+            client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
+            # A separate server tells us of queued tasks over its control WebSocket; the
+            # embedded one in this process tells the worker directly (`subscribe`).
+            options = WorkerOptions(control=not settings.embedded, subreaper=True)
+            worker = Worker(
+                settings,
+                client,
+                found,
+                reach=AgentReach.found(url, os.environ),
+                metrics=metrics,
+                circuit=circuit,
+                budget=budget,
+                options=options,
+            )
+            worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
+            embedded.hub.subscribe(worker.pickup)
+            health.attach(worker.snapshot, worker.request_stop)
+            await worker.run()
+        tg.cancel_scope.cancel()
+    return 0
+
+
+async def _server(settings: Settings, args: argparse.Namespace) -> int:
+    """The embedded server alone, until SIGINT/SIGTERM."""
+    host, port = split_host_port(args.listen or settings.embedded_listen)
+    db = settings.state_dir / "server.db"
+    token = await _embedded_token(settings)
+    async with anyio.create_task_group() as tg:
+        bound = await tg.start(serve, db, host, port, token)
+        # Where a client finds the token, never the token itself.
+        source = (
+            "MULTICA_DAEMON_TOKEN" if settings.embedded_token else settings.state_dir / TOKEN_FILE
+        )
+        print(
+            f"agent-daemon server listening on http://{host}:{bound} (database {db}, "
+            f"token from {source})",
+            flush=True,
+        )
+        await _wait_for_signal()
+        tg.cancel_scope.cancel()
+    return 0
+
+
+async def _status(settings: Settings, args: argparse.Namespace) -> int:
+    """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
+    return await status(args.addr or settings.health_addr, as_json=args.json)
+
+
+async def _check(settings: Settings, args: argparse.Namespace) -> int:
+    """Exit 0 when /healthz and /readyz answer 200, else 1; one line either way."""
+    return await check(args.addr or settings.health_addr)
+
+
+async def _wait_for_signal() -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+        async for _ in received:
+            return
+
+
+async def _embedded_token(settings: Settings) -> str:
+    """MULTICA_DAEMON_TOKEN when set, else the embedded server's generated one (kept 0600);
+    never a Multica login token from config.json."""
+    if settings.embedded_token:
+        return settings.embedded_token
+    return await anyio.to_thread.run_sync(ensure_token, settings.state_dir / TOKEN_FILE)

@@ -1,0 +1,184 @@
+"""`agent-daemon status` and `check`: an operator's view of a running daemon's health port."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
+
+import httpx
+
+from daemon.addresses import join_host_port, split_host_port
+from daemon.logs import short_id
+from daemon.times import format_duration
+
+TIMEOUT = 2.0
+"""Seconds each request may take: `check` makes two, within the 5 s a container check allows."""
+
+_WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+
+
+class ProbeError(Exception):
+    """The health port could not be asked; the message is the one line to print."""
+
+
+def base_url(addr: str) -> str:
+    """`http://host:port` for a health address; a wildcard listen address means loopback."""
+    try:
+        host, port = split_host_port(addr)
+    except ValueError:
+        raise ProbeError(f"bad health address {addr!r}: expected HOST:PORT") from None
+    if port == 0:
+        raise ProbeError(
+            f"health address {addr!r} has port 0 (the daemon picked a free one and logged it): "
+            "pass --addr HOST:PORT"
+        )
+    return f"http://{join_host_port(_WILDCARDS.get(host, host), port)}"
+
+
+async def status(
+    addr: str, *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Print the daemon and its running tasks; 1 with one line on stderr when unreachable."""
+    out = out or sys.stdout
+    try:
+        base = base_url(addr)
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+            code, doc = await _get(http, "/health")
+        if code != 200:
+            raise ProbeError(f"{base}/health answered HTTP {code}")
+    except ProbeError as exc:
+        print(f"agent-daemon: {exc}", file=err or sys.stderr)
+        return 1
+    print(json.dumps(doc, indent=2) if as_json else render(doc), file=out)
+    return 0
+
+
+async def check(addr: str, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """0 when `/healthz` and `/readyz` both answer 200; one line saying why, either way."""
+    try:
+        base = base_url(addr)
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+            live_code, live = await _get(http, "/healthz")
+            ready_code, ready = await _get(http, "/readyz")
+    except ProbeError as exc:
+        print(f"agent-daemon: {exc}", file=err or sys.stderr)
+        return 1
+    if live_code != 200:
+        print(f"agent-daemon: not live: {_reason(live, live_code)}", file=err or sys.stderr)
+        return 1
+    if ready_code != 200:
+        print(f"agent-daemon: not ready: {_reason(ready, ready_code)}", file=err or sys.stderr)
+        return 1
+    daemon_id = str(ready.get("daemon_id", ""))
+    print(f"ok: live and ready (daemon {short_id(daemon_id)} on {base})", file=out or sys.stdout)
+    return 0
+
+
+async def _get(http: httpx.AsyncClient, path: str) -> tuple[int, dict[str, Any]]:
+    where = f"{http.base_url}".rstrip("/") + path
+    try:
+        response = await http.get(path)
+    except httpx.ConnectError as exc:
+        raise ProbeError(
+            f"nothing answers on {http.base_url.host}:{http.base_url.port} "
+            f"(is the daemon running?): {_cause(exc)}"
+        ) from exc
+    except httpx.TimeoutException as exc:
+        raise ProbeError(f"no answer from {where} within {TIMEOUT:g}s") from exc
+    except httpx.HTTPError as exc:
+        raise ProbeError(f"cannot read {where}: {_cause(exc)}") from exc
+    try:
+        doc = response.json()
+    except ValueError as exc:
+        raise ProbeError(f"{where} answered HTTP {response.status_code} without JSON") from exc
+    if not isinstance(doc, dict):
+        raise ProbeError(f"{where} answered HTTP {response.status_code} with unexpected JSON")
+    return response.status_code, doc
+
+
+def _cause(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    # httpx wraps the OS error text ("[Errno 111] Connection refused"); keep its last words.
+    return text.rsplit("] ", 1)[-1].lower()
+
+
+def _reason(doc: Mapping[str, Any], code: int) -> str:
+    return str(doc.get("reason") or doc.get("error") or f"HTTP {code}")
+
+
+# --- the table --------------------------------------------------------------------------
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    """The /health document as a few summary lines and a table of running tasks."""
+    agents = ", ".join(_agent(a, doc.get("agent_versions") or {}) for a in doc.get("agents") or [])
+    workspaces = ", ".join(
+        f"{w.get('name') or w.get('id')} ({len(w.get('runtimes') or [])} runtimes)"
+        for w in doc.get("workspaces") or []
+    )
+    lines = [
+        f"agent-daemon {doc.get('cli_version', '?')}  {doc.get('status', '?')}  "
+        f"pid {doc.get('pid', '?')}  up {doc.get('uptime', '?')}",
+        f"daemon     {doc.get('daemon_id') or '-'} on {doc.get('device_name') or '-'}"
+        + (f"  profile {doc['profile']}" if doc.get("profile") else ""),
+        f"server     {doc.get('server_url') or '-'}  circuit {doc.get('server_circuit', '?')}  "
+        f"outbox {doc.get('outbox_depth', 0)}",
+        f"agents     {agents or '-'}",
+        f"workspaces {workspaces or '-'}",
+        f"tasks      {doc.get('active_task_count', 0)} active, "
+        f"{doc.get('running_task_count', 0)} running, "
+        f"{doc.get('max_concurrent_tasks', 0)} slots",
+    ]
+    tasks = doc.get("tasks") or []
+    if tasks:
+        header = ("TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS IN FLIGHT", "WATCHDOG")
+        lines += ["", *_table(header, [_row(t) for t in tasks])]
+    return "\n".join(lines)
+
+
+def _agent(agent: Any, versions: Mapping[str, Any]) -> str:
+    # A provider name (Multica's shape); an older daemon of ours listed {name, version}.
+    if isinstance(agent, Mapping):
+        return f"{agent.get('name')} {agent.get('version')}"
+    return f"{agent} {versions.get(str(agent), '?')}"
+
+
+def _row(task: Mapping[str, Any]) -> tuple[str, ...]:
+    tools = task.get("tools_in_flight") or []
+    shown_tools = ", ".join(
+        f"{t.get('name')} {t.get('call_id')} ({_seconds(t.get('running_for'))})" for t in tools
+    )
+    return (
+        short_id(str(task.get("id", ""))),
+        str(task.get("backend", "")),
+        str(task.get("pid") if task.get("pid") is not None else "-"),
+        str(task.get("started_at", "")),
+        _seconds(task.get("idle_seconds")),
+        shown_tools or "-",
+        _watchdog(task),
+    )
+
+
+def _watchdog(task: Mapping[str, Any]) -> str:
+    threshold = task.get("threshold_seconds")
+    fires_in = task.get("watchdog_fires_in_seconds")
+    if not threshold or fires_in is None:
+        return "off"
+    scope = task.get("watchdog_scope") or ("tool" if task.get("tools_in_flight") else "idle")
+    return f"{scope} {format_duration(float(threshold))}, fires in {_seconds(fires_in)}"
+
+
+def _seconds(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return format_duration(float(round(value)))
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]

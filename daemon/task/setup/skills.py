@@ -1,0 +1,67 @@
+"""An agent's inline skills, written where its CLI discovers them (Go `writeSkillFiles`).
+
+Claude Code reads project skills from `<work dir>/.claude/skills/<name>/SKILL.md`; other
+backends get Multica's default place, `.agent_context/skills/`. Names become directory names
+(lower case, `-` for anything else), two skills never share a directory, and a supporting
+file's path never leaves its skill's directory (nor follows a link the agent left).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from daemon.protocol.models import Skill
+from daemon.task.setup.nofollow import UnsafePathError, relative_parts, write_under
+
+log = logging.getLogger(__name__)
+
+_SKILLS_DIR = {"claude": ".claude/skills"}
+DEFAULT_SKILLS_DIR = ".agent_context/skills"
+_NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+
+
+def skills_dir(backend: str) -> str:
+    """Where the backend's CLI looks for project skills, relative to the work directory."""
+    return _SKILLS_DIR.get(backend, DEFAULT_SKILLS_DIR)
+
+
+def skill_slug(name: str) -> str:
+    """A skill name as a directory name: lower case, runs of other characters as one `-`."""
+    return _NOT_ALNUM.sub("-", name.strip().lower()).strip("-")[:64].strip("-") or "skill"
+
+
+def skill_text(skill: Skill, slug: str) -> str:
+    """`SKILL.md`: the content as sent, with a front matter naming the skill when it has none."""
+    if skill.content.startswith("---"):
+        return skill.content
+    description = " ".join(skill.description.split()).replace("\\", "\\\\").replace('"', '\\"')
+    head = f"---\nname: {slug}\n" + (f'description: "{description}"\n' if description else "")
+    return head + "---\n\n" + skill.content
+
+
+def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path]:
+    """Write every skill under the backend's skills directory; return the `SKILL.md` paths."""
+    written: list[Path] = []
+    used: set[str] = set()
+    base = skills_dir(backend)
+    for skill in skills:
+        slug = skill_slug(skill.name)
+        n = 2
+        unique = slug
+        while unique in used:
+            unique, n = f"{slug}-{n}", n + 1
+        used.add(unique)
+        text = skill_text(skill, unique)
+        written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text))
+        for item in skill.files:
+            try:
+                parts = relative_parts(item.path)
+            except UnsafePathError:
+                log.warning("skill %s: skipping file outside the skill: %r", unique, item.path)
+                continue
+            if parts == ("SKILL.md",):
+                continue  # the content above is the skill; a copy in its files must not win
+            write_under(work_dir, "/".join((base, unique, *parts)), item.content)
+    return written

@@ -1,0 +1,91 @@
+"""What a task's agent is given before it starts: its place on disk with its skills and MCP
+file, then its brief, environment, prompt and resume choice, as one `RunSpec`."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from backends.base import RunObserver, RunSpec
+from backends.process import ProcessRegistry
+from daemon.config import Settings
+from daemon.logs import short_id
+from daemon.protocol.models import Task
+from daemon.services import AgentReach
+from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
+from daemon.task.setup.prompt import build_prompt
+from daemon.task.setup.runtime_brief import write_brief
+from daemon.task.setup.skills import write_skills
+from daemon.task.setup.workspace import (
+    TaskDirs,
+    prepare_dirs,
+    resumable_session,
+    write_mcp_config,
+)
+
+log = logging.getLogger(__name__)
+
+EXIT_WAIT = 5.0
+"""Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
+
+
+def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
+    """The task's directories with their markers, its skills, and its MCP file (if any)."""
+    dirs = prepare_dirs(root, task)
+    write_skills(dirs.work_dir, backend, task.agent.skills)
+    return dirs, write_mcp_config(dirs, task)
+
+
+def agent_spec(
+    task: Task,
+    backend: str,
+    dirs: TaskDirs,
+    settings: Settings,
+    observer: RunObserver,
+    mcp_config: Path | None,
+    reach: AgentReach,
+    slot: int,
+    *,
+    processes: ProcessRegistry | None,
+) -> RunSpec:
+    """The brief in the work directory, then the prompt, environment and resume choice: the
+    one place a task's `RunSpec` is made."""
+    write_brief(dirs.work_dir, backend, task)
+    where = TaskPlace(
+        server_url=reach.server_url,
+        work_dir=dirs.work_dir,
+        temp_dir=dirs.temp_dir,
+        config_root=dirs.config_root,
+        workspaces_root=settings.workspaces_root,
+        health_port=reach.health_port,
+        slot=slot,
+        multica_bin=reach.multica_bin,
+        require_task_token=True,
+    )
+    env = agent_env(reach.base_env, task, where)
+    blocked = blocked_custom_keys(task.agent.custom_env)
+    if blocked:
+        # Multica's daemon skips the same names; say so rather than drop them silently.
+        log.warning("task %s: custom_env may not set %s", short_id(task.id), ", ".join(blocked))
+    resume, lost = resumable_session(task, dirs)
+    if lost:
+        log.info(
+            "task %s: prior session not resumed: its work dir is not reused", short_id(task.id)
+        )
+    return RunSpec(
+        prompt=build_prompt(task, session_lost=lost),
+        workdir=dirs.work_dir,
+        env=env,
+        task_id=task.id,
+        model=task.agent.model,
+        resume_session_id=resume,
+        # The runtime brief in the work directory carries the agent's instructions.
+        instructions="",
+        extra_args=tuple(task.agent.custom_args),
+        kill_grace=settings.kill_grace,
+        # An agent that closed stdout after its final result gets the whole exit grace.
+        exit_wait=max(EXIT_WAIT, settings.exit_grace),
+        observer=observer,
+        mcp_config=mcp_config,
+        processes=processes,
+    )

@@ -1,0 +1,138 @@
+"""A task's place on disk, laid out as Multica's daemon lays it out.
+
+    <workspaces root>/<workspace>/<task>/            the task's own directory
+        .managed_env.json                          says which issue or chat it serves
+        multica-config/  multica-task-XXXX/  mcp-config.json
+        workdir/                                   the agent's working directory
+            .multica/daemon_task_context.json      the daemon's marker
+
+Ids become path components through `daemon.private_files.path_part`, which keeps a plain id as it is
+and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
+`prior_work_dir` its claim names, but only when that directory is one of ours for the same
+agent and issue (or chat): a server's word alone never points the agent at a directory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daemon.private_files import ensure_dir, path_part
+from daemon.protocol.models import Task
+from daemon.task.setup.agent_env import make_temp_dir
+from daemon.task.setup.nofollow import read_under, write_under
+
+ENV_MARKER = ".managed_env.json"
+TASK_MARKER = ".multica/daemon_task_context.json"
+MANAGED_ENV = "multica-daemon-managed-env"
+MANAGED_TASK = "multica-daemon-task"
+MCP_CONFIG_FILE = "mcp-config.json"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskDirs:
+    """The directories of one task, and whether they are a prior task's, reused."""
+
+    env_root: Path
+    work_dir: Path
+    config_root: Path
+    temp_dir: Path
+    reused: bool = False
+
+
+def _agent_id(task: Task) -> str:
+    return task.agent_id or task.agent.id
+
+
+def prepare_dirs(root: Path, task: Task) -> TaskDirs:
+    """Create (or reuse) the task's directories and write the daemon's markers into them."""
+    prior = reusable_work_dir(root, task)
+    if prior is not None:
+        env_root, work = prior.parent, prior
+    else:
+        env_root = root / path_part(task.workspace_id) / path_part(task.id)
+        work = env_root / "workdir"
+    ensure_dir(work)
+    config_root = ensure_dir(env_root / "multica-config")
+    temp = make_temp_dir(env_root)
+    scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
+    scope = {k: v for k, v in scope.items() if v}
+    marker = {"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}
+    write_under(work, TASK_MARKER, json.dumps(marker, indent=2))
+    if scope:
+        # Only an issue or a chat is a scope a later task can prove it shares (Go writes the
+        # same file only for them), so only such a directory is ever reused.
+        env = {**marker, "managed_by": MANAGED_ENV, "workspace_id": task.workspace_id}
+        write_under(env_root, ENV_MARKER, json.dumps(env))
+    return TaskDirs(env_root, work, config_root, temp, reused=prior is not None)
+
+
+def reusable_work_dir(root: Path, task: Task) -> Path | None:
+    """The claim's `prior_work_dir`, resolved, when it is ours for this agent and scope.
+
+    As Go's `shouldReusePriorWorkdir`: `<root>/<workspace>/<task>/workdir` once links are
+    resolved, with both markers naming this workspace, agent and issue (or chat session).
+    """
+    agent_id = _agent_id(task)
+    if not task.prior_work_dir or not agent_id or not (task.issue_id or task.chat_session_id):
+        return None
+    try:
+        real_root = root.resolve(strict=True)
+        work = Path(task.prior_work_dir).resolve(strict=True)
+        parts = work.relative_to(real_root).parts
+    except (OSError, ValueError, RuntimeError):
+        return None
+    if len(parts) != 3 or parts[0] != path_part(task.workspace_id) or parts[2] != "workdir":
+        return None
+    if not work.is_dir():
+        return None
+    env = _json(read_under(work.parent, ENV_MARKER))
+    marker = _json(read_under(work, TASK_MARKER))
+    if env.get("managed_by") != MANAGED_ENV or marker.get("managed_by") != MANAGED_TASK:
+        return None
+    if env.get("workspace_id") != task.workspace_id:
+        return None
+    if env.get("agent_id") != agent_id or marker.get("agent_id") != agent_id:
+        return None
+    key, value = (
+        ("issue_id", task.issue_id) if task.issue_id else ("chat_session_id", task.chat_session_id)
+    )
+    return work if env.get(key) == value and marker.get(key) == value else None
+
+
+def _json(text: str | None) -> dict[str, Any]:
+    try:
+        value = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def resumable_session(task: Task, dirs: TaskDirs) -> tuple[str, bool]:
+    """The session to resume, and whether a session the claim named was dropped.
+
+    A claim that names where its session ran (`prior_work_dir`) resumes only when this run
+    reuses that directory, as Go does: Claude keeps sessions per directory. A claim without
+    one (a server that keeps no work directories) resumes by the session alone, and the
+    backend starts fresh when the session is unknown.
+    """
+    session = task.prior_session_id
+    if not session or not task.prior_work_dir or dirs.reused:
+        return session, False
+    return "", True
+
+
+def write_mcp_config(dirs: TaskDirs, task: Task) -> Path | None:
+    """The agent's `mcp_config` in an owner-only file of the task's directory, if it has one."""
+    config = task.agent.mcp_config
+    if config is None:
+        return None
+    return write_under(dirs.env_root, MCP_CONFIG_FILE, json.dumps(config))
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a task's temp directory; what cannot be removed stays."""
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,1 @@
+"""The worker and its own parts: claiming, registration, token renewal, the summary line."""

@@ -1,0 +1,324 @@
+"""The daemon's lifecycle: start up, claim and run tasks, shut down in two stages.
+
+A little past 300 lines on purpose: it reads top-down as one lifecycle (`run → startup → serve
+→ shutdown`), and its own parts (pickup, registration, token renewal, summary) are already
+modules beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import anyio
+from anyio.abc import TaskGroup
+
+from backends.base import Backend
+from backends.process import ProcessRegistry
+from daemon.config import Settings
+from daemon.errors import RuntimeGoneError, ServerError
+from daemon.logs import short_id
+from daemon.multica_home import daemon_id
+from daemon.ops.metrics import Metrics
+from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.client import ServerClient
+from daemon.protocol.models import Task
+from daemon.protocol.pacing import Pacing
+from daemon.services import AgentReach, Services
+from daemon.shutdown import CLAIM, ShutdownBudget
+from daemon.snapshot import DaemonSnapshot
+from daemon.state.agent_records import AgentRecords
+from daemon.state.incidents import IncidentLog
+from daemon.state.outbox import Outbox
+from daemon.task.outcome import Outcome
+from daemon.task.recovery import idle_retry_policy
+from daemon.task.run import TaskRun
+from daemon.worker.pickup import Pickup
+from daemon.worker.registration import Registration, recover_orphans
+from daemon.worker.summary import Summary
+from daemon.worker.token_renewal import renew_once, renewal_loop
+
+log = logging.getLogger(__name__)
+
+OUTBOX_INTERVAL = 30.0
+"""Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
+DEREGISTER_WITHIN = 2.0
+"""Deregistering is a courtesy: a server that does not answer must not hold the exit."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerOptions:
+    """How the worker sits in its process; the defaults suit a worker embedded in another."""
+
+    control: bool = False
+    """Open the server's control WebSocket (a server in another process)."""
+    subreaper: bool = False
+    """Adopt orphaned agent processes: only a daemon that owns its process may."""
+    outbox_interval: float = OUTBOX_INTERVAL
+
+
+class Worker:
+    """Registers with the server, heartbeats, claims up to its free slots, runs tasks."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: ServerClient,
+        backends: Mapping[str, tuple[Backend, str]],
+        *,
+        reach: AgentReach,
+        metrics: Metrics,
+        circuit: CircuitBreaker,
+        budget: ShutdownBudget,
+        options: WorkerOptions = WorkerOptions(),
+    ) -> None:
+        """`reach` is how agents reach the daemon and the server (`AgentReach.found`; its health
+        port is set when the port is served: `attach_health`)."""
+        self.settings = settings
+        self.client = client
+        self.backends = dict(backends)
+        self.metrics = metrics
+        self.circuit = circuit
+        self.status = "starting"
+        self.daemon_id = daemon_id(
+            settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
+        )
+        self.registration = Registration(client, settings, self.backends, self.daemon_id)
+        self.runs: dict[str, TaskRun] = {}
+        self.summary = Summary()
+        self.outbox_interval = options.outbox_interval
+        # Off by default: a worker embedded in another process must not adopt its orphans.
+        self.subreaper = options.subreaper
+        self.services = Services(
+            client=client,
+            settings=settings,
+            metrics=metrics,
+            outbox=Outbox(settings.state_dir / "outbox", metrics),
+            incidents=IncidentLog(settings.state_dir / "timeouts.jsonl"),
+            budget=budget,
+            idle_retry=idle_retry_policy(settings.idle_retries),
+            reach=reach,
+            records=AgentRecords(settings.state_dir / "agents"),
+            processes=ProcessRegistry(),
+            pacing=Pacing(lambda: len(self.runs)),
+        )
+        self.outbox = self.services.outbox
+        self.budget = budget
+        self._stopping = anyio.Event()
+        self._starting = anyio.CancelScope()
+        url = reach.server_url
+        self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
+        self._idle = anyio.Event()
+
+    @property
+    def registered(self) -> bool:
+        """True once the server knows our runtimes."""
+        return bool(self.registration.runtimes)
+
+    @property
+    def workspaces(self) -> list[dict[str, str]]:
+        """The workspaces this daemon serves (id and name)."""
+        return self.registration.workspaces
+
+    def attach_health(self, port: int) -> None:
+        """The health port is served on `port`: agents started from now on reach the daemon
+        there (`MULTICA_DAEMON_PORT`)."""
+        reach = replace(self.services.reach, health_port=port)
+        self.services = replace(self.services, reach=reach)
+
+    def snapshot(self) -> DaemonSnapshot:
+        """The daemon and its running tasks now, as plain values for the health port."""
+        workspaces = tuple(
+            (w["id"], w["name"], tuple(r.id for r in self.registration.by_workspace[w["id"]]))
+            for w in self.workspaces
+        )
+        return DaemonSnapshot(
+            status=self.status,
+            daemon_id=self.daemon_id,
+            device_name=self.settings.device_name,
+            server_url=self.services.reach.server_url,
+            registered=self.registered,
+            max_concurrent_tasks=self.settings.max_concurrent_tasks,
+            agents=tuple((name, version) for name, (_, version) in self.backends.items()),
+            workspaces=workspaces,
+            profile=self.settings.profile,
+            server_circuit=self.circuit.state,
+            outbox_depth=self.outbox.depth(),
+            # A copy of the runs: one that finishes mid-build must not change the tuple.
+            runs=tuple(run.snapshot() for run in list(self.runs.values())),
+        )
+
+    async def run(self) -> None:
+        """Start up, serve until asked to stop, shut down; the three stages, top-down."""
+        async with anyio.create_task_group() as signals:
+            # Signals are ours from the first moment: a SIGTERM while the server is still
+            # unreachable at start-up must end the wait, not kill the process mid-recovery.
+            signals.start_soon(self._signals)
+            try:
+                with self._starting:
+                    await self.startup()
+                if self.registered and not self._stopping.is_set():
+                    await self.serve()
+            finally:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+                    await self.shutdown()
+                signals.cancel_scope.cancel()
+
+    def request_stop(self) -> None:
+        """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
+        if not self._stopping.is_set():
+            log.info("stopping: no new claims, %d tasks running", len(self.runs))
+            self.status = "stopping"
+            self._stopping.set()
+            self.pickup.wake()
+            self._starting.cancel()
+            self.budget.drain()
+
+    def stop_now(self) -> None:
+        """Second stage: cancel every running task now (each is still reported)."""
+        self.request_stop()
+        self.budget.stop()
+        for run in list(self.runs.values()):
+            run.stop("shutdown")
+
+    async def startup(self) -> None:
+        """Kill what a crashed run left, register, flush the outbox, recover orphans."""
+        log.info("starting: daemon %s, backends %s", self.daemon_id, ", ".join(self.backends))
+        records, processes = self.services.records, self.services.processes
+        if self.subreaper:
+            self.subreaper = processes.adopt_orphans()
+        if records is not None:
+            await records.recover(self.settings.kill_grace)
+        await renew_once(self.client, self.settings.profile)
+        await self.registration.register_when_reachable()
+        # Before recover-orphans: the server would fail every task still in flight, including
+        # those whose `complete` waits in the outbox, and a result must never become a failure.
+        left = await self.outbox.flush(self.client)
+        await recover_orphans(self.client, self.registration.runtimes)
+        self.status = "running"
+        log.info(
+            "started: %d runtimes in %d workspaces, outbox %d",
+            len(self.registration.runtimes),
+            len(self.workspaces),
+            left,
+        )
+
+    async def serve(self) -> None:
+        """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.registration.heartbeats)
+            tg.start_soon(self.registration.sync_loop)
+            tg.start_soon(
+                renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
+            )
+            tg.start_soon(self._outbox_loop)
+            tg.start_soon(self.pickup.listen)
+            processes = self.services.processes
+            if self.subreaper:
+                tg.start_soon(processes.reap_adopted)
+            async with anyio.create_task_group() as group:
+                await self._claim_loop(group)
+                await self._drain_running()
+            tg.cancel_scope.cancel()
+
+    async def shutdown(self) -> None:
+        """Deregister and log the summary line."""
+        self.status = "stopping"
+        ids = [r.id for r in self.registration.runtimes]
+        if ids:
+            with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:
+                try:
+                    await self.client.deregister(ids)
+                except ServerError as exc:
+                    log.warning("deregister failed: %s", exc)
+            if bounded.cancelled_caught:
+                log.warning("deregister: no answer within %.0fs", DEREGISTER_WITHIN)
+        log.info("%s", self.summary.line())
+
+    async def _signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
+            async for signum in received:
+                if self._stopping.is_set():
+                    log.warning(
+                        "second %s: cancelling running tasks now", signal.Signals(signum).name
+                    )
+                    self.stop_now()
+                else:
+                    log.info("%s received", signal.Signals(signum).name)
+                    self.request_stop()
+
+    async def _outbox_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.outbox_interval)
+            try:
+                if self.outbox.depth():
+                    await self.outbox.flush(self.client)
+            except OSError as exc:
+                # Out of file descriptors, a full disk: the reports stay where they are and
+                # the next round tries again; the daemon's other work must not end over it.
+                log.error("outbox: re-send failed, again in %ss: %s", self.outbox_interval, exc)
+
+    async def _claim_loop(self, group: TaskGroup) -> None:
+        """Claim only when a slot is free; again at once when a task finishes."""
+        while not self._stopping.is_set():
+            free = self.settings.max_concurrent_tasks - len(self.runs)
+            if free > 0 and self.registration.runtimes and self.circuit.allow():
+                for task in await self._claim(free):
+                    self._launch(group, task)
+            await self.pickup.wait()
+
+    async def _claim(self, free: int) -> list[Task]:
+        # A claim still retrying against a failing server must not hold the shutdown for its
+        # whole retry budget: once draining, its answer is awaited only briefly.
+        with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
+            try:
+                ids = self.registration.runtime_ids()
+                return self.pickup.claimed(await self.client.claim(self.daemon_id, ids, free))
+            except RuntimeGoneError:
+                await self.registration.register_again("claim")
+            except ServerError as exc:
+                log.warning("claim failed: %s", exc)
+        return []
+
+    def _launch(self, group: TaskGroup, task: Task) -> None:
+        backend = self.registration.backend_for(task)
+        run = TaskRun(task, backend, self._free_slot(), self.services)
+        self.runs[task.id] = run
+        self.metrics.tasks_claimed.labels(backend.name).inc()
+        log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
+        self._idle = anyio.Event()
+        group.start_soon(self._run_one, run, name=f"task {short_id(task.id)}")
+
+    def _free_slot(self) -> int:
+        """The lowest slot no running task holds (Multica's `MULTICA_TASK_SLOT`, from 0)."""
+        taken = {r.slot for r in self.runs.values()}
+        return next(n for n in range(len(taken) + 1) if n not in taken)
+
+    async def _run_one(self, run: TaskRun) -> None:
+        outcome: Outcome | None = None
+        try:
+            outcome = await run.run()
+        except Exception:
+            # `run` fails its own task on any error; this guards the rest of the daemon from a
+            # defect in that very path (deciding or reporting), which must not end the runs' group.
+            log.exception("task %s: run ended by an unexpected error", run.id)
+        finally:
+            self.runs.pop(run.task.id, None)
+            self.summary.add(outcome)
+            self.pickup.wake()
+            if not self.runs:
+                self._idle.set()
+
+    async def _drain_running(self) -> None:
+        """Let running tasks finish within the shutdown grace, then cancel the rest."""
+        if not self.runs:
+            return
+        grace = self.settings.shutdown_grace
+        log.info("waiting up to %ss for %d running tasks", grace, len(self.runs))
+        with anyio.move_on_after(grace):
+            await self._idle.wait()
+        if self.runs:
+            log.warning("shutdown grace over: cancelling %d tasks", len(self.runs))
+            self.stop_now()

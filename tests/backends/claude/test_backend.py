@@ -1,0 +1,113 @@
+"""How the Claude Code backend builds its command line and environment (no CLI needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from backends.base import RunSpec
+from backends.claude.backend import ClaudeBackend, filter_args, prompt_line
+
+
+def spec(**fields: object) -> RunSpec:
+    base: dict[str, object] = {"prompt": "hi", "workdir": Path("/w"), "env": {"PATH": "/bin"}}
+    base.update(fields)
+    return RunSpec(**base)  # type: ignore[arg-type]
+
+
+def test_argv_asks_for_stream_json_both_ways_and_bypassed_permissions() -> None:
+    """The fixed flags come first, in the form the CLI documents."""
+    argv = ClaudeBackend("/opt/claude").argv(spec())
+    assert argv == [
+        "/opt/claude",
+        "-p",
+        "--output-format",
+        "stream-json",
+        "--input-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+    ]
+
+
+def test_task_model_wins_over_the_default_model() -> None:
+    """The task's model is used when given, else the configured default."""
+    backend = ClaudeBackend("claude", model="sonnet")
+    assert backend.argv(spec())[-2:] == ["--model", "sonnet"]
+    assert backend.argv(spec(model="opus"))[-2:] == ["--model", "opus"]
+
+
+def test_resume_adds_the_session() -> None:
+    """Resuming passes the session id with --resume."""
+    argv = ClaudeBackend("claude").argv(spec(), resume="abc")
+    assert argv[-2:] == ["--resume", "abc"]
+
+
+def test_configured_then_task_arguments_come_last() -> None:
+    """Extra arguments follow the fixed ones, configured before the task's own."""
+    backend = ClaudeBackend("claude", ["--max-turns", "5"])
+    argv = backend.argv(spec(extra_args=["--effort", "high"]))
+    assert argv[-4:] == ["--max-turns", "5", "--effort", "high"]
+
+
+def test_format_arguments_are_dropped_with_their_values() -> None:
+    """Arguments that would switch the stream format are refused, in both spellings."""
+    args = ["--output-format", "text", "--verbose", "--input-format=text", "--max-turns", "3"]
+    assert filter_args(args) == ["--verbose", "--max-turns", "3"]
+
+
+def test_session_markers_are_stripped_from_the_environment() -> None:
+    """Variables a running Claude Code sets for its children never reach the agent."""
+    env = {
+        "PATH": "/bin",
+        "CLAUDECODE": "1",
+        "CLAUDE_CODE_ENTRYPOINT": "cli",
+        "CLAUDE_CODE_SESSION_ID": "s",
+        "CLAUDE_CODE_MAX_RETRIES": "3",
+    }
+    got = ClaudeBackend("claude", is_root=False).env(spec(env=env))
+    assert got == {"PATH": "/bin", "CLAUDE_CODE_MAX_RETRIES": "3"}
+
+
+def test_root_gets_is_sandbox() -> None:
+    """As root IS_SANDBOX=1 is set (the CLI refuses bypassPermissions otherwise); not otherwise."""
+    assert ClaudeBackend("claude", is_root=True).env(spec())["IS_SANDBOX"] == "1"
+    assert "IS_SANDBOX" not in ClaudeBackend("claude", is_root=False).env(spec())
+
+
+def test_root_overrides_a_host_is_sandbox_value() -> None:
+    """A host's `IS_SANDBOX=yes` is replaced by `1` as root, and passed through otherwise."""
+    host = spec(env={"IS_SANDBOX": "yes", "PATH": "/usr/bin"})
+    assert ClaudeBackend("claude", is_root=True).env(host)["IS_SANDBOX"] == "1"
+    assert ClaudeBackend("claude", is_root=False).env(host)["IS_SANDBOX"] == "yes"
+
+
+def test_prompt_is_one_stream_json_user_message() -> None:
+    """The prompt goes in as a single newline-terminated user message."""
+    line = prompt_line('say "hi"\nthen stop')
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == {
+        "type": "user",
+        "message": {"role": "user", "content": 'say "hi"\nthen stop'},
+    }
+
+
+def test_relative_cli_path_is_made_absolute() -> None:
+    """A relative path is resolved now, not later inside the task's work directory."""
+    assert ClaudeBackend("bin/claude").path == str(Path.cwd() / "bin" / "claude")
+    assert ClaudeBackend("claude").path == "claude"
+
+
+def test_an_mcp_config_is_passed_as_the_whole_server_set() -> None:
+    """A spec's MCP file goes in with `--mcp-config` and `--strict-mcp-config`; none: neither."""
+    argv = ClaudeBackend("claude").argv(spec(mcp_config=Path("/t/mcp-config.json")))
+    at = argv.index("--mcp-config")
+    assert argv[at + 1 : at + 3] == ["/t/mcp-config.json", "--strict-mcp-config"]
+    assert "--mcp-config" not in ClaudeBackend("claude").argv(spec())
+
+
+def test_configured_arguments_cannot_name_another_mcp_config() -> None:
+    """`--mcp-config` in configured or task arguments is dropped with its value."""
+    kept = filter_args(["--mcp-config", "/home/u/.mcp.json", "--mcp-config=x.json", "--debug"])
+    assert kept == ["--debug"]
