@@ -239,22 +239,28 @@ class Settings(BaseModel):
     codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
     codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
     claude_idle_watchdog: Duration = _env(
-        "MULTICA_CLAUDE_IDLE_WATCHDOG", "0", "Claude Code's idle window (see below); 0 = the global"
+        "MULTICA_CLAUDE_IDLE_WATCHDOG",
+        "0",
+        "Claude Code's idle window (see Agent backends); 0 = the global",
     )
     codex_idle_watchdog: Duration = _env(
-        "MULTICA_CODEX_IDLE_WATCHDOG", "0", "Codex's idle window (see below); 0 = the global"
+        "MULTICA_CODEX_IDLE_WATCHDOG",
+        "0",
+        "Codex's idle window (see Agent backends); 0 = the global",
     )
     opencode_path: str = _env("MULTICA_OPENCODE_PATH", "opencode", "OpenCode executable")
     opencode_args: Words = _env("MULTICA_OPENCODE_ARGS", "", "Extra OpenCode arguments")
     opencode_model: str = _env("MULTICA_OPENCODE_MODEL", "", "Default OpenCode model")
     opencode_idle_watchdog: Duration = _env(
-        "MULTICA_OPENCODE_IDLE_WATCHDOG", "10m", "OpenCode's idle window (see below)"
+        "MULTICA_OPENCODE_IDLE_WATCHDOG", "10m", "OpenCode's idle window (see Agent backends)"
     )
     gemini_path: str = _env("MULTICA_GEMINI_PATH", "gemini", "Gemini CLI executable")
     gemini_args: Words = _env("MULTICA_GEMINI_ARGS", "", "Extra Gemini CLI arguments")
     gemini_model: str = _env("MULTICA_GEMINI_MODEL", "", "Default Gemini model")
     gemini_idle_watchdog: Duration = _env(
-        "MULTICA_GEMINI_IDLE_WATCHDOG", "0", "Gemini CLI's idle window (see below); 0 = the global"
+        "MULTICA_GEMINI_IDLE_WATCHDOG",
+        "0",
+        "Gemini CLI's idle window (see Agent backends); 0 = the global",
     )
     hermes_path: str = _env("MULTICA_HERMES_PATH", "hermes", "Hermes Agent executable")
     hermes_args: Words = _env("MULTICA_HERMES_ARGS", "", "Extra Hermes Agent arguments")
@@ -262,7 +268,7 @@ class Settings(BaseModel):
     hermes_idle_watchdog: Duration = _env(
         "MULTICA_HERMES_IDLE_WATCHDOG",
         "0",
-        "Hermes Agent's idle window (see below); 0 = the global",
+        "Hermes Agent's idle window (see Agent backends); 0 = the global",
     )
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")
