@@ -64,7 +64,7 @@ async def acp_daemon(
     """A daemon serving the real CLI, pointed at its fake API.
 
     The backend is handed in rather than discovered: `--version` of a Node CLI costs seconds
-    on a loaded machine, and discovery has tests of its own (tests/backends/test_acp_real.py).
+    on a loaded machine, and discovery has tests of its own (tests/backends/acp/test_real_clis.py).
     """
     name = cli.agent.name
     path = require_cli(cli.agent.command, f"MULTICA_TEST_{name.upper()}_PATH")

@@ -13,21 +13,28 @@ answer and is logged as a side request.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.loopback import serve_app
-from tests.fakes.openai_api import Answer, ApiCall, ApiError, FakeOpenAI, Shell, Stall, Step
+from tests.fakes.openai_api import (
+    Answer,
+    ApiError,
+    FakeOpenAI,
+    Shell,
+    Stall,
+    Step,
+    serve_fake,
+    sse_data,
+)
 
 MODEL = "fake-chat"
 PROVIDER = "fake"
@@ -46,14 +53,11 @@ class FakeChat(FakeOpenAI):
             body = {}
         messages = body.get("messages") or []
         main = bool(body.get("tools"))
-        step: Step = self._next() if main else Answer("Fake title")
+        step: Step = self.next_step() if main else Answer("Fake title")
         self.record(
-            ApiCall(
-                seq=len(self.requests) + 1,
-                t=round(time.monotonic() - self._started, 3),
-                method=request.method,
-                path=request.url.path,
-                kind="main" if main else "side",
+            self.call(
+                request,
+                "main" if main else "side",
                 action=type(step).__name__,
                 model=str(body.get("model", "")),
                 tools=[str((t.get("function") or {}).get("name")) for t in body.get("tools") or []],
@@ -71,9 +75,6 @@ class FakeChat(FakeOpenAI):
             await self.closing.wait()
             return Response(status_code=503)
         return StreamingResponse(self._chunks(step), media_type="text/event-stream")
-
-    def _next(self) -> Step:
-        return self._script.popleft() if self._script else self._default
 
     async def _chunks(self, step: Step) -> AsyncIterator[bytes]:
         chunk_id = "chatcmpl-" + uuid.uuid4().hex[:20]
@@ -108,7 +109,7 @@ class FakeChat(FakeOpenAI):
             "total_tokens": USAGE["prompt_tokens"] + USAGE["completion_tokens"],
             "prompt_tokens_details": {"cached_tokens": USAGE["cached_tokens"]},
         }
-        yield _data(
+        yield sse_data(
             {
                 "id": chunk_id,
                 "object": "chat.completion.chunk",
@@ -123,7 +124,7 @@ class FakeChat(FakeOpenAI):
 
 def _chunk(chunk_id: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
     choice = {"index": 0, "delta": delta, "finish_reason": finish}
-    return _data(
+    return sse_data(
         {
             "id": chunk_id,
             "object": "chat.completion.chunk",
@@ -134,42 +135,12 @@ def _chunk(chunk_id: str, delta: dict[str, Any], finish: str | None = None) -> b
     )
 
 
-def _data(payload: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(payload)}\n\n".encode()
-
-
-async def _other(request: Request) -> Response:
-    fake: FakeChat = request.app.state.fake
-    fake.record(
-        ApiCall(
-            seq=len(fake.requests) + 1,
-            t=round(time.monotonic() - fake._started, 3),
-            method=request.method,
-            path=request.url.path,
-            kind="other",
-        )
-    )
-    return JSONResponse({"object": "list", "data": []})
-
-
-@contextlib.asynccontextmanager
-async def fake_chat(
+def fake_chat(
     script: Iterable[Step] = (), default: Step | None = None
-) -> AsyncIterator[FakeChat]:
+) -> AbstractAsyncContextManager[FakeChat]:
     """Serve the fake on a loopback port; requests past the script get `default`."""
     fake = FakeChat(script, default or Answer())
-    routes = [
-        Route("/v1/chat/completions", fake.chat, methods=["POST"]),
-        Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
-    ]
-    app = Starlette(routes=routes)
-    app.state.fake = fake
-    async with serve_app(app) as url:
-        fake.url = url
-        try:
-            yield fake
-        finally:
-            fake.closing.set()
+    return serve_fake(fake, Route("/v1/chat/completions", fake.chat, methods=["POST"]))
 
 
 def opencode_config(path: Path, base_url: str) -> Path:
@@ -209,6 +180,14 @@ def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_SHARE": "1",
+        # Features the tests do not use, whose start-up work (scanning ~/.claude, external
+        # skills, plugins, a file watcher) took seconds between the CLI's steps on a loaded
+        # machine: long enough to look idle to a 4 s watchdog.
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+        "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
         "npm_config_offline": "true",
     }
     env.update(extra)

@@ -13,20 +13,26 @@ checks) get harmless answers and are logged.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import time
 from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.fakes.loopback import serve_app
-from tests.fakes.openai_api import Answer, ApiCall, ApiError, FakeOpenAI, Shell, Stall, Step
+from tests.fakes.openai_api import (
+    Answer,
+    ApiError,
+    FakeOpenAI,
+    Shell,
+    Stall,
+    Step,
+    serve_fake,
+    sse_data,
+)
 
 MODEL = "gemini-2.5-flash"
 USAGE = {"prompt": 150, "candidates": 15, "cached": 30, "thoughts": 0}
@@ -45,14 +51,12 @@ class FakeGemini(FakeOpenAI):
             body = {}
         contents = body.get("contents") or []
         main = method == "streamGenerateContent" and bool(body.get("tools"))
-        step: Step = self._next() if main else Answer('{"next_speaker": "user", "reasoning": "ok"}')
+        side = Answer('{"next_speaker": "user", "reasoning": "ok"}')
+        step: Step = self.next_step() if main else side
         self.record(
-            ApiCall(
-                seq=len(self.requests) + 1,
-                t=round(time.monotonic() - self._started, 3),
-                method=request.method,
-                path=request.url.path,
-                kind="main" if main else "side",
+            self.call(
+                request,
+                "main" if main else "side",
                 action=type(step).__name__,
                 model=model,
                 tools=_tool_names(body.get("tools")),
@@ -74,12 +78,9 @@ class FakeGemini(FakeOpenAI):
             return JSONResponse(_response([{"text": step.text}], "STOP"))
         return StreamingResponse(self._chunks(step), media_type="text/event-stream")
 
-    def _next(self) -> Step:
-        return self._script.popleft() if self._script else self._default
-
     async def _chunks(self, step: Step) -> AsyncIterator[bytes]:
         if isinstance(step, Stall):
-            yield _data(_response([{"text": "Working on it"}], None))
+            yield sse_data(_response([{"text": "Working on it"}], None))
             await self.closing.wait()
             return
         if isinstance(step, Answer):
@@ -91,7 +92,7 @@ class FakeGemini(FakeOpenAI):
             assert isinstance(step, Shell)
             call = {"name": "run_shell_command", "args": {"command": step.command}}
             parts = [{"functionCall": call}]
-        yield _data(_response(parts, "STOP", usage=True))
+        yield sse_data(_response(parts, "STOP", usage=True))
 
 
 def _response(
@@ -124,42 +125,12 @@ def _has_part(content: Any, key: str) -> bool:
     return any(isinstance(p, dict) and key in p for p in parts or [])
 
 
-def _data(payload: dict[str, Any]) -> bytes:
-    return f"data: {json.dumps(payload)}\n\n".encode()
-
-
-async def _other(request: Request) -> Response:
-    fake: FakeGemini = request.app.state.fake
-    fake.record(
-        ApiCall(
-            seq=len(fake.requests) + 1,
-            t=round(time.monotonic() - fake._started, 3),
-            method=request.method,
-            path=request.url.path,
-            kind="other",
-        )
-    )
-    return JSONResponse({})
-
-
-@contextlib.asynccontextmanager
-async def fake_gemini(
+def fake_gemini(
     script: Iterable[Step] = (), default: Step | None = None
-) -> AsyncIterator[FakeGemini]:
+) -> AbstractAsyncContextManager[FakeGemini]:
     """Serve the fake on a loopback port; requests past the script get `default`."""
     fake = FakeGemini(script, default or Answer())
-    routes = [
-        Route("/v1beta/models/{rest:path}", fake.models, methods=["POST"]),
-        Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
-    ]
-    app = Starlette(routes=routes)
-    app.state.fake = fake
-    async with serve_app(app) as url:
-        fake.url = url
-        try:
-            yield fake
-        finally:
-            fake.closing.set()
+    return serve_fake(fake, Route("/v1beta/models/{rest:path}", fake.models, methods=["POST"]))
 
 
 def gemini_home(path: Path) -> Path:
