@@ -26,7 +26,7 @@ import anyio
 
 from backends.acp.agent import AcpAgent
 from backends.acp.first_start import FirstStarts, data_dir
-from backends.acp.session import AcpSession
+from backends.acp.session import AcpSession, Turn
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.process import ProcessRun, ProcessSpec, run_process
@@ -63,18 +63,9 @@ class AcpBackend(AgentCli):
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         model = spec.model or self.model
         servers = await mcp_servers(spec.mcp_config)
-        session = AcpSession(
-            self.agent.label,
-            [spec.instructions, spec.prompt],
-            str(spec.workdir),
-            provider=self.agent.provider,
-            resume=spec.resume_session_id,
-            model=model,
-            set_model=not self.agent.model_flag,
-            resumes=self.agent.resumes,
-            pending_runs=self.agent.pending_runs,
-            mcp_servers=servers,
-        )
+        prompt = (spec.instructions, spec.prompt)
+        turn = Turn(prompt, str(spec.workdir), spec.resume_session_id, model, servers)
+        session = AcpSession(self.agent, turn)
         process = ProcessSpec.for_run(
             spec, self.argv(spec), self.env(spec), session.first_line(), keep_stdin_open=True
         )

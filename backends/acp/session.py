@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
 from backends.acp import rpc
+from backends.acp.agent import AcpAgent
 from backends.acp.updates import SessionUpdates
 from backends.acp.usage import turn_usage
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
@@ -41,40 +43,39 @@ _CLIENT = {"name": "agent-daemon", "version": "1"}
 _MODEL_SWITCHES = ("session/set_model", "session/set_config_option")
 
 
-class AcpSession:
-    """A `LineParser` that drives one agent through one prompt turn over ACP."""
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one run asks of the agent: the prompt, where, and which session and model."""
 
-    def __init__(
-        self,
-        label: str,
-        prompt: Sequence[str],
-        cwd: str,
-        *,
-        provider: str,
-        resume: str = "",
-        model: str = "",
-        set_model: bool = False,
-        resumes: bool = True,
-        pending_runs: bool = True,
-        mcp_servers: Sequence[Mapping[str, Any]] = (),
-    ) -> None:
-        self.label = label
-        self.provider = provider
-        self.resume = resume
-        self.model = model
+    prompt: Sequence[str]
+    """Text blocks, in order (empty ones are left out)."""
+    cwd: str
+    resume: str = ""
+    model: str = ""
+    mcp_servers: Sequence[Mapping[str, Any]] = ()
+
+
+class AcpSession:
+    """A `LineParser` that drives one agent (its table entry) through one prompt turn."""
+
+    def __init__(self, agent: AcpAgent, turn: Turn) -> None:
+        self.label = agent.label
+        self.provider = agent.provider
+        self.resume = turn.resume
+        self.model = turn.model
         self.session_id = ""
         self.opened = anyio.Event()
         self.answered = anyio.Event()
         self.prompting = False
-        self._prompt = [{"type": "text", "text": text} for text in prompt if text]
-        self._cwd = cwd
-        self._set_model = set_model
-        self._resumes = resumes
-        self._mcp = list(mcp_servers)
+        self._prompt = [{"type": "text", "text": text} for text in turn.prompt if text]
+        self._cwd = turn.cwd
+        self._set_model = not agent.model_flag
+        self._resumes = agent.resumes
+        self._mcp = list(turn.mcp_servers)
         self._capabilities: dict[str, Any] = {}
         self._pending: dict[int, str] = {}
         self._next_id = 0
-        self._updates = SessionUpdates(pending_runs=pending_runs)
+        self._updates = SessionUpdates(pending_runs=agent.pending_runs)
         self._result: RunResult | None = None
 
     def first_line(self) -> bytes:

@@ -159,6 +159,9 @@ def opencode_config(path: Path, base_url: str) -> Path:
         "small_model": f"{PROVIDER}/{MODEL}",
         "autoupdate": False,
         "share": "disabled",
+        # No git snapshot of the work directory before and after every step: seconds of
+        # silence between steps on a loaded machine, and the tests never undo a step.
+        "snapshot": False,
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(config, indent=2))
@@ -168,10 +171,14 @@ def opencode_config(path: Path, base_url: str) -> Path:
 def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     """An environment for OpenCode with a fresh HOME under `root`, its model the fake.
 
-    npm runs offline: OpenCode installs `@opencode-ai/plugin` into its config directory in the
-    background, which would otherwise reach for the registry (it fails fast and is logged)."""
+    OpenCode installs `@opencode-ai/plugin` into its config directory, in the background, at
+    every start whose lock file does not list it; the config directory here has a lock that
+    does, so it never tries (and npm is offline should a later version try anyway)."""
     home = root / "home"
-    home.mkdir(parents=True, exist_ok=True)
+    config_dir = home / ".config" / "opencode"
+    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    (config_dir / "package-lock.json").write_text(json.dumps(lock))
     env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home),
@@ -180,9 +187,11 @@ def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "OPENCODE_DISABLE_MODELS_FETCH": "1",
         "OPENCODE_DISABLE_AUTOUPDATE": "1",
         "OPENCODE_DISABLE_SHARE": "1",
-        # Features the tests do not use, whose start-up work (scanning ~/.claude, external
-        # skills, plugins, a file watcher) took seconds between the CLI's steps on a loaded
-        # machine: long enough to look idle to a 4 s watchdog.
+        # Features the tests do not use, whose start-up work (indexing the work directory's
+        # files, scanning ~/.claude, external skills, plugins, a file watcher) took seconds
+        # before the first model call on a loaded machine (the index alone 4 s): long enough
+        # to look idle to a 4 s watchdog.
+        "OPENCODE_DISABLE_FFF": "1",
         "OPENCODE_DISABLE_CLAUDE_CODE": "1",
         "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
         "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",

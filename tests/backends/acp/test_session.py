@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from backends.acp.session import AcpSession
+from backends.acp.agent import AcpAgent
+from backends.acp.session import AcpSession, Turn
 from backends.base import Message, MessageType, RunStatus, Usage
 
 pytestmark = pytest.mark.anyio
@@ -61,9 +62,10 @@ class Agent:
         return [m for m in self.messages if m.type is kind]
 
 
-def start(**options: Any) -> Agent:
-    options.setdefault("provider", "test")
-    return Agent(AcpSession("Agent", ["Do the task."], "/work", **options))
+def start(resume: str = "", model: str = "", **entry: Any) -> Agent:
+    """A session of an agent whose table entry has `entry` (no model flag by default)."""
+    agent = AcpAgent("agent", "Agent", "agent", (), "", **{"provider": "test", **entry})
+    return Agent(AcpSession(agent, Turn(["Do the task."], "/work", resume, model)))
 
 
 def test_handshake_opens_a_session_and_sends_the_prompt() -> None:
@@ -267,7 +269,7 @@ def test_refused_load_falls_back_to_a_fresh_session_and_says_so() -> None:
 
 def test_model_is_switched_through_the_config_option_when_offered() -> None:
     """A configured model the session is not on: set_config_option (OpenCode's way)."""
-    agent = start(model="p/m2", set_model=True)
+    agent = start(model="p/m2")
     agent.answer(INIT)
     option = {"id": "model", "currentValue": "p/m1"}
     agent.answer({"sessionId": SESSION, "configOptions": [option]})
@@ -279,7 +281,7 @@ def test_model_is_switched_through_the_config_option_when_offered() -> None:
 
 def test_refused_model_switch_fails_the_run() -> None:
     """A model the agent refuses fails the run rather than running on another model."""
-    agent = start(model="nope", set_model=True)
+    agent = start(model="nope")
     agent.answer(INIT)
     agent.answer({"sessionId": SESSION, "models": {"currentModelId": "default"}})
     assert agent.sent[-1]["method"] == "session/set_model"
