@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 
+from backends.process.identity import AgentUser
 from backends.version import cli_version
 
 
@@ -24,6 +25,7 @@ class AgentCli:
         model: str = "",
         *,
         detect_env: Mapping[str, str] | None = None,
+        detect_as: AgentUser | None = None,
     ) -> None:
         """`path` defaults to the CLI's name, looked up on the agent's PATH."""
         path = self.name if path is None else path
@@ -33,11 +35,17 @@ class AgentCli:
         self.model = model
         # `detect` runs the CLI with the daemon's own environment unless told otherwise.
         self._detect_env = detect_env
+        # The version probe runs the CLI's own code, so it runs as the agents do: an agent
+        # user's CLI (one it may have replaced) never runs as root.
+        self._detect_as = detect_as
 
     async def detect(self) -> str | None:
         """`<cli> --version` within 10 s: the version, or None."""
         env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
-        return await cli_version([self.path, "--version"], self.strip_markers(env))
+        # The daemon's own settings (its token among them) are no business of the CLI's.
+        env = {k: v for k, v in env.items() if not k.upper().startswith("MULTICA_")}
+        argv = [self.path, "--version"]
+        return await cli_version(argv, self.strip_markers(env), user=self._detect_as)
 
     def strip_markers(self, env: Mapping[str, str]) -> dict[str, str]:
         """A copy of `env` without this CLI's own session markers."""

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # backends.process imports this module
+    from backends.process.identity import AgentUser
     from backends.process.registry import ProcessRegistry
 
 
@@ -87,6 +88,11 @@ class RunResult:
     session_id: str = ""
     usage: tuple[Usage, ...] = ()
     exit_code: int | None = None
+    failure_reason: str = ""
+    """Why the run failed, read from the agent's structured output: a Multica taxonomy value,
+    or "" when the output does not say (the daemon then reads the error text)."""
+    limit_resets: str = ""
+    """When a provider limit that failed the run lifts, in the agent's words ("2:05 PM")."""
 
 
 class RunObserver(Protocol):
@@ -129,6 +135,8 @@ class RunSpec:
     """Where the run's processes are recorded (the daemon's one registry); None: the run's own."""
     mcp_config: Path | None = None
     """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
+    user: AgentUser | None = None
+    """The user every process of the run starts as (None: the daemon's own)."""
 
 
 @dataclass(slots=True)

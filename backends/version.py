@@ -11,6 +11,7 @@ import anyio
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.process import ProcessSpec, run_process
+from backends.process.identity import AgentUser
 
 VERSION_TIMEOUT = 10.0
 _VERSION = re.compile(r"\d+(?:\.\d+)+\S*")
@@ -56,7 +57,10 @@ def _release(version: str) -> tuple[int, ...]:
 
 
 async def cli_version(
-    argv: Sequence[str], env: Mapping[str, str], bound: float = VERSION_TIMEOUT
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    bound: float = VERSION_TIMEOUT,
+    user: AgentUser | None = None,
 ) -> str | None:
     """Run `argv` (e.g. `claude --version`); its version, or None if it fails or hangs."""
     parser = _FirstLine()
@@ -64,7 +68,11 @@ async def cli_version(
     with anyio.move_on_after(bound):
         try:
             spec = ProcessSpec(
-                argv=list(argv), cwd=Path(tempfile.gettempdir()), env=env, kill_grace=1.0
+                argv=list(argv),
+                cwd=Path(tempfile.gettempdir()),
+                env=env,
+                kill_grace=1.0,
+                user=user,
             )
             async with run_process(spec, parser) as run:
                 async for _ in run.messages():

@@ -20,7 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
+from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
+from daemon.agent_user import resolve as resolve_agent_user
 from daemon.errors import ConfigError
 from daemon.multica_home import default_workspaces_root, fill_from_config
 from daemon.times import SYNTAX as DURATION_SYNTAX
@@ -227,6 +229,11 @@ class Settings(BaseModel):
     kill_grace: Duration = _env(
         "MULTICA_AGENT_KILL_GRACE", "5s", "SIGTERM to SIGKILL grace when stopping an agent"
     )
+    agent_user: str = _env(
+        "MULTICA_AGENT_USER",
+        "",
+        "User (name or uid) a root daemon runs every agent as; empty = the daemon's own",
+    )
     command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
     command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")
     scripted_backend: Flag = _env(
@@ -272,6 +279,9 @@ class Settings(BaseModel):
     )
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")
+    agent_identity: AgentUser | None = _derived(
+        "The account `agent_user` names, checked; None: agents run as the daemon's user", None
+    )
 
     @property
     def embedded(self) -> bool:
@@ -325,6 +335,7 @@ class Settings(BaseModel):
         for name, field in _variables():
             if name not in values:
                 values[name] = _parse(field, _declared(field)[1])
+        values["agent_identity"] = resolve_agent_user(values["agent_user"])
         return cls(**values)
 
 

@@ -59,6 +59,19 @@ class RunSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderFailure:
+    """One backend's last provider failure (rate limit, quota, auth, outage)."""
+
+    backend: str
+    reason: str
+    at: str
+    """When the task failed (UTC, ISO 8601)."""
+    resets: str = ""
+    """When the limit lifts, in the agent's words ("" when it did not say)."""
+    task_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class DaemonSnapshot:
     """The daemon at one moment: its state, its registration and its running tasks."""
 
@@ -77,3 +90,4 @@ class DaemonSnapshot:
     server_circuit: str
     outbox_depth: int
     runs: tuple[RunSnapshot, ...]
+    provider_failures: tuple[ProviderFailure, ...] = ()

@@ -6,7 +6,7 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,13 +52,16 @@ async def run_cli(*args: str, env: Mapping[str, str], within: float = 30.0) -> t
 
 
 @asynccontextmanager
-async def daemon_child(env: Mapping[str, str], within: float = 30.0) -> AsyncIterator[DaemonChild]:
+async def daemon_child(
+    env: Mapping[str, str], within: float = 30.0, python: Sequence[str] = ()
+) -> AsyncIterator[DaemonChild]:
     """Start `python -m daemon run` with `env`; yields once its health port listens.
 
+    `python` is the command that runs Python (default: this one), e.g. through `setpriv`.
     Stops it with SIGTERM on exit (and kills it if it does not stop in time).
     """
     process = await anyio.open_process(
-        [sys.executable, "-m", "daemon", "run"],
+        [*(python or (sys.executable,)), "-m", "daemon", "run"],
         env=dict(env),
         cwd=ROOT,
         stdin=subprocess.DEVNULL,

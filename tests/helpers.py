@@ -24,7 +24,6 @@ import pytest
 
 import daemon
 from backends.base import Backend
-from backends.process import TRACKING_ENV, tagged
 from daemon.cli.discovery import available
 from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
@@ -38,6 +37,7 @@ from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
+from daemon.testing import fast_env
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,26 +81,7 @@ def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncCl
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
     """A daemon environment with fast test-friendly defaults, rooted in `home`."""
-    env = {
-        "HOME": str(home),
-        "PATH": os.environ.get("PATH", ""),
-        "MULTICA_SERVER_URL": server_url,
-        "MULTICA_DAEMON_TOKEN": TOKEN,
-        "MULTICA_DAEMON_STATE_DIR": str(home / "state"),
-        "MULTICA_WORKSPACES_ROOT": str(home / "workspaces"),
-        "MULTICA_DAEMON_POLL_INTERVAL": "100ms",
-        "MULTICA_DAEMON_HEARTBEAT_INTERVAL": "1s",
-        "MULTICA_DAEMON_STATUS_POLL_INTERVAL": "200ms",
-        "MULTICA_DAEMON_SHUTDOWN_GRACE": "5s",
-        "MULTICA_DAEMON_HEALTH_ADDR": "127.0.0.1:0",
-        "MULTICA_AGENT_KILL_GRACE": "1s",
-        "MULTICA_SCRIPTED_BACKEND": "1",
-        "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
-        "MULTICA_CODEX_PATH": str(home / "no-codex"),
-        "MULTICA_OPENCODE_PATH": str(home / "no-opencode"),
-        "MULTICA_GEMINI_PATH": str(home / "no-gemini"),
-        "MULTICA_HERMES_PATH": str(home / "no-hermes"),
-    }
+    env = {"PATH": os.environ.get("PATH", ""), **fast_env(home, server_url, TOKEN)}
     env.update(overrides)
     return env
 
@@ -235,11 +216,6 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
         tg.cancel_scope.cancel()
 
 
-def python_agent(code: str) -> list[str]:
-    """Argv of a `command` agent written as inline Python (a real child process)."""
-    return [sys.executable, "-c", code]
-
-
 @asynccontextmanager
 async def daemon_process(
     env: Mapping[str, str], *args: str, log: Path | None = None, python: Sequence[str] = ()
@@ -287,11 +263,6 @@ def incidents(d: RunningDaemon, task_id: str | None = None) -> list[dict[str, An
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     return [r for r in rows if task_id is None or r["task_id"] == task_id]
-
-
-def survivors(task_id: str) -> list[int]:
-    """Pids of live processes still carrying the task's tracking tag."""
-    return [p.pid for p in tagged(TRACKING_ENV, task_id)]
 
 
 @asynccontextmanager

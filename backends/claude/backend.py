@@ -32,6 +32,7 @@ from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.claude.stream import ClaudeStreamParser
 from backends.process import ProcessSpec
+from backends.process.identity import AgentUser
 from backends.resume import Launch, start_session
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,9 @@ class ClaudeBackend(AgentCli):
         *,
         detect_env: Mapping[str, str] | None = None,
         is_root: bool | None = None,
+        detect_as: AgentUser | None = None,
     ) -> None:
-        super().__init__(path, args, model, detect_env=detect_env)
+        super().__init__(path, args, model, detect_env=detect_env, detect_as=detect_as)
         # As root the CLI refuses bypassPermissions unless IS_SANDBOX=1 says it is contained.
         self._is_root = os.geteuid() == 0 if is_root is None else is_root
 
@@ -101,7 +103,7 @@ class ClaudeBackend(AgentCli):
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         with ExitStack() as scratch:
-            instructions = _instruction_args(spec.instructions, scratch)
+            instructions = _instruction_args(spec.instructions, scratch, spec.user)
 
             def launch(resume: str) -> Launch:
                 return self._spec(spec, resume, instructions), ClaudeStreamParser(resume)
@@ -127,7 +129,8 @@ class ClaudeBackend(AgentCli):
     def env(self, spec: RunSpec) -> dict[str, str]:
         """The agent environment without Claude Code's session markers (plus IS_SANDBOX as root)."""
         env = self.strip_markers(spec.env)
-        if self._is_root:
+        # An agent user runs the CLI unprivileged: bypass mode needs no sandbox claim then.
+        if self._is_root and spec.user is None:
             # Set, not defaulted: a host's own IS_SANDBOX (e.g. `yes`) is not the value the
             # CLI accepts, and keeping it failed every task in under a second.
             env["IS_SANDBOX"] = "1"
@@ -162,8 +165,11 @@ def filter_args(args: Sequence[str]) -> list[str]:
     return kept
 
 
-def _instruction_args(instructions: str, scratch: ExitStack) -> list[str]:
-    """The instruction arguments; a file (removed with `scratch`) when too long for argv."""
+def _instruction_args(
+    instructions: str, scratch: ExitStack, user: AgentUser | None = None
+) -> list[str]:
+    """The instruction arguments; a file (removed with `scratch`) when too long for argv, the
+    agent user's when there is one (the folder is the daemon's, in sticky /tmp: no swap)."""
     if not instructions:
         return []
     if len(instructions.encode()) <= _MAX_INLINE_INSTRUCTIONS:
@@ -171,4 +177,7 @@ def _instruction_args(instructions: str, scratch: ExitStack) -> list[str]:
     folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="agent-daemon-claude-"))
     path = Path(folder) / "instructions.md"
     path.write_text(instructions)
+    if user is not None:
+        for mine in (folder, path):
+            os.chown(mine, user.uid, user.gid)
     return ["--append-system-prompt-file", str(path)]

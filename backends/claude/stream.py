@@ -18,23 +18,39 @@ stream-json --verbose` mode maps to zero or more messages:
     anything else               log naming the type, so the line still counts as activity
 
 A `result` with `is_error: true` fails the run even when its subtype says `success` (that is
-how the CLI reports an API error after its retries). A process that ends without a `result`
-line fails with the stderr tail in the error.
+how the CLI reports an API error after its retries), and so does `terminal_reason:
+prompt_too_long` (the context is full; the CLI has been seen to call that a success). Why it
+failed is read from the structured fields (`backends.claude.failure`). A process that ends
+without a `result` line fails with the stderr tail in the error.
+
+Usage is the `result` line's per-model count; until it arrives (and when it counts nothing)
+it is the sum of the assistant lines' usage, each API message counted once, so a run that is
+stopped or fails still reports what it spent.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
 from backends.claude.blocks import control_reply, progress, tool_result, tool_results
+from backends.claude.failure import failure_reason
 from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
 
 # What the CLI says when the session to resume does not exist (or is not a session id).
 SESSION_MISSING = ("No conversation found", "requires a valid session ID")
+PROVIDER = "claude"
+"""The usage entries' `provider`: the runtime's name, as Multica's daemon reports it."""
 _TEXT_LIMIT = 2000
+_COUNTS = (
+    ("input_tokens", "input_tokens"),
+    ("output_tokens", "output_tokens"),
+    ("cache_read_input_tokens", "cache_read_tokens"),
+    ("cache_creation_input_tokens", "cache_write_tokens"),
+)
 
 
 class ClaudeStreamParser(JsonLinesParser):
@@ -47,6 +63,9 @@ class ClaudeStreamParser(JsonLinesParser):
         self.session_id = ""
         self._result: dict[str, Any] | None = None
         self._last_text = ""
+        self._api_error: dict[str, Any] | None = None
+        self._spent: dict[str, dict[str, dict[str, int]]] = {}
+        """Usage of each assistant API message so far: model → message id → counts."""
 
     def event(self, event: dict[str, Any]) -> ParseStep:
         """One stream-json event as messages, replies on stdin, or the run's result."""
@@ -76,7 +95,7 @@ class ClaudeStreamParser(JsonLinesParser):
             self.session_not_found = True
         result = self._result
         if result is None:
-            return ended_early(
+            early = ended_early(
                 "claude",
                 "its final result",
                 exit_code,
@@ -84,8 +103,9 @@ class ClaudeStreamParser(JsonLinesParser):
                 self._last_text,
                 self.session_id,
             )
+            return replace(early, usage=self.usage())
         text = str_field(result.get("result"))
-        usage = result_usage(result)
+        usage = result_usage(result) or self.usage()
         if _failed(result):
             return RunResult(
                 RunStatus.FAILED,
@@ -94,6 +114,7 @@ class ClaudeStreamParser(JsonLinesParser):
                 session_id=self.session_id,
                 usage=usage,
                 exit_code=exit_code,
+                failure_reason=failure_reason(result, self._api_error),
             )
         # A result that says success completes the run even if the CLI then had to be
         # killed (it sent its answer but never exited).
@@ -146,9 +167,12 @@ class ClaudeStreamParser(JsonLinesParser):
     def _assistant(self, event: Mapping[str, Any]) -> list[Message]:
         message = event.get("message")
         blocks = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(blocks, list):
+        if not isinstance(message, dict) or not isinstance(blocks, list):
             return []
         api_error = bool(event.get("error")) or bool(event.get("is_api_error_message"))
+        if api_error:
+            self._api_error = dict(event)
+        counted = self._count(message)
         out: list[Message] = []
         for block in blocks:
             if not isinstance(block, dict):
@@ -178,7 +202,31 @@ class ClaudeStreamParser(JsonLinesParser):
             elif isinstance(kind, str) and kind.endswith("tool_result"):
                 # Server-side tools (web search) answer inside the assistant message itself.
                 out.append(tool_result(block))
+        if counted and out:
+            out[0] = replace(out[0], usage=self.usage())
         return out
+
+    def usage(self) -> tuple[Usage, ...]:
+        """The run's usage so far, summed over its assistant messages, per model."""
+        totals = []
+        for model, messages in sorted(self._spent.items()):
+            sums = {name: sum(m[name] for m in messages.values()) for _, name in _COUNTS}
+            if any(sums.values()):
+                totals.append(Usage(PROVIDER, model, **sums))
+        return tuple(totals)
+
+    def _count(self, message: Mapping[str, Any]) -> bool:
+        """Note one API message's usage (repeated on each of its lines); True when it is new."""
+        model, raw = str_field(message.get("model")), message.get("usage")
+        if not model or model == "<synthetic>" or not isinstance(raw, dict):
+            return False
+        # A line without a message id is a message of its own.
+        key = str_field(message.get("id")) or f"line-{sum(map(len, self._spent.values()))}"
+        counts = {name: int_field(raw.get(field)) for field, name in _COUNTS}
+        seen = self._spent.setdefault(model, {})
+        new = seen.get(key) != counts
+        seen[key] = counts
+        return new
 
     def _on_result(self, event: dict[str, Any]) -> ParseStep:
         if self._result is not None:
@@ -202,7 +250,7 @@ class ClaudeStreamParser(JsonLinesParser):
                     output=text,
                     session_id=self.session_id,
                     is_error=failed,
-                    usage=result_usage(event),
+                    usage=result_usage(event) or self.usage(),
                 )
             ],
             close_stdin=True,
@@ -222,23 +270,29 @@ def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
         return ()
     usage: list[Usage] = []
     for model, counts in sorted(per_model.items()):
-        if not isinstance(counts, dict):
+        if not isinstance(counts, dict) or not model:
             continue
-        usage.append(
-            Usage(
-                provider="anthropic",
-                model=str(model),
-                input_tokens=int_field(counts.get("inputTokens")),
-                output_tokens=int_field(counts.get("outputTokens")),
-                cache_read_tokens=int_field(counts.get("cacheReadInputTokens")),
-                cache_write_tokens=int_field(counts.get("cacheCreationInputTokens")),
-            )
+        entry = Usage(
+            provider=PROVIDER,
+            model=str(model),
+            input_tokens=int_field(counts.get("inputTokens")),
+            output_tokens=int_field(counts.get("outputTokens")),
+            cache_read_tokens=int_field(counts.get("cacheReadInputTokens")),
+            cache_write_tokens=int_field(counts.get("cacheCreationInputTokens")),
         )
+        counted = (entry.input_tokens, entry.output_tokens)
+        cached = (entry.cache_read_tokens, entry.cache_write_tokens)
+        if any(counted + cached):  # as Multica's daemon: a model that counted nothing is left out
+            usage.append(entry)
     return tuple(usage)
 
 
 def _failed(result: Mapping[str, Any]) -> bool:
-    return bool(result.get("is_error")) or result.get("subtype") not in (None, "success")
+    return (
+        bool(result.get("is_error"))
+        or result.get("subtype") not in (None, "success")
+        or result.get("terminal_reason") == "prompt_too_long"
+    )
 
 
 def _result_error(result: Mapping[str, Any], stderr_tail: str) -> str:

@@ -12,6 +12,8 @@
     error                       error (stream retries, API errors)
     anything else               log naming the type
 
+Why a turn failed is read from its error sentence (`backends.codex.failure`).
+
 Usage: `turn.completed` counts the whole thread, earlier runs of a resumed thread included, so
 the backend hands in the thread's total from before this run (`baseline`) and only the
 difference is reported. Input tokens are reported without the cached ones (as the Anthropic
@@ -22,14 +24,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
+from backends.codex.failure import failure_reason, limit_resets
 from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
 from backends.resume import fresh_session_notice
 
 # What `codex exec resume` prints (stderr) when the thread to resume does not exist.
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
+PROVIDER = "codex"
+"""The usage entries' `provider`: the runtime's name, as Multica's daemon reports it."""
 _TOOL_ITEMS = {
     "command_execution": "shell",
     "file_change": "apply_patch",
@@ -54,6 +60,7 @@ class CodexEventParser(JsonLinesParser):
         self._last_text = ""
         self._started: set[str] = set()
         self._final: Message | None = None
+        self._last_error = ""
 
     def event(self, event: dict[str, Any]) -> ParseStep:
         """One `exec --json` event as messages, or the turn's end."""
@@ -70,7 +77,8 @@ class CodexEventParser(JsonLinesParser):
         if kind in ("turn.completed", "turn.failed"):
             return ParseStep(messages=[self._turn_end(event)])
         if kind == "error":
-            return ParseStep(messages=[_error(str_field(event.get("message")))])
+            self._last_error = str_field(event.get("message"))
+            return ParseStep(messages=[_error(self._last_error)])
         return ParseStep(messages=[Message(MessageType.LOG, content=f"codex event: {kind}")])
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
@@ -79,7 +87,7 @@ class CodexEventParser(JsonLinesParser):
             self.session_not_found = True
         final = self._final
         if final is None:
-            return ended_early(
+            early = ended_early(
                 "codex",
                 "the turn completed",
                 exit_code,
@@ -87,13 +95,17 @@ class CodexEventParser(JsonLinesParser):
                 self._last_text,
                 self.thread_id,
             )
+            return replace(early, failure_reason=failure_reason(self._last_error))
+        said = final.content if final.is_error else ""
         return RunResult(
             RunStatus.FAILED if final.is_error else RunStatus.COMPLETED,
             output=final.output,
-            error=final.content if final.is_error else "",
+            error=said,
             session_id=self.thread_id,
             usage=final.usage,
             exit_code=exit_code,
+            failure_reason=failure_reason(said or self._last_error) if said else "",
+            limit_resets=limit_resets(said),
         )
 
     def _thread_started(self, event: Mapping[str, Any]) -> list[Message]:
@@ -169,10 +181,12 @@ class CodexEventParser(JsonLinesParser):
         if not isinstance(raw, dict):
             return ()
         spent = {k: max(0, int_field(raw.get(k)) - self.baseline.get(k, 0)) for k in _USAGE_KEYS}
+        if not any(spent.values()):
+            return ()  # as Multica's daemon: a model that counted nothing is no entry
         cached = spent["cached_input_tokens"]
         return (
             Usage(
-                provider="openai",
+                provider=PROVIDER,
                 model=self.model,
                 input_tokens=max(0, spent["input_tokens"] - cached),
                 output_tokens=spent["output_tokens"],

@@ -7,7 +7,9 @@
 * `kill` — the one kill routine (SIGTERM by group, a grace, SIGKILL), for live runs and sweeps,
   and the one way to signal a group (`signal_group_of`, never a reused pid, never our own);
 * `sweep` — the crash-recovery sweep of what a previous daemon's run left;
-* `linux` — the Linux-only facts (child subreaper, boot id), answering "none" elsewhere.
+* `identity` — the user an agent starts as (`AgentUser`), when a root daemon has one;
+* `linux` — the Linux-only facts (child subreaper, boot id, dumpable, no_new_privs),
+  answering "none" elsewhere.
 
 Why /proc and not psutil: the identity a record keeps across a daemon crash must compare
 exactly. /proc gives a process's start time in clock ticks since boot, fixed for its life;

@@ -1,5 +1,5 @@
-"""The Linux-only process facts: becoming a child subreaper, this boot's id, and keeping the
-daemon's own /proc entries from its agents.
+"""The Linux-only process facts: becoming a child subreaper, this boot's id, keeping the
+daemon's own /proc entries from its agents, and barring privilege gains on exec.
 
 Elsewhere each answers "not available" (False, "", None), and the callers degrade: orphans go
 to init instead of the daemon, a recorded start time is never trusted after a restart, and
@@ -19,6 +19,7 @@ IS_LINUX = sys.platform == "linux"
 _PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 
@@ -47,6 +48,20 @@ def dumpable() -> bool | None:
     """Whether this process is dumpable (its /proc entries open to its user); None elsewhere."""
     answer = _prctl(_PR_GET_DUMPABLE, 0)
     return None if answer is None or answer < 0 else bool(answer)
+
+
+def forbid_privilege_gain() -> bool:
+    """Set PR_SET_NO_NEW_PRIVS on this process: no exec by it or any descendant can gain
+    privileges again (setuid and setgid bits, file capabilities). It is inherited by every
+    child and cannot be cleared, so it covers agents however they start their tools.
+
+    Set on the daemon itself because anyio offers no hook between fork and exec; the daemon
+    gains nothing by exec (its only children are agents), and `setuid` itself is unaffected.
+    """
+    answer = _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    if answer == -1:
+        log.warning("could not set no_new_privs: errno %d", ctypes.get_errno())
+    return answer == 0
 
 
 def _prctl(option: int, value: int) -> int | None:

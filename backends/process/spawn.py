@@ -248,6 +248,9 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
     """Start the agent; leaving the context kills its whole process tree (bounded)."""
     tag = spec.task_id or f"run-{secrets.token_hex(8)}"
     env = {**spec.env, TRACKING_ENV: tag}
+    switch = {} if spec.user is None else spec.user.spawn_options()
+    if spec.user is not None:
+        env = spec.user.environ(env)
     process = await anyio.open_process(
         list(spec.argv),
         cwd=spec.cwd,
@@ -256,6 +259,7 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        **switch,
     )
     registry = spec.processes if spec.processes is not None else ProcessRegistry()
     # Registered before any await, so the reaper can never take this agent's exit status.

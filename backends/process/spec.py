@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.base import NullObserver, RunObserver, RunSpec
+from backends.process.identity import AgentUser
 from backends.process.lines import MAX_LINE_BYTES
 from backends.process.registry import ProcessRegistry
 
@@ -30,6 +31,8 @@ class ProcessSpec:
     result_timeout: float = 5.0
     max_line_bytes: int = MAX_LINE_BYTES
     stderr_tail_bytes: int = STDERR_TAIL_BYTES
+    user: AgentUser | None = None
+    """The user the process starts as (None: the daemon's own)."""
 
     @classmethod
     def for_run(
@@ -53,4 +56,5 @@ class ProcessSpec:
             observer=spec.observer,
             processes=spec.processes,
             result_timeout=spec.exit_wait,
+            user=spec.user,
         )

@@ -24,9 +24,10 @@ def candidates(settings: Settings) -> list[Backend]:
     from backends.command import CommandBackend
     from backends.scripted import ScriptedBackend
 
+    s, user = settings, settings.agent_identity
     found: list[Backend] = [
-        ClaudeBackend(settings.claude_path, settings.claude_args, settings.claude_model),
-        CodexBackend(settings.codex_path, settings.codex_args, settings.codex_model),
+        ClaudeBackend(s.claude_path, s.claude_args, s.claude_model, detect_as=user),
+        CodexBackend(s.codex_path, s.codex_args, s.codex_model, detect_as=user),
     ]
     for agent in AGENTS:
         path, args, model = settings.agent_cli(agent.name)

@@ -14,6 +14,7 @@ import anyio
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
+from daemon.agent_user import take_over
 from daemon.cli.discovery import available
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
@@ -51,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except DaemonError as exc:
         print(f"agent-daemon: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, ConfigError) else 1
     except BaseExceptionGroup as group:
         # A fatal error raised while starting a task group's member (the health port's lock,
         # the embedded server's address) arrives wrapped; it still deserves its one line.
@@ -112,6 +113,8 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     hide_from_agents()
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
+        if settings.agent_identity is not None:
+            take_over(settings.agent_identity, settings.workspaces_root, settings.state_dir)
         return await _run_locked(settings)
 
 

@@ -131,6 +131,12 @@ def render(doc: Mapping[str, Any]) -> str:
         f"{doc.get('running_task_count', 0)} running, "
         f"{doc.get('max_concurrent_tasks', 0)} slots",
     ]
+    for failure in doc.get("provider_failures") or []:
+        resets = f", resets {failure['resets']}" if failure.get("resets") else ""
+        lines.append(
+            f"provider   {failure.get('backend')}: {failure.get('reason')} at "
+            f"{failure.get('at')}{resets}"
+        )
     tasks = doc.get("tasks") or []
     if tasks:
         header = ("TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS IN FLIGHT", "WATCHDOG")

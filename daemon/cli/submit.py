@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 import anyio
 import httpx
@@ -69,12 +70,23 @@ async def _follow(api: TasksApi, task_id: str) -> int:
             break
         await anyio.sleep(0.5)
     print(f"task {task_id} {task['status']}", flush=True)
+    if task.get("usage"):
+        print(usage_line(task["usage"]), flush=True)
     if task.get("output"):
         print(task["output"], flush=True)
     if task.get("error"):
         reason = task.get("failure_reason") or "error"
         print(f"{reason}: {task['error']}", file=sys.stderr, flush=True)
     return 0 if task["status"] == "completed" else 1
+
+
+def usage_line(usage: list[dict[str, Any]]) -> str:
+    """What a task cost, on one line: its tokens by kind, then the models that spent them."""
+    kinds = ("input", "output", "cache_read", "cache_write")
+    totals = {k: sum(int(e.get(f"{k}_tokens") or 0) for e in usage) for k in kinds}
+    models = ", ".join(f"{e.get('provider')}/{e.get('model')}" for e in usage)
+    spent = ", ".join(f"{totals[k]} {k.replace('_', ' ')}" for k in kinds)
+    return f"tokens: {spent} ({models})"
 
 
 def _render(message: dict[str, object]) -> str:

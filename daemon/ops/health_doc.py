@@ -5,7 +5,7 @@ Field names and shapes follow the Multica daemon's health endpoint (`status`, `p
 `active_task_count`, `running_task_count`, `resource_wait_task_count`, `agents` as provider
 names, `workspaces` as `{id, runtimes}`) so tools written for it keep working; the rest
 (`agent_versions`, a workspace's `name`, `tasks`, `server_circuit`, `outbox_depth`, ...) is
-this daemon's own. It never holds the
+this daemon's own, as is `provider_failures` (each backend's last). It never holds the
 daemon's token, a task's token or a prompt.
 """
 
@@ -72,6 +72,7 @@ def health_document(
         "outbox_depth": 0,
         "last_message_age_seconds": 0.0,
         "tasks": [],
+        "provider_failures": [],
     }
     if snapshot is None:
         return doc
@@ -97,6 +98,10 @@ def health_document(
         outbox_depth=snapshot.outbox_depth,
         last_message_age_seconds=quietest,
         tasks=[task_view(run) for run in runs],
+        provider_failures=[
+            {"backend": f.backend, "reason": f.reason, "at": f.at, "resets": f.resets}
+            for f in snapshot.provider_failures
+        ],
     )
     return doc
 

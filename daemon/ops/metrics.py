@@ -7,6 +7,8 @@ task id.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import (
     CollectorRegistry,
     Counter,
@@ -17,11 +19,15 @@ from prometheus_client import (
 )
 
 import daemon
+from daemon.protocol.reports import UsageEntry
 
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14400, 36000)
 _REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
+TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
+MODELS_PER_BACKEND = 16
+"""Distinct model labels kept per backend; a backend's further models count as `other`."""
 DROP_REASONS = ("queue_full", "refused", "unconfirmed")
 """Why transcript messages were given up: the buffer cap while the server was down, the server
 refused that message, or its answer was lost and the server does not deduplicate."""
@@ -103,8 +109,41 @@ class Metrics:
             "Seconds since the most recent agent message across running tasks",
             registry=r,
         )
+        self.tokens = Counter(
+            f"{p}tokens",
+            "Tokens agents spent, by backend, model and kind (input, output, cache_read, "
+            "cache_write), as reported to the server",
+            ["backend", "model", "kind"],
+            registry=r,
+        )
+        self._models: dict[str, set[str]] = {}
+        self.provider_failures = Counter(
+            f"{p}provider_failures",
+            "Tasks failed by the model provider (rate limit, quota, auth, model, server, "
+            "network), by backend and failure reason",
+            ["backend", "reason"],
+            registry=r,
+        )
         self.build_info = Info(f"{p}build", "Build information", registry=r)
         self.build_info.info({"version": daemon.__version__})
+
+    def count_tokens(self, backend: str, usage: Iterable[UsageEntry]) -> None:
+        """Add one task's usage to the token counter (model labels bounded per backend)."""
+        models = self._models.setdefault(backend, set())
+        for entry in usage:
+            model = entry.model or "unknown"
+            if model not in models and len(models) >= MODELS_PER_BACKEND:
+                model = "other"
+            models.add(model)
+            counts = (
+                entry.input_tokens,
+                entry.output_tokens,
+                entry.cache_read_tokens,
+                entry.cache_write_tokens,
+            )
+            for kind, count in zip(TOKEN_KINDS, counts, strict=True):
+                if count:
+                    self.tokens.labels(backend, model, kind).inc(count)
 
     def exposition(self) -> bytes:
         """The Prometheus text exposition of every metric."""

@@ -3,12 +3,14 @@
 The server owns the taxonomy (Go `server/pkg/taskfailure`, `AllReasons()`): it retries the
 retryable reasons and shows each one its own way. A reason outside that set is stored as-is and
 never classified, so the daemon sends either a value it knows the server shares or an empty
-reason, and an empty reason makes the server classify the error text itself.
+reason, and an empty reason makes the server classify the error text itself. The daemon names
+what it can (`known_reason`): it has the agent's structured output, which the text lacks.
 """
 
 from __future__ import annotations
 
 from backends.base import RunStatus
+from daemon.protocol.failure_text import API_INVALID_REQUEST, UNKNOWN, classify, poisoned
 
 # `taskfailure.AllReasons()`, in the Go declaration order.
 SERVER_REASONS: tuple[str, ...] = (
@@ -46,8 +48,8 @@ DAEMON_REASONS: tuple[str, ...] = ("idle_watchdog", "cancelled")
 
 REASONS: frozenset[str] = frozenset(SERVER_REASONS + DAEMON_REASONS)
 
-# How a run ended → the reason the Go daemon reports for it. A generic failure is absent on
-# purpose: its error text tells the server more than any label the daemon could pick.
+# How a run ended → the reason the Go daemon reports for it; a generic failure is named by
+# `known_reason` instead.
 _BY_STATUS: dict[RunStatus, str] = {
     RunStatus.TIMEOUT: "timeout",
     RunStatus.IDLE_WATCHDOG: "idle_watchdog",
@@ -69,3 +71,19 @@ def failure_reason(status: RunStatus, missing_executable: bool = False) -> str:
 def checked_reason(reason: str) -> str:
     """`reason` when the server shares it, else "" so the server classifies the error text."""
     return reason if reason in REASONS else ""
+
+
+def known_reason(reason: str, error: str) -> str:
+    """The `failure_reason` to send for a failure with this `error` text.
+
+    `reason` is what the backend read from the agent's structured output, and wins when the
+    server shares it. Otherwise Multica's text rules decide, in its daemon's order: a 400 that
+    poisons the conversation, then the server's classifier. "" only when neither knows
+    (the server would call it `agent_error.unknown` itself).
+    """
+    if checked_reason(reason):
+        return reason
+    if poisoned(error):
+        return API_INVALID_REQUEST
+    guess = classify(error)
+    return "" if guess == UNKNOWN else guess

@@ -53,7 +53,7 @@ def create_app(
 
     `hub` hears of queued and cancelled tasks (pass one to subscribe in-process listeners)."""
     hub = hub or ControlHub()
-    routes = _Routes(store, max_body)
+    routes = _Routes(store, max_body, hub)
     user = UserRoutes(store, max_body, hub)
     daemon = "/api/daemon"
     task = daemon + "/tasks/{task_id}"
@@ -103,9 +103,10 @@ def create_app(
 class _Routes:
     """One handler per endpoint; each parses, runs one store call in a thread, and answers."""
 
-    def __init__(self, store: Store, max_body: int) -> None:
+    def __init__(self, store: Store, max_body: int, hub: ControlHub) -> None:
         self._store = store
         self._max_body = max_body
+        self._hub = hub
 
     async def _held(self, request: Request) -> str:
         """The route's task id, once the daemon naming itself is the one that claimed it.
@@ -241,6 +242,16 @@ class _Routes:
             task["failure_reason"],
             task["status"],
         )
+        retried = task.get("retry")
+        if retried:
+            log.info(
+                "task %s retried as %s (attempt %d)",
+                short_id(task["id"]),
+                short_id(retried["id"]),
+                task["attempt"] + 1,
+            )
+            if not retried["fire_at"]:  # a deferred retry is found by the next poll
+                await self._hub.task_queued(await in_thread(self._store.task, retried["id"]))
         return JSONResponse({"id": task["id"], "status": task["status"]})
 
     async def cancel_ack(self, request: Request) -> Response:

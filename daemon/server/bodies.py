@@ -139,3 +139,6 @@ class TaskIn(_Body):
     workspace_id: str = "default"
     agent: AgentIn = Field(default_factory=AgentIn)
     prior_session_id: str = ""
+    rerun_of: str = ""
+    """A finished task to continue: its work dir, and its session unless its failure poisoned
+    it (then the rerun starts afresh)."""

@@ -68,7 +68,12 @@ CREATE TABLE IF NOT EXISTS tasks (
     finished_at      TEXT,
     cancel_acked_at  TEXT,
     complete_calls   INTEGER NOT NULL DEFAULT 0,
-    fail_calls       INTEGER NOT NULL DEFAULT 0
+    fail_calls       INTEGER NOT NULL DEFAULT 0,
+    prior_work_dir   TEXT NOT NULL DEFAULT '',
+    attempt          INTEGER NOT NULL DEFAULT 1,
+    max_attempts     INTEGER NOT NULL DEFAULT 2,
+    parent_task_id   TEXT,
+    fire_at          TEXT
 );
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (status, n);
 CREATE INDEX IF NOT EXISTS tasks_by_runtime ON tasks (runtime_id, status);
@@ -115,11 +120,29 @@ def connect(path: Path) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA foreign_keys=ON")
     conn.executescript(_SCHEMA)
+    _add_columns(conn)
     conn.execute(
         "INSERT OR IGNORE INTO workspaces (id, name, created_at) VALUES (?, ?, ?)",
         (DEFAULT_WORKSPACE["id"], DEFAULT_WORKSPACE["name"], utc_now()),
     )
     return conn
+
+
+# Columns added to `tasks` since its first release: a database made before gets them on open.
+_ADDED = {
+    "prior_work_dir": "TEXT NOT NULL DEFAULT ''",
+    "attempt": "INTEGER NOT NULL DEFAULT 1",
+    "max_attempts": "INTEGER NOT NULL DEFAULT 2",
+    "parent_task_id": "TEXT",
+    "fire_at": "TEXT",
+}
+
+
+def _add_columns(conn: sqlite3.Connection) -> None:
+    present = {row["name"] for row in conn.execute("PRAGMA table_info(tasks)")}
+    for name, kind in _ADDED.items():
+        if name not in present:
+            conn.execute(f"ALTER TABLE tasks ADD COLUMN {name} {kind}")
 
 
 class NotFoundError(LookupError):

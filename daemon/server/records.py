@@ -45,6 +45,11 @@ def task_view(row: sqlite3.Row) -> dict[str, Any]:
         "cancel_acked_at": row["cancel_acked_at"],
         "complete_calls": row["complete_calls"],
         "fail_calls": row["fail_calls"],
+        "prior_work_dir": row["prior_work_dir"],
+        "attempt": row["attempt"],
+        "max_attempts": row["max_attempts"],
+        "parent_task_id": row["parent_task_id"],
+        "fire_at": row["fire_at"],
     }
 
 
@@ -63,6 +68,8 @@ def claimed_task(row: sqlite3.Row, runtime_type: str) -> dict[str, Any]:
         "agent_id": agent["id"],
         "agent": agent,
         "auth_token": row["auth_token"],
+        # No `prior_work_dir`: a daemon reuses one only for an issue or chat, which these tasks
+        # are not, and drops a session named with a directory it does not reuse.
         "prior_session_id": row["prior_session_id"],
         "prompt": row["prompt"],
         "backend": row["backend"] or runtime_type,

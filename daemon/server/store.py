@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import secrets
+import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from daemon.protocol.failure_text import classify
 from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server import records
 from daemon.server.bodies import AgentIn
@@ -23,7 +25,7 @@ from daemon.server.database import (
     StateError,
     marks,
 )
-from daemon.server.failures import classify
+from daemon.server.retries import FINAL_RETRY_WAIT, resume_from, retry
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
 
@@ -45,6 +47,9 @@ def task_token() -> str:
 
 class Store(Runtimes, Transcripts):
     """All reads and writes of the reference server, each one a short SQLite transaction."""
+
+    retry_wait = FINAL_RETRY_WAIT
+    """Seconds the last retry of a transient provider failure waits."""
 
     # -- claiming ----------------------------------------------------------------------------
 
@@ -76,9 +81,11 @@ class Store(Runtimes, Transcripts):
                 ["(workspace_id = ? AND (backend IS NULL OR backend = ?))"] * len(order)
             )
             params: list[Any] = [v for r in order for v in (r["workspace_id"], r["type"])]
+            # A deferred retry (`fire_at`) waits for its time, as Multica's deferred tasks do.
             queued = conn.execute(
-                f"SELECT * FROM tasks WHERE status = 'queued' AND ({match}) ORDER BY n LIMIT ?",
-                (*params, limit),
+                f"""SELECT * FROM tasks WHERE status = 'queued' AND ({match})
+                        AND (fire_at IS NULL OR fire_at <= ?) ORDER BY n LIMIT ?""",
+                (*params, now, limit),
             ).fetchall()
             claimed = []
             for task in queued:
@@ -110,10 +117,16 @@ class Store(Runtimes, Transcripts):
         agent: AgentIn | None = None,
         prior_session_id: str = "",
         only_served: bool = False,
+        rerun_of: str = "",
     ) -> dict[str, Any]:
-        """Queue a new task and return it; `only_served` refuses a backend nobody serves."""
+        """Queue a new task and return it; `only_served` refuses a backend nobody serves.
+
+        `rerun_of` continues a finished task: its work dir, and its session unless its failure
+        poisoned it (Multica's rerun: the exact source task, never a guess).
+        """
         task_id = str(uuid.uuid4())
         agent_json = json.dumps((agent or AgentIn()).model_dump())
+        prior_work_dir = ""
         with self._tx() as conn:
             if (
                 conn.execute("SELECT 1 FROM workspaces WHERE id = ?", (workspace_id,)).fetchone()
@@ -122,10 +135,12 @@ class Store(Runtimes, Transcripts):
                 raise NotFoundError("workspace not found")
             if backend and only_served:
                 self._refuse_unserved(conn, workspace_id, backend)
+            if rerun_of:
+                prior_session_id, prior_work_dir = resume_from(self._task_row(conn, rerun_of))
             conn.execute(
                 """INSERT INTO tasks (id, workspace_id, backend, prompt, agent, prior_session_id,
-                       status, created_at)
-                   VALUES (?, ?, ?, ?, ?, ?, 'queued', ?)""",
+                       prior_work_dir, status, created_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)""",
                 (
                     task_id,
                     workspace_id,
@@ -133,15 +148,17 @@ class Store(Runtimes, Transcripts):
                     prompt,
                     agent_json,
                     prior_session_id,
+                    prior_work_dir,
                     self._clock(),
                 ),
             )
             return records.task_view(self._task_row(conn, task_id))
 
     def task(self, task_id: str) -> dict[str, Any]:
-        """One task as the extensions show it."""
+        """One task as the extensions show it, with its usage per model."""
         with self._tx("DEFERRED") as conn:
-            return records.task_view(self._task_row(conn, task_id))
+            view = records.task_view(self._task_row(conn, task_id))
+        return {**view, "usage": self.usage(task_id)}
 
     def tasks(
         self, status: str | None = None, limit: int = MAX_PAGE, after: str | None = None
@@ -202,13 +219,16 @@ class Store(Runtimes, Transcripts):
         work_dir: str = "",
     ) -> dict[str, Any]:
         """Fail a dispatched or running task; any other task is left as it is (Multica's
-        `FailAgentTask`). An empty reason is classified from the error text, as Multica does."""
+        `FailAgentTask`). An empty reason is classified from the error text, as Multica does,
+        and a transient provider failure queues its retry in the same transaction (`retry`:
+        the new task, in the answer)."""
         return self._finish(
             task_id,
             IN_FLIGHT,
             "fail_calls",
             "status = 'failed', error = ?, failure_reason = ?, session_id = ?, work_dir = ?",
             (error, failure_reason or classify(error), session_id or None, work_dir or None),
+            then=lambda conn, row: retry(conn, row, self._clock(), self.retry_wait),
         )
 
     def _finish(
@@ -218,17 +238,22 @@ class Store(Runtimes, Transcripts):
         counter: str,
         assignments: str,
         values: tuple[Any, ...],
+        then: Callable[[sqlite3.Connection, sqlite3.Row], dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         with self._tx() as conn:
             row = self._task_row(conn, task_id)
             # Every report is counted, even a no-op repeat, so tests can see duplicates.
             conn.execute(f"UPDATE tasks SET {counter} = {counter} + 1 WHERE id = ?", (task_id,))
+            followed: dict[str, Any] = {}
             if row["status"] in allowed:
                 conn.execute(
                     f"UPDATE tasks SET {assignments}, finished_at = ? WHERE id = ?",
                     (*values, self._clock(), task_id),
                 )
-            return records.task_view(self._task_row(conn, task_id))
+                if then is not None:
+                    followed = then(conn, self._task_row(conn, task_id))
+            view = records.task_view(self._task_row(conn, task_id))
+            return {**view, "retry": followed} if followed else view
 
     def cancel(self, task_id: str) -> dict[str, Any]:
         """Cancel the task unless it already finished; the daemon notices on its next poll."""

@@ -9,7 +9,16 @@ from dataclasses import dataclass
 
 import anyio
 
-from backends.base import AgentRun, Backend, Message, MessageType, RunResult, RunSpec, RunStatus
+from backends.base import (
+    AgentRun,
+    Backend,
+    Message,
+    MessageType,
+    RunResult,
+    RunSpec,
+    RunStatus,
+    Usage,
+)
 from daemon.logs import short_id
 from daemon.services import Services
 from daemon.snapshot import AttemptSnapshot, WatchdogSnapshot
@@ -40,6 +49,8 @@ class AttemptResult:
     lingered: float | None = None
     """Seconds since its result when an agent that did not exit was killed."""
     spawn_error: str = ""
+    usage: tuple[Usage, ...] = ()
+    """The agent's usage as its messages last said it (what a stopped agent had spent)."""
 
 
 class Attempt:
@@ -90,6 +101,7 @@ class Attempt:
         final: Message | None = None
         result: RunResult | None = None
         session_id = self.session_id
+        spent: tuple[Usage, ...] = ()
         try:
             with self._scope, anyio.CancelScope() as watched:
                 async with self._agent() as (agent, watchdog), anyio.create_task_group() as tg:
@@ -100,6 +112,7 @@ class Attempt:
                         async with aclosing(self._drain(agent)) as drain:
                             async for message in drain:
                                 session_id = message.session_id or session_id
+                                spent = message.usage or spent
                                 if message.type is _RESULT and final is None:
                                     final = message
                                     await agent.close_stdin()
@@ -109,7 +122,7 @@ class Attempt:
                     tg.cancel_scope.cancel()
         except OSError as exc:
             error = f"could not start {self.backend.name}: {exc}"
-            return AttemptResult(session_id=session_id, spawn_error=error)
+            return AttemptResult(session_id=session_id, spawn_error=error, usage=spent)
         finally:
             tools_at_stop = self.activity.tools_view()
             # The one place the tools gauge comes down: every attempt passes through here.
@@ -139,6 +152,7 @@ class Attempt:
             session_id=session_id,
             interrupted=self._scope.cancelled_caught,
             lingered=lingered,
+            usage=result.usage if result is not None else spent,
         )
 
     @asynccontextmanager

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from backends.base import Message, RunResult, RunStatus, Usage
-from daemon.protocol.failure import checked_reason, failure_reason
+from daemon.protocol.failure import failure_reason, known_reason
 from daemon.protocol.reports import TerminalReport, UsageEntry
 from daemon.times import format_duration
 
@@ -18,6 +18,8 @@ class Outcome:
     status: RunStatus
     report: TerminalReport | None
     usage: tuple[UsageEntry, ...] = ()
+    limit_resets: str = ""
+    """When the provider limit that failed the run lifts, in the agent's words."""
 
     @property
     def failure_reason(self) -> str:
@@ -42,25 +44,28 @@ class Ending:
     """A `failure_reason` for `error`: a taxonomy value, `idle_watchdog`, or "" to classify."""
     final: Message | None = None
     result: RunResult | None = None
+    usage: tuple[Usage, ...] = ()
+    """What the agent spent before it was stopped, when no result says it."""
 
 
 def outcome_of(ending: Ending, work_dir: str) -> Outcome:
     """The one place a run's outcome is decided."""
     session = ending.session_id
+    spent = ending.result.usage if ending.result is not None else ending.usage
+    usage = tuple(UsageEntry.from_usage(u) for u in spent)
 
-    def fail(status: RunStatus, error: str, reason: str) -> Outcome:
+    def fail(status: RunStatus, error: str, reason: str, resets: str = "") -> Outcome:
         report = TerminalReport(
             kind="fail", error=error, failure_reason=reason, session_id=session, work_dir=work_dir
         )
-        usage = ending.result.usage if ending.result is not None else ()
-        return Outcome(status, report, tuple(UsageEntry.from_usage(u) for u in usage))
+        return Outcome(status, report, usage, resets)
 
     if ending.stopped == "shutdown":
         error = "the daemon shut down before the task finished"
         return fail(RunStatus.CANCELLED, error, "cancelled")
     if ending.stopped:
         ack = TerminalReport(kind="cancel_ack") if ending.stopped == "server_cancelled" else None
-        return Outcome(RunStatus.CANCELLED, ack)
+        return Outcome(RunStatus.CANCELLED, ack, usage)
     final, result = ending.final, ending.result
     answered = final is not None and not final.is_error
     if ending.wall_clock and not answered:
@@ -69,22 +74,23 @@ def outcome_of(ending: Ending, work_dir: str) -> Outcome:
     if ending.error:
         watchdog = ending.failure_reason == "idle_watchdog"
         status = RunStatus.IDLE_WATCHDOG if watchdog else RunStatus.FAILED
-        return fail(status, ending.error, checked_reason(ending.failure_reason))
+        return fail(status, ending.error, known_reason(ending.failure_reason, ending.error))
     if result is None or ending.wall_clock:
         # The agent sent its final result but was killed during the exit grace or at the wall
         # clock: the run still counts with the result it sent.
         assert final is not None
         if final.is_error:
             error = final.content or final.output or "agent reported an error"
-            return fail(RunStatus.FAILED, error, failure_reason(RunStatus.FAILED))
+            return fail(RunStatus.FAILED, error, known_reason("", error))
         session = final.session_id or session
         return _completed(final.output or final.content, session, work_dir, final.usage)
     session = result.session_id or session
     if result.status is RunStatus.COMPLETED:
         return _completed(result.output, session, work_dir, result.usage)
-    # A generic failure goes with no reason: the server classifies its error text.
-    reason = failure_reason(result.status)
-    return fail(RunStatus.FAILED, result.error or "agent failed", reason)
+    error = result.error or "agent failed"
+    # A generic failure is named from the agent's own fields first, then its error text.
+    reason = failure_reason(result.status) or known_reason(result.failure_reason, error)
+    return fail(RunStatus.FAILED, error, reason, result.limit_resets)
 
 
 def _completed(output: str, session: str, work_dir: str, usage: tuple[Usage, ...]) -> Outcome:

@@ -94,7 +94,9 @@ class Retries:
             )
             if next_spec is None:
                 error = verdict.describe() + (f"; not retried: {why_not}" if why_not else "")
-                return Ending(session, error=error, failure_reason="idle_watchdog")
+                return Ending(
+                    session, error=error, failure_reason="idle_watchdog", usage=result.usage
+                )
             self.retry += 1
             why = verdict.scope
             log.warning("task %s: retry %d in %ss after %s", label, self.retry, delay, why)
@@ -109,12 +111,12 @@ class Retries:
         """How the run ends after this attempt, or None when a watchdog verdict may retry."""
         session, final = result.session_id, result.final
         if self.stop_reason:
-            return Ending(session, stopped=self.stop_reason)
+            return Ending(session, stopped=self.stop_reason, usage=result.usage)
         if result.interrupted:
             answered = final is not None and not final.is_error
             action = "completed" if answered else "fail"
             self._incidents.record("wall_clock", limit, action, self.retry, self.pid, result.tools)
-            return Ending(session, wall_clock=limit, final=final)
+            return Ending(session, wall_clock=limit, final=final, usage=result.usage)
         if result.spawn_error:
             return Ending(session, error=result.spawn_error)
         grace = self._services.settings.exit_grace

@@ -88,7 +88,10 @@ class TaskRun:
             # Directories, markers, skills and the MCP file, all before `start`; in a thread,
             # as they are file I/O the event loop should not wait on.
             root = self._services.settings.workspaces_root
-            placed = await anyio.to_thread.run_sync(prepare, root, self.task, self.backend.name)
+            user = self._services.settings.agent_identity
+            placed = await anyio.to_thread.run_sync(
+                prepare, root, self.task, self.backend.name, user
+            )
             dirs, self._mcp_config = placed
             ending = await self._execute(dirs)
         except Exception as exc:
@@ -102,6 +105,7 @@ class TaskRun:
                 await self.reporter.report(outcome)
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
+                m.count_tokens(backend, outcome.usage)
                 m.task_duration.labels(backend).observe(clock() - begun)
                 if dirs is not None:
                     # The task's private temp dir goes with it (the work dir stays for reuse).

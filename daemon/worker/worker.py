@@ -22,6 +22,7 @@ from daemon.errors import RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
+from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
@@ -88,6 +89,7 @@ class Worker:
         self.registration = Registration(client, settings, self.backends, self.daemon_id)
         self.runs: dict[str, TaskRun] = {}
         self.summary = Summary()
+        self.provider_failures = ProviderFailures(metrics)
         self.outbox_interval = options.outbox_interval
         # Off by default: a worker embedded in another process must not adopt its orphans.
         self.subreaper = options.subreaper
@@ -148,6 +150,7 @@ class Worker:
             outbox_depth=self.outbox.depth(),
             # A copy of the runs: one that finishes mid-build must not change the tuple.
             runs=tuple(run.snapshot() for run in list(self.runs.values())),
+            provider_failures=self.provider_failures.snapshot(),
         )
 
     async def run(self) -> None:
@@ -307,6 +310,13 @@ class Worker:
         finally:
             self.runs.pop(run.task.id, None)
             self.summary.add(outcome)
+            if outcome is not None:
+                self.provider_failures.record(
+                    run.task.id,
+                    run.backend.name,
+                    outcome.failure_reason,
+                    outcome.limit_resets,
+                )
             self.pickup.wake()
             if not self.runs:
                 self._idle.set()

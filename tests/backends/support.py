@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
-import textwrap
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from backends.base import LineParser, Message, MessageType, ParseStep, RunResult, RunStatus
-from backends.process import ProcIdentity, identify, is_alive
+from backends.process import ProcIdentity, identify
 
 
 @dataclass
@@ -80,27 +77,12 @@ def tree_pids(line: str) -> list[int]:
     return [int(pid) for pid in pids]
 
 
-def python(code: str) -> list[str]:
-    """argv running `code` (dedented) in a fresh interpreter."""
-    return [sys.executable, "-c", textwrap.dedent(code)]
-
-
 def identities(pids: Iterable[int]) -> list[ProcIdentity]:
     """Identities of live pids; a pid already gone makes the caller's setup wrong."""
     pids = list(pids)
     found = [identify(pid) for pid in pids]
     assert all(found), f"not all of {pids} are alive"
     return [f for f in found if f is not None]
-
-
-def survivors(procs: Iterable[ProcIdentity], within: float = 0.0) -> list[ProcIdentity]:
-    """The processes still alive, after waiting up to `within` seconds for them to go."""
-    deadline = time.monotonic() + within
-    while True:
-        alive = [p for p in procs if is_alive(p)]
-        if not alive or time.monotonic() >= deadline:
-            return alive
-        time.sleep(0.01)
 
 
 def feed_file(parser: LineParser, path: Path) -> list[ParseStep]:

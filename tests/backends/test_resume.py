@@ -14,7 +14,8 @@ import pytest
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.process import ProcessSpec, identify
 from backends.resume import Launch, resume_or_fresh, start_session
-from tests.backends.support import SLEEPER, python, survivors
+from daemon.testing import python, survivors
+from tests.backends.support import SLEEPER
 
 pytestmark = [
     pytest.mark.anyio,

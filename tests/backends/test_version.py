@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from backends.version import cli_version, parse_version, version_at_least
-from tests.backends.support import python
+from daemon.testing import python
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from daemon.shutdown import CLAIM, REPORT, REPORT_CALL, ShutdownBudget, Stage
-from tests.clock import FakeClock
+from daemon.testing import FakeClock
 
 pytestmark = pytest.mark.anyio
 

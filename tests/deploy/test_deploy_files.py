@@ -20,6 +20,7 @@ import yaml
 
 from daemon.config import Settings, env_vars
 from daemon.ops.metrics import Metrics
+from tests.fakes.system_user import AGENT_USER_CAPABILITIES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -172,15 +173,40 @@ def _instructions() -> list[tuple[str, str]]:
     return rows
 
 
-def test_containerfile_runs_the_daemon_as_a_reachable_non_root_service() -> None:
-    """Health port on 0.0.0.0:19514, HEALTHCHECK `agent-daemon check`, SIGTERM, a non-root user."""
+def test_containerfile_runs_the_daemon_as_a_reachable_service() -> None:
+    """Health port on 0.0.0.0:19514, HEALTHCHECK `agent-daemon check`, SIGTERM."""
     rows = _instructions()
     args = {keyword: [rest for k, rest in rows if k == keyword] for keyword, _ in rows}
     assert any("MULTICA_DAEMON_HEALTH_ADDR=0.0.0.0:19514" in env for env in args["ENV"])
     assert any(re.search(r'CMD \["agent-daemon", "check"\]', h) for h in args["HEALTHCHECK"])
     assert args["STOPSIGNAL"] == ["SIGTERM"]
     assert "19514" in args["EXPOSE"]
-    assert args["USER"][-1] not in ("root", "0")
+
+
+def _image_env() -> dict[str, str]:
+    """The image's ENV settings (`NAME=value` pairs, the last of each name)."""
+    env: dict[str, str] = {}
+    for keyword, rest in _instructions():
+        if keyword == "ENV":
+            env.update(pair.split("=", 1) for pair in rest.split() if "=" in pair)
+    return env
+
+
+def test_containerfile_runs_the_daemon_as_root_and_agents_as_the_user_it_creates() -> None:
+    """The daemon runs as root (in both stages) with MULTICA_AGENT_USER naming the user the
+    image creates with a home; the workspaces root is not inside the state directory, and the
+    volume's top is root's and passable (0711)."""
+    rows = _instructions()
+    users = [rest for k, rest in rows if k == "USER"]
+    assert users and set(users) == {"root"}
+    env = _image_env()
+    name = env["MULTICA_AGENT_USER"]
+    created = [rest for k, rest in rows if k == "RUN" and "useradd" in rest]
+    assert len(created) == 1 and "--create-home" in created[0]
+    assert created[0].split("&&")[0].split()[-1] == name
+    state, root = Path(env["MULTICA_DAEMON_STATE_DIR"]), Path(env["MULTICA_WORKSPACES_ROOT"])
+    assert not root.is_relative_to(state) and state.parent == root.parent
+    assert f"-o root -g root -m 0711 {state.parent}" in created[0]
 
 
 def test_containerfile_installs_agent_clis_only_when_asked() -> None:
@@ -194,8 +220,6 @@ def test_containerfile_installs_agent_clis_only_when_asked() -> None:
     packages = next(rest for k, rest in stage_1 if k == "ARG" and "AGENT_CLI_PACKAGES" in rest)
     assert "@anthropic-ai/claude-code" in packages and "@openai/codex" in packages
     assert any("npm install -g $AGENT_CLI_PACKAGES" in rest for k, rest in stage_1 if k == "RUN")
-    users = [rest for k, rest in stage_1 if k == "USER"]
-    assert users[-1] not in ("root", "0")
 
 
 def test_containerfile_copies_only_files_that_exist() -> None:
@@ -281,14 +305,31 @@ def test_kubernetes_settings_come_from_the_configmap_and_the_secret(
 
 
 def test_kubernetes_state_volume_and_resources(k8s: dict[str, dict[str, Any]]) -> None:
-    """The state directory is a mounted volume and the container declares resources."""
+    """The state directory and the workspaces root are two mounted volumes, neither inside
+    the other, and the container declares resources."""
     container = _container(k8s)
-    state_dir = k8s["ConfigMap"]["data"]["MULTICA_DAEMON_STATE_DIR"]
+    data = k8s["ConfigMap"]["data"]
+    state_dir, root = data["MULTICA_DAEMON_STATE_DIR"], data["MULTICA_WORKSPACES_ROOT"]
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"] for v in k8s["Deployment"]["spec"]["template"]["spec"]["volumes"]}
-    assert mounts[state_dir] in volumes
+    assert mounts[state_dir] in volumes and mounts[root] in volumes
+    assert mounts[state_dir] != mounts[root]
+    assert not Path(root).is_relative_to(state_dir)
     assert container["resources"]["requests"]["memory"]
     assert container["resources"]["limits"]["memory"]
+
+
+def test_kubernetes_runs_the_daemon_as_root_with_only_the_capabilities_it_needs(
+    k8s: dict[str, dict[str, Any]],
+) -> None:
+    """Root (to start agents as the image's user), every capability dropped but the ones
+    switching users and reaching the agents' processes and files take; no escalation."""
+    pod = k8s["Deployment"]["spec"]["template"]["spec"]["securityContext"]
+    assert pod["runAsUser"] == 0 and not pod.get("runAsNonRoot", False)
+    context = _container(k8s)["securityContext"]
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"]["drop"] == ["ALL"]
+    assert set(context["capabilities"]["add"]) == set(AGENT_USER_CAPABILITIES)
 
 
 # --- Prometheus -------------------------------------------------------------------------

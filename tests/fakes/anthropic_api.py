@@ -77,9 +77,59 @@ class ApiError:
     status: int = 529
     type: str = "overloaded_error"
     message: str = "fake server scripted error 529"
+    headers: Mapping[str, str] = field(default_factory=dict)
 
 
-Step = Text | ToolUse | Stall | ApiError
+@dataclass(frozen=True)
+class Cut:
+    """Start streaming an answer, then drop the connection mid-response; `until_resumed`: do
+    so on every request of a fresh session, and answer `Text()` to one that carries history."""
+
+    until_resumed: bool = False
+
+
+Step = Text | ToolUse | Stall | ApiError | Cut
+
+# The API's own answers to the failures a run meets, as the real API words and heads them.
+RATE_LIMIT_MESSAGE = (
+    "This request would exceed the rate limit for your organization "
+    "(4a1c2f9e-8b7d-4e3f-9a21-5c6d7e8f9a0b) of 30,000 input tokens per minute. For details, "
+    "refer to: https://docs.claude.com/en/api/rate-limits. You can see the response headers "
+    "for current usage. Please reduce the prompt length or the maximum tokens requested, or "
+    "try again later. You may also contact sales at https://www.anthropic.com/contact-sales to "
+    "discuss your options for a rate limit increase."
+)
+
+
+def rate_limited(retry_after: int = 1) -> ApiError:
+    """429 `rate_limit_error` for input tokens per minute, with `retry-after` and the
+    `anthropic-ratelimit-*` headers."""
+    reset = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + retry_after))
+    headers = {"retry-after": str(retry_after), "x-should-retry": "true"}
+    for kind, limit, remaining in (
+        ("requests", "50", "49"),
+        ("input-tokens", "30000", "0"),
+        ("output-tokens", "8000", "8000"),
+        ("tokens", "38000", "8000"),
+    ):
+        headers[f"anthropic-ratelimit-{kind}-limit"] = limit
+        headers[f"anthropic-ratelimit-{kind}-remaining"] = remaining
+        headers[f"anthropic-ratelimit-{kind}-reset"] = reset
+    return ApiError(429, "rate_limit_error", RATE_LIMIT_MESSAGE, headers)
+
+
+PROMPT_TOO_LONG = ApiError(
+    400, "invalid_request_error", "prompt is too long: 215439 tokens > 200000 maximum"
+)
+CREDIT_BALANCE = ApiError(
+    400,
+    "invalid_request_error",
+    "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing "
+    "to upgrade or purchase credits.",
+)
+BAD_KEY = ApiError(401, "authentication_error", "invalid x-api-key")
+NO_MODEL = ApiError(404, "not_found_error", "model: claude-nonexistent-9")
+OVERLOADED = ApiError(529, "overloaded_error", "Overloaded")
 
 
 @dataclass
@@ -104,11 +154,18 @@ class ApiCall:
 class FakeAnthropic:
     """The fake's state: the remaining script, the request log and the base URL once serving."""
 
-    def __init__(self, script: Iterable[Step], default: Step) -> None:
+    def __init__(
+        self,
+        script: Iterable[Step],
+        default: Step,
+        by_marker: Mapping[str, Iterable[Step]] | None = None,
+    ) -> None:
         self.url = ""
         self.requests: list[ApiCall] = []
         self._script: deque[Step] = deque(script)
         self._default = default
+        self._by_marker = {k: deque(v) for k, v in (by_marker or {}).items()}
+        self._first_size: dict[str, int] = {}
         self._started = time.monotonic()
         self._changed = anyio.Event()
         self.closing = anyio.Event()
@@ -133,7 +190,31 @@ class FakeAnthropic:
         self._changed.set()
         self._changed = anyio.Event()
 
-    def _next_step(self) -> Step:
+    def _grown(self, body: dict[str, Any]) -> bool:
+        """Whether this request carries more than its session's first one did: a resumed run
+        sends the earlier prompt too (the CLI merges it into the same user message, so the
+        blocks grow, not the messages). The session is the one `metadata.user_id` names."""
+        try:
+            session = json.loads(body["metadata"]["user_id"]).get("session_id", "")
+        except (KeyError, TypeError, ValueError):
+            session = ""
+        size = sum(
+            len(m["content"]) if isinstance(m.get("content"), list) else 1
+            for m in body.get("messages") or []
+            if isinstance(m, dict)
+        )
+        first = self._first_size.setdefault(session, size)
+        return size > first
+
+    def _next_step(self, body: dict[str, Any]) -> Step:
+        history = json.dumps(body.get("messages") or [])
+        for marker, steps in self._by_marker.items():
+            if marker in history:
+                # A run's own steps, in order; the last one answers every request after it.
+                step = steps[0]
+                if isinstance(step, Cut) and step.until_resumed:
+                    return Text() if self._grown(body) else step
+                return steps.popleft() if len(steps) > 1 else step
         return self._script.popleft() if self._script else self._default
 
     async def messages(self, request: Request) -> Response:
@@ -143,8 +224,10 @@ class FakeAnthropic:
         except ValueError:
             body = {}
         stream = bool(body.get("stream"))
-        main = stream and bool(body.get("tools"))
-        step = self._next_step() if main else Text("Fake side answer.")
+        # The agent's turns offer tools; after a failed stream the CLI asks once more without
+        # streaming, and that request is a turn too.
+        main = bool(body.get("tools"))
+        step = self._next_step(body) if main else Text("Fake side answer.")
         record = ApiCall(
             seq=len(self.requests) + 1,
             t=round(time.monotonic() - self._started, 3),
@@ -166,14 +249,16 @@ class FakeAnthropic:
             return JSONResponse(
                 {"type": "error", "error": {"type": step.type, "message": step.message}},
                 status_code=step.status,
-                headers={"request-id": _id("req_")},
+                headers={"request-id": _id("req_"), **step.headers},
             )
         if isinstance(step, Stall) and step.when == "no-bytes":
             await self.closing.wait()
             return Response(status_code=503)
+        if isinstance(step, Cut) and not stream:
+            return StreamingResponse(_cut_body(), media_type="application/json")
         if not stream:
-            assert isinstance(step, Text)
-            return JSONResponse(_message(model, [{"type": "text", "text": step.text}], "end_turn"))
+            text = step.text if isinstance(step, Text | ToolUse) else ""
+            return JSONResponse(_message(model, [{"type": "text", "text": text}], "end_turn"))
         return StreamingResponse(
             self._sse(step, model),
             media_type="text/event-stream",
@@ -181,6 +266,11 @@ class FakeAnthropic:
         )
 
     async def _sse(self, step: Step, model: str) -> AsyncIterator[bytes]:
+        if isinstance(step, Cut):
+            start = _message(model, [], None)
+            yield _event("message_start", {"type": "message_start", "message": start})
+            # Raising mid-body makes the server drop the connection, as a proxy reset would.
+            raise ConnectionResetError("fake API cut the stream")
         if isinstance(step, Stall):
             if step.when == "mid-stream":
                 start = _message(model, [], None)
@@ -222,6 +312,11 @@ async def _other(request: Request) -> Response:
     if request.url.path.endswith("/count_tokens"):
         return JSONResponse({"input_tokens": USAGE["input_tokens"]})
     return JSONResponse({})
+
+
+async def _cut_body() -> AsyncIterator[bytes]:
+    yield b'{"id": "msg_'
+    raise ConnectionResetError("fake API cut the answer")
 
 
 def _count_tool_results(messages: list[Any]) -> int:
@@ -319,10 +414,16 @@ def _answer_events(step: Text | ToolUse, model: str) -> list[tuple[str, dict[str
 
 @contextlib.asynccontextmanager
 async def fake_anthropic(
-    script: Iterable[Step] = (), default: Step | None = None
+    script: Iterable[Step] = (),
+    default: Step | None = None,
+    by_marker: Mapping[str, Iterable[Step]] | None = None,
 ) -> AsyncIterator[FakeAnthropic]:
-    """Serve the fake on a loopback port; main requests past the script get `default`."""
-    fake = FakeAnthropic(script, default or Text())
+    """Serve the fake on a loopback port; main requests past the script get `default`.
+
+    `by_marker` gives the turns whose messages hold a marker (say, an issue id) their own
+    steps, so runs that make more or fewer requests than expected cannot shift each other's.
+    """
+    fake = FakeAnthropic(script, default or Text(), by_marker)
     routes = [
         Route("/v1/messages", fake.messages, methods=["POST"]),
         Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -11,13 +12,17 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from daemon.protocol.failure_text import classify, resume_unsafe
+
 if TYPE_CHECKING:
     from tests.fakes.multica_server import MulticaFake
 
 CLAIM_CAP = 32
 TASK_TOKEN_PREFIX = "mat_"
-# What Multica's classifier makes of an error text it has no rule for.
-CLASSIFIED_REASON = "agent_error.unknown"
+# `retryAttemptCeiling` and `retryDelayForAttempt` of Go's task service: a provider network
+# failure gets three attempts, the last one deferred.
+RETRY_CEILING = {"agent_error.provider_network": 3}
+FINAL_RETRY_WAIT = 5.0
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -64,6 +69,14 @@ class FakeTask:
     session_id: str = ""
     work_dir: str = ""
     cancel_acks: int = 0
+    attempt: int = 1
+    parent_id: str = ""
+    fire_at: float = 0.0
+    """Monotonic time before which a deferred retry is not claimed (0: at once)."""
+    ended: int = 0
+    """Order in which tasks reached a terminal status (0: not yet)."""
+    claimed: dict[str, Any] | None = None
+    """The task as the claim handed it to a daemon."""
 
     def claim_body(self) -> dict[str, Any]:
         """The task as Multica's claim returns it: no `prompt`, a task-scoped token."""
@@ -219,13 +232,62 @@ class Handlers:
             if len(claimed) >= min(wanted, CLAIM_CAP):
                 break
             runtime = self._runtime_for(task, ours)
-            if task.status == "queued" and runtime is not None:
+            due = task.fire_at <= time.monotonic()
+            if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
-                claimed.append(task.claim_body())
+                task.claimed = {**self._resume_fields(task), **task.claim_body()}
+                claimed.append(task.claimed)
                 if task.id in self.fake.cancelled_on_claim:
                     task.status = "cancelled"
         return JSONResponse({"tasks": claimed})
+
+    def _resume_fields(self, task: FakeTask) -> dict[str, str]:
+        """What the claim tells an issue task to resume (Go's `GetLastTaskSession`): the most
+        recent session of the same agent on the same issue whose latest terminal run did not
+        poison it; the session only on the same runtime, the work dir always."""
+        issue = task.fields.get("issue_id")
+        if not issue or "prior_session_id" in task.fields:
+            return {}
+        latest: dict[str, FakeTask] = {}
+        for other in sorted(self.fake.tasks.values(), key=lambda t: t.ended):
+            same = other.agent["id"] == task.agent["id"] and other.fields.get("issue_id") == issue
+            if same and other.ended and other.session_id:
+                latest[other.session_id] = other  # each session's latest terminal run
+        usable = [
+            t
+            for t in latest.values()
+            if t.status != "failed" or not resume_unsafe(t.failure_reason, t.error)
+        ]
+        if not usable:
+            return {}
+        prior = max(usable, key=lambda t: t.ended)
+        fields = {"prior_work_dir": prior.work_dir}
+        if prior.runtime_id == task.runtime_id:
+            fields["prior_session_id"] = prior.session_id
+        return fields
+
+    def _retry(self, task: FakeTask) -> None:
+        """Go's in-transaction auto-retry of a failed task (`retryEligible`, `CreateRetryTask`)."""
+        ceiling = RETRY_CEILING.get(task.failure_reason, 0)
+        if task.attempt >= ceiling or not task.fields.get("issue_id"):
+            return
+        child = FakeTask(
+            str(uuid.uuid4()),
+            task.workspace_id,
+            task.provider,
+            dict(task.fields),
+            task.agent,
+            attempt=task.attempt + 1,
+            parent_id=task.id,
+        )
+        if child.attempt >= ceiling:
+            child.fire_at = time.monotonic() + FINAL_RETRY_WAIT
+        self.fake.tasks[child.id] = child
+
+    def _end(self, task: FakeTask, status: str) -> None:
+        task.status = status
+        task.ended = 1 + max(t.ended for t in self.fake.tasks.values())
 
     @staticmethod
     def _runtime_for(task: FakeTask, ours: dict[str, Any]) -> str | None:
@@ -268,7 +330,7 @@ class Handlers:
         if refused is not None or task is None:
             return refused or error(404, "task not found")
         if task.status == "running":
-            task.status = "completed"
+            self._end(task, "completed")
             task.output = body.get("output") or ""
             task.session_id = body.get("session_id") or ""
             task.work_dir = body.get("work_dir") or ""
@@ -279,11 +341,12 @@ class Handlers:
         if refused is not None or task is None:
             return refused or error(404, "task not found")
         if task.status in ("dispatched", "running"):
-            task.status = "failed"
+            self._end(task, "failed")
             task.error = body.get("error") or ""
-            task.failure_reason = body.get("failure_reason") or CLASSIFIED_REASON
+            task.failure_reason = body.get("failure_reason") or classify(task.error)
             task.session_id = body.get("session_id") or task.session_id
             task.work_dir = body.get("work_dir") or task.work_dir
+            self._retry(task)
         return JSONResponse(task.body())
 
     async def add_messages(self, request: Request) -> JSONResponse:

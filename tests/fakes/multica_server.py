@@ -10,7 +10,12 @@ lenient where Multica refuses:
   tasks a claim, none for `max_tasks: 0`, 400 for a negative one;
 - `start` moves only a `dispatched` task to `running`, anything else is a 400;
 - `complete` changes only a `running` task, `fail` a `dispatched` or `running` one; on any
-  other task both answer 200 and change nothing; an empty `failure_reason` is classified;
+  other task both answer 200 and change nothing; an empty `failure_reason` is classified
+  (`taskfailure.Classify`); a failed `agent_error.provider_network` issue task is retried
+  (three attempts in all, the last deferred 5 s);
+- an issue task's claim offers the agent's last session on that issue (`prior_session_id` on
+  the same runtime, `prior_work_dir`) unless its latest run failed for a reason that poisons
+  it (`GetLastTaskSession`), and unless the task names its own;
 - messages are stored as sent, without any `(task, seq)` dedupe; usage is upserted per
   `(task, provider, model)`;
 - a heartbeat for a deleted runtime is a 404 `runtime not found`, a task route for an
@@ -44,6 +49,7 @@ from starlette.websockets import WebSocket
 
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+from tests.helpers import eventually
 
 
 @dataclass
@@ -165,6 +171,11 @@ class MulticaFake:
     def drop_answers(self, route: str, count: int = 1) -> None:
         """Act on the next `count` calls of `route`, then cut the connection, not answering."""
         self._drops[route] += count
+
+    async def finished(self, task_id: str, within: float = 60.0) -> FakeTask:
+        """The task once a daemon reported it completed or failed (bounded by `within`)."""
+        await eventually(lambda: self.tasks[task_id].status in ("completed", "failed"), within)
+        return self.tasks[task_id]
 
     def seen(self, route: str) -> list[SeenRequest]:
         """The requests read for one route, in order."""

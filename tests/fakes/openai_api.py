@@ -16,7 +16,7 @@ import json
 import time
 import uuid
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,9 +63,44 @@ class ApiError:
 
     status: int = 500
     message: str = "fake server scripted error"
+    type: str = "server_error"
+    code: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """More fields of the error object (ChatGPT's `resets_at`, `plan_type`)."""
 
 
 Step = Answer | Shell | Stall | ApiError
+
+# The API's own answers to the limits a run meets, as the real APIs word them.
+RATE_LIMITED = ApiError(
+    429,
+    "Rate limit reached for gpt-fake in organization org-fake on tokens per min (TPM): "
+    "Limit 30000, Used 29500, Requested 2000. Please try again in 3.0s. Visit "
+    "https://platform.openai.com/account/rate-limits to learn more.",
+    "tokens",
+    "rate_limit_exceeded",
+    {"retry-after": "1", "x-ratelimit-limit-tokens": "30000", "x-ratelimit-remaining-tokens": "0"},
+)
+NO_QUOTA = ApiError(
+    429,
+    "You exceeded your current quota, please check your plan and billing details. For more "
+    "information on this error, read the docs: "
+    "https://platform.openai.com/docs/guides/error-codes/api-errors.",
+    "insufficient_quota",
+    "insufficient_quota",
+)
+
+
+def usage_limit(resets_at: int) -> ApiError:
+    """ChatGPT's 429 `usage_limit_reached` for a plan's usage window, reset at `resets_at`."""
+    return ApiError(
+        429,
+        "The usage limit has been reached",
+        "usage_limit_reached",
+        None,
+        extra={"plan_type": "plus", "resets_at": resets_at, "resets_in_seconds": 3600},
+    )
 
 
 @dataclass
@@ -156,10 +191,8 @@ class FakeOpenAI:
         )
         self.record(call)
         if isinstance(step, ApiError):
-            return JSONResponse(
-                {"error": {"message": step.message, "type": "server_error", "code": None}},
-                status_code=step.status,
-            )
+            error = {"message": step.message, "type": step.type, "code": step.code, **step.extra}
+            return JSONResponse({"error": error}, status_code=step.status, headers=step.headers)
         if isinstance(step, Stall) and step.when == "no-bytes":
             await self.closing.wait()
             return Response(status_code=503)

@@ -41,8 +41,3 @@ def tree_of(pid: int) -> list[process.ProcIdentity]:
     """The process and all its descendants, as pid + start-time identities."""
     leader = process.identify(pid)
     return ([leader] if leader else []) + process.descendants(pid)
-
-
-def survivors(tree: list[process.ProcIdentity]) -> list[int]:
-    """Pids from `tree` that are still alive (a reused pid does not count)."""
-    return [p.pid for p in tree if process.is_alive(p)]

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 from daemon.errors import TaskTokenError
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
+from daemon.task.setup.nofollow import Owner, ensure_dir_under
 
 TASK_TOKEN_PREFIX = "mat_"
 TEMP_PREFIX = "multica-task-"
@@ -118,9 +119,10 @@ def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str
     return env
 
 
-def make_temp_dir(base: Path) -> Path:
-    """A fresh private (0700) temporary directory for one task under `base`."""
+def make_temp_dir(base: Path, owner: Owner | None = None) -> Path:
+    """A fresh private (0700) temporary directory for one task under `base` (`owner`'s)."""
     base.mkdir(parents=True, exist_ok=True)
     path = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=base))
     path.chmod(0o700)
-    return path
+    # Handed over through a descriptor: `base` may be the agent's already.
+    return ensure_dir_under(base, path.name, owner=owner)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemon.protocol.models import Task
-from daemon.task.setup.nofollow import write_under
+from daemon.task.setup.nofollow import Owner, write_under
 from daemon.task.setup.prompt import task_kind
 
 _FILE_BY_BACKEND = {"claude": "CLAUDE.md"}
@@ -120,10 +120,10 @@ def _identity(task: Task) -> str:
     return text
 
 
-def write_brief(workdir: Path, backend: str, task: Task) -> Path:
+def write_brief(workdir: Path, backend: str, task: Task, owner: Owner | None = None) -> Path:
     """Write the brief into `workdir` under the backend's file name; return its path.
 
     Replaced, never written through: a symlink an earlier run left under that name is
     swapped for the file, and its target is untouched.
     """
-    return write_under(workdir, brief_file(backend), runtime_brief(task))
+    return write_under(workdir, brief_file(backend), runtime_brief(task), owner=owner)

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from daemon.protocol.models import Skill
-from daemon.task.setup.nofollow import UnsafePathError, relative_parts, write_under
+from daemon.task.setup.nofollow import Owner, UnsafePathError, relative_parts, write_under
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,9 @@ def skill_text(skill: Skill, slug: str) -> str:
     return head + "---\n\n" + skill.content
 
 
-def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path]:
+def write_skills(
+    work_dir: Path, backend: str, skills: list[Skill], owner: Owner | None = None
+) -> list[Path]:
     """Write every skill under the backend's skills directory; return the `SKILL.md` paths."""
     written: list[Path] = []
     used: set[str] = set()
@@ -54,7 +56,7 @@ def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path
             unique, n = f"{slug}-{n}", n + 1
         used.add(unique)
         text = skill_text(skill, unique)
-        written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text))
+        written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text, owner=owner))
         for item in skill.files:
             try:
                 parts = relative_parts(item.path)
@@ -63,5 +65,5 @@ def write_skills(work_dir: Path, backend: str, skills: list[Skill]) -> list[Path
                 continue
             if parts == ("SKILL.md",):
                 continue  # the content above is the skill; a copy in its files must not win
-            write_under(work_dir, "/".join((base, unique, *parts)), item.content)
+            write_under(work_dir, "/".join((base, unique, *parts)), item.content, owner=owner)
     return written

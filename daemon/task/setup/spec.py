@@ -8,6 +8,7 @@ from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
 from backends.process import ProcessRegistry
+from backends.process.identity import AgentUser
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
@@ -29,11 +30,15 @@ EXIT_WAIT = 5.0
 """Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
 
 
-def prepare(root: Path, task: Task, backend: str) -> tuple[TaskDirs, Path | None]:
-    """The task's directories with their markers, its skills, and its MCP file (if any)."""
-    dirs = prepare_dirs(root, task)
-    write_skills(dirs.work_dir, backend, task.agent.skills)
-    return dirs, write_mcp_config(dirs, task)
+def prepare(
+    root: Path, task: Task, backend: str, user: AgentUser | None = None
+) -> tuple[TaskDirs, Path | None]:
+    """The task's directories with their markers, its skills, and its MCP file (if any); all
+    the agent user's when there is one."""
+    owner = user.owner if user else None
+    dirs = prepare_dirs(root, task, owner)
+    write_skills(dirs.work_dir, backend, task.agent.skills, owner)
+    return dirs, write_mcp_config(dirs, task, owner)
 
 
 def agent_spec(
@@ -50,7 +55,8 @@ def agent_spec(
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice: the
     one place a task's `RunSpec` is made."""
-    write_brief(dirs.work_dir, backend, task)
+    user = settings.agent_identity
+    write_brief(dirs.work_dir, backend, task, user.owner if user else None)
     where = TaskPlace(
         server_url=reach.server_url,
         work_dir=dirs.work_dir,
@@ -63,6 +69,8 @@ def agent_spec(
         require_task_token=True,
     )
     env = agent_env(reach.base_env, task, where)
+    if user is not None:
+        env = user.environ(env)
     blocked = blocked_custom_keys(task.agent.custom_env)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
@@ -88,4 +96,5 @@ def agent_spec(
         observer=observer,
         mcp_config=mcp_config,
         processes=processes,
+        user=user,
     )

@@ -15,15 +15,17 @@ agent and issue (or chat): a server's word alone never points the agent at a dir
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
 from daemon.private_files import ensure_dir, path_part
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
-from daemon.task.setup.nofollow import read_under, write_under
+from daemon.task.setup.nofollow import Owner, ensure_dir_under, read_under, write_under
 
 ENV_MARKER = ".managed_env.json"
 TASK_MARKER = ".multica/daemon_task_context.json"
@@ -47,34 +49,46 @@ def _agent_id(task: Task) -> str:
     return task.agent_id or task.agent.id
 
 
-def prepare_dirs(root: Path, task: Task) -> TaskDirs:
-    """Create (or reuse) the task's directories and write the daemon's markers into them."""
-    prior = reusable_work_dir(root, task)
+def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs:
+    """Create (or reuse) the task's directories and write the daemon's markers into them.
+
+    With `owner` (an agent user's uid and gid) the task's directory and all in it are that
+    user's, and the workspace's directory is passable but not listable (0711) on the way.
+    """
+    prior = reusable_work_dir(root, task, owner[0] if owner else os.geteuid())
     if prior is not None:
         env_root, work = prior.parent, prior
     else:
         env_root = root / path_part(task.workspace_id) / path_part(task.id)
         work = env_root / "workdir"
-    ensure_dir(work)
-    config_root = ensure_dir(env_root / "multica-config")
-    temp = make_temp_dir(env_root)
+    ensure_dir(root)
+    workspace = env_root.parent.name
+    # The root may be a link the operator made; below it, nothing is followed.
+    shared = ensure_dir_under(root.resolve(), workspace, SHARED_DIR_MODE if owner else 0o700)
+    if owner:
+        open_to_pass(shared)
+    ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
+    config_root = ensure_dir_under(env_root, "multica-config", owner=owner)
+    temp = make_temp_dir(env_root, owner)
     scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
     scope = {k: v for k, v in scope.items() if v}
     marker = {"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}
-    write_under(work, TASK_MARKER, json.dumps(marker, indent=2))
+    write_under(work, TASK_MARKER, json.dumps(marker, indent=2), owner=owner)
     if scope:
         # Only an issue or a chat is a scope a later task can prove it shares (Go writes the
         # same file only for them), so only such a directory is ever reused.
         env = {**marker, "managed_by": MANAGED_ENV, "workspace_id": task.workspace_id}
-        write_under(env_root, ENV_MARKER, json.dumps(env))
+        write_under(env_root, ENV_MARKER, json.dumps(env), owner=owner)
     return TaskDirs(env_root, work, config_root, temp, reused=prior is not None)
 
 
-def reusable_work_dir(root: Path, task: Task) -> Path | None:
+def reusable_work_dir(root: Path, task: Task, uid: int | None = None) -> Path | None:
     """The claim's `prior_work_dir`, resolved, when it is ours for this agent and scope.
 
     As Go's `shouldReusePriorWorkdir`: `<root>/<workspace>/<task>/workdir` once links are
     resolved, with both markers naming this workspace, agent and issue (or chat session).
+    With `uid`, the directory and its task's directory must also belong to that user (the one
+    agents run as): one left by agents of another user is not theirs to continue.
     """
     agent_id = _agent_id(task)
     if not task.prior_work_dir or not agent_id or not (task.issue_id or task.chat_session_id):
@@ -88,6 +102,8 @@ def reusable_work_dir(root: Path, task: Task) -> Path | None:
     if len(parts) != 3 or parts[0] != path_part(task.workspace_id) or parts[2] != "workdir":
         return None
     if not work.is_dir():
+        return None
+    if uid is not None and {work.stat().st_uid, work.parent.stat().st_uid} != {uid}:
         return None
     env = _json(read_under(work.parent, ENV_MARKER))
     marker = _json(read_under(work, TASK_MARKER))
@@ -125,12 +141,12 @@ def resumable_session(task: Task, dirs: TaskDirs) -> tuple[str, bool]:
     return "", True
 
 
-def write_mcp_config(dirs: TaskDirs, task: Task) -> Path | None:
+def write_mcp_config(dirs: TaskDirs, task: Task, owner: Owner | None = None) -> Path | None:
     """The agent's `mcp_config` in an owner-only file of the task's directory, if it has one."""
     config = task.agent.mcp_config
     if config is None:
         return None
-    return write_under(dirs.env_root, MCP_CONFIG_FILE, json.dumps(config))
+    return write_under(dirs.env_root, MCP_CONFIG_FILE, json.dumps(config), owner=owner)
 
 
 def remove_tree(path: Path) -> None:

@@ -12,24 +12,13 @@ import pytest
 
 from backends.acp import AcpAgent, AcpBackend
 from backends.base import MessageType, RunSpec
-from tests.fakes.real_cli import survivors, tree_of
+from daemon.testing import survivors
+from tests.backends.support import RecordingObserver
+from tests.fakes.real_cli import tree_of
 
 pytestmark = pytest.mark.anyio
 
 FAKE_AGENT = Path(__file__).with_name("fake_agent.py")
-
-
-class Counting:
-    """A run observer that counts what the daemon's metrics would."""
-
-    def __init__(self) -> None:
-        self.invalid = 0
-
-    def signal_sent(self, signal_name: str) -> None:
-        pass
-
-    def invalid_line(self) -> None:
-        self.invalid += 1
 
 
 def backend(log: Path, mode: str) -> AcpBackend:
@@ -52,7 +41,7 @@ def received(log: Path) -> list[dict[str, object]]:
 async def test_leaving_sends_cancel_then_kills_the_tree(tmp_path: Path, mode: str) -> None:
     """Leaving mid-turn sends session/cancel; an agent that ignores it (and SIGTERM) is
     killed within the cancel wait plus the kill grace."""
-    log, observer = tmp_path / "agent.log", Counting()
+    log, observer = tmp_path / "agent.log", RecordingObserver()
     spec = RunSpec(
         prompt="Go.", workdir=tmp_path, env={"PATH": "/usr/bin:/bin"}, kill_grace=1.0,
         observer=observer,

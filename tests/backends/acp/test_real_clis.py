@@ -2,7 +2,7 @@
 offline against fake model APIs: detection, a session resumed, a third agent from its entry.
 
 The whole-daemon scenarios (a tool under the watchdog, stalls, the kill) are in
-tests/daemon/test_acp_daemon.py; cancelling and the fresh-session fallback are tested on a
+tests/e2e/test_acp_daemon.py; cancelling and the fresh-session fallback are tested on a
 small agent process (test_backend.py) and line by line (test_session.py), where they cost
 no CLI start. Skipped, with the install command as the reason, only when a CLI is not
 installed.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from backends.base import RunSpec
 from backends.claude.backend import ClaudeBackend, filter_args, prompt_line
+from backends.process.identity import AgentUser
 
 
 def spec(**fields: object) -> RunSpec:
@@ -74,6 +75,13 @@ def test_root_gets_is_sandbox() -> None:
     """As root IS_SANDBOX=1 is set (the CLI refuses bypassPermissions otherwise); not otherwise."""
     assert ClaudeBackend("claude", is_root=True).env(spec())["IS_SANDBOX"] == "1"
     assert "IS_SANDBOX" not in ClaudeBackend("claude", is_root=False).env(spec())
+
+
+def test_an_agent_user_runs_without_is_sandbox() -> None:
+    """A root daemon starting the CLI as an agent user claims no sandbox: the CLI runs
+    unprivileged, where bypass mode needs none."""
+    user = AgentUser("agent", 10001, 10001, (10001,), "/home/agent")
+    assert "IS_SANDBOX" not in ClaudeBackend("claude", is_root=True).env(spec(user=user))
 
 
 def test_root_overrides_a_host_is_sandbox_value() -> None:

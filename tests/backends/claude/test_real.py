@@ -12,6 +12,7 @@ import pytest
 
 from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Usage
 from backends.claude import ClaudeBackend
+from daemon.testing import survivors
 from tests.fakes.anthropic_api import (
     USAGE,
     ApiError,
@@ -21,14 +22,14 @@ from tests.fakes.anthropic_api import (
     claude_env,
     fake_anthropic,
 )
-from tests.fakes.real_cli import pinned_version, require_cli, survivors, tree_of
+from tests.fakes.real_cli import pinned_version, require_cli, tree_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 # The model the CLI picks when none is configured (see the recorded transcripts).
 DEFAULT_MODEL = "claude-opus-5-5"
 ONE_REQUEST = Usage(
-    "anthropic",
+    "claude",
     DEFAULT_MODEL,
     input_tokens=USAGE["input_tokens"],
     output_tokens=USAGE["output_tokens"],
@@ -175,7 +176,7 @@ async def test_stalled_api_leaves_the_cli_silent_and_leaving_kills_its_tree(
             await anyio.sleep(3)
             assert len(seen) == before
             tree = tree_of(run.pid)
-            assert tree and survivors(tree) == [p.pid for p in tree]
+            assert tree and survivors(tree) == tree
             tg.cancel_scope.cancel()
         assert survivors(tree) == []
     assert MessageType.RESULT not in kinds(seen)

@@ -44,7 +44,7 @@ def test_text_run_completes_with_output_and_session() -> None:
 def test_result_carries_usage_per_model() -> None:
     """The result's per-model usage becomes anthropic `Usage` entries."""
     parser, steps = replay("text")
-    expected = (Usage("anthropic", "claude-opus-5-5", 12362, 25, 0, 0),)
+    expected = (Usage("claude", "claude-opus-5-5", 12362, 25, 0, 0),)
     assert of_type(steps, MessageType.RESULT)[0].usage == expected
     assert parser.finish(0, "").usage == expected
 
@@ -131,7 +131,7 @@ def test_resumed_run_reports_the_same_session_and_only_its_own_usage() -> None:
     assert result.status is RunStatus.COMPLETED
     assert result.session_id == meta("resume")["first_session_id"]
     # modelUsage says 37297 input tokens: the whole session, earlier runs included.
-    assert result.usage == (Usage("anthropic", "claude-opus-5-5", 12487, 25, 0, 0),)
+    assert result.usage == (Usage("claude", "claude-opus-5-5", 12487, 25, 0, 0),)
     assert not parser.session_not_found
 
 

@@ -13,7 +13,7 @@ from tests.backends.support import feed_file, messages, of_type, read_meta
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "codex"
 MODEL = "gpt-fake"
 # What the fake OpenAI API reports per request (tests/fakes/openai_api.py).
-ONE_REQUEST = Usage("openai", MODEL, 150, 30, 50, 0)
+ONE_REQUEST = Usage("codex", MODEL, 150, 30, 50, 0)
 
 
 def meta(name: str) -> dict[str, Any]:
@@ -70,7 +70,7 @@ def test_command_execution_is_a_tool_call() -> None:
     assert done.output == "hi\n" and not done.is_error
     kinds = [m.type for m in messages(steps)]
     assert kinds.index(MessageType.TOOL_USE) < kinds.index(MessageType.TOOL_RESULT)
-    assert parser.finish(0, "").usage == (Usage("openai", MODEL, 300, 60, 100, 0),)
+    assert parser.finish(0, "").usage == (Usage("codex", MODEL, 300, 60, 100, 0),)
 
 
 def test_failed_command_is_an_error_tool_result() -> None:
@@ -163,3 +163,12 @@ def test_plan_updates_are_logged() -> None:
     (log,) = parser.feed(json.dumps(event)).messages
     assert log.type is MessageType.LOG
     assert log.content == "plan:\n[x] read\n[ ] write"
+
+
+def test_a_turn_that_spent_nothing_reports_no_usage() -> None:
+    """A completed turn whose counts are all zero (or all already in the baseline) is no usage
+    entry, as Multica's daemon leaves such a model out."""
+    parser = CodexEventParser(MODEL)
+    parser.feed('{"type":"thread.started","thread_id":"t"}')
+    parser.feed('{"type":"turn.completed","usage":{"input_tokens":0,"output_tokens":0}}')
+    assert parser.finish(0, "").usage == ()

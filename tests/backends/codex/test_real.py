@@ -12,6 +12,7 @@ import pytest
 
 from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Usage
 from backends.codex import CodexBackend
+from daemon.testing import survivors
 from tests.fakes.openai_api import (
     MODEL,
     USAGE,
@@ -23,12 +24,12 @@ from tests.fakes.openai_api import (
     codex_home,
     fake_openai,
 )
-from tests.fakes.real_cli import pinned_version, require_cli, survivors, tree_of
+from tests.fakes.real_cli import pinned_version, require_cli, tree_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 ONE_REQUEST = Usage(
-    "openai",
+    "codex",
     MODEL,
     input_tokens=USAGE["input_tokens"] - USAGE["cached_tokens"],
     output_tokens=USAGE["output_tokens"],
@@ -150,7 +151,7 @@ async def test_stalled_api_leaves_the_cli_silent_and_leaving_kills_its_tree(
             await anyio.sleep(3)
             assert len(seen) == before
             tree = tree_of(run.pid)
-            assert tree and survivors(tree) == [p.pid for p in tree]
+            assert tree and survivors(tree) == tree
             tg.cancel_scope.cancel()
         assert survivors(tree) == []
     assert MessageType.RESULT not in [m.type for m in seen]

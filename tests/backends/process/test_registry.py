@@ -20,7 +20,8 @@ import pytest
 
 from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
 from backends.process.tree import ProcessTable, subtree_table
-from tests.backends.support import TREE_CHILD, identities, python, tree_pids
+from daemon.testing import python
+from tests.backends.support import TREE_CHILD, identities, tree_pids
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers are Linux only")

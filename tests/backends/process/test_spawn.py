@@ -29,14 +29,13 @@ from backends.process import (
     run_process,
     tagged,
 )
+from daemon.testing import python, survivors
 from tests.backends.support import (
     SLEEPER,
     TREE_CHILD,
     LinesParser,
     RecordingObserver,
     identities,
-    python,
-    survivors,
     tree_pids,
 )
 from tests.helpers import eventually

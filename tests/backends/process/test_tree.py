@@ -25,15 +25,8 @@ from backends.process import (
 )
 from backends.process import tree as tree_module
 from backends.process.tree import process_table, subtree_table
-from tests.backends.support import (
-    PINGABLE,
-    SLEEPER,
-    TREE_CHILD,
-    identities,
-    python,
-    survivors,
-    tree_pids,
-)
+from daemon.testing import python, survivors
+from tests.backends.support import PINGABLE, SLEEPER, TREE_CHILD, identities, tree_pids
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
 

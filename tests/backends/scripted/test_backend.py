@@ -18,7 +18,8 @@ import pytest
 from backends.base import Message, MessageType, RunResult, RunSpec, RunStatus, Usage
 from backends.process import ProcessRegistry, ProcIdentity
 from backends.scripted import Script, ScriptedBackend
-from tests.backends.support import RecordingObserver, identities, survivors, tree_pids
+from daemon.testing import survivors
+from tests.backends.support import RecordingObserver, identities, tree_pids
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from daemon.errors import (
     PermanentServerError,
-    ServerError,
     TaskGoneError,
     TransientServerError,
     UnconfirmedError,
@@ -17,28 +15,18 @@ from daemon.errors import (
 from daemon.ops.metrics import Metrics
 from daemon.protocol.batches import BATCH_MESSAGES, batch_end, send_batch, wire_size
 from daemon.protocol.limits import BATCH_BYTES
+from daemon.testing import FakeTaskServer
 
 pytestmark = pytest.mark.anyio
 
+TASK = "task-1"
 
-class RefusingServer:
-    """Stores batches unless they hold a poisoned message (400), or fails them on demand."""
 
-    def __init__(self, poisoned: set[int] | None = None) -> None:
-        self.poisoned = poisoned or set()
-        self.failure: ServerError | None = None
-        self.stored: list[int] = []
-        self.requests = 0
-
-    async def send_messages(
-        self, task_id: str, batch: Sequence[Mapping[str, Any]], *, retry: bool = True
-    ) -> None:
-        self.requests += 1
-        if self.failure is not None:
-            raise self.failure
-        if any(m["seq"] in self.poisoned for m in batch):
-            raise PermanentServerError("messages", "input: invalid", 400)
-        self.stored.extend(m["seq"] for m in batch)
+def refusing(poisoned: set[int]) -> FakeTaskServer:
+    """A server that refuses (400) every batch holding one of the `poisoned` seqs."""
+    server = FakeTaskServer()
+    server.refuse_messages(lambda m: m["seq"] in poisoned)
+    return server
 
 
 def messages(count: int) -> list[dict[str, Any]]:
@@ -67,29 +55,30 @@ def test_wire_size_counts_text_and_tool_input() -> None:
 
 async def test_a_refused_batch_is_split_and_only_the_offender_dropped() -> None:
     """One message the server refuses costs only itself, counted as `refused`."""
-    server, metrics = RefusingServer(poisoned={37}), Metrics()
-    sent = await send_batch(server, "task-1", messages(100), metrics)
+    server, metrics = refusing({37}), Metrics()
+    sent = await send_batch(server, TASK, messages(100), metrics)
     assert (sent.handled, sent.error, sent.gone) == (100, None, None)
-    assert server.stored == [s for s in range(1, 101) if s != 37]
+    assert server.seqs(TASK) == [s for s in range(1, 101) if s != 37]
     assert dropped(metrics, "refused") == 1
-    assert server.requests <= 2 * 7 + 1  # halving: about two requests per level
+    assert server.count("send_messages") <= 2 * 7 + 1  # halving: about two requests per level
 
 
 async def test_an_unconfirmed_batch_is_given_up_and_counted() -> None:
     """A batch that may be stored (answer lost, no dedupe) is not kept for a re-send."""
-    server, metrics = RefusingServer(), Metrics()
-    server.failure = UnconfirmedError("messages", "ReadTimeout")
-    sent = await send_batch(server, "task-1", messages(5), metrics)
+    server, metrics = FakeTaskServer(), Metrics()
+    server.fail("send_messages", UnconfirmedError("messages", "ReadTimeout"))
+    sent = await send_batch(server, TASK, messages(5), metrics)
     assert (sent.handled, sent.error) == (5, None)
     assert dropped(metrics, "unconfirmed") == 5
 
 
 async def test_a_transient_failure_keeps_the_rest_for_later() -> None:
     """A failure that surely stored nothing hands the batch back, nothing dropped."""
-    server, metrics = RefusingServer(), Metrics()
-    server.failure = TransientServerError("messages", "ConnectError")
-    sent = await send_batch(server, "task-1", messages(5), metrics)
-    assert (sent.handled, sent.error) == (0, server.failure)
+    server, metrics = FakeTaskServer(), Metrics()
+    failure = TransientServerError("messages", "ConnectError")
+    server.fail("send_messages", failure)
+    sent = await send_batch(server, TASK, messages(5), metrics)
+    assert (sent.handled, sent.error) == (0, failure)
     assert dropped(metrics, "refused") == dropped(metrics, "unconfirmed") == 0
 
 
@@ -103,7 +92,7 @@ async def test_a_transient_failure_keeps_the_rest_for_later() -> None:
 )
 async def test_a_gone_task_or_refused_token_is_not_split(refusal: PermanentServerError) -> None:
     """A refusal of the task itself ends the sending at once: no halving, no drop counted."""
-    server = RefusingServer()
-    server.failure = refusal
-    sent = await send_batch(server, "task-1", messages(64), Metrics())
-    assert (sent.handled, sent.gone, server.requests) == (0, refusal, 1)
+    server = FakeTaskServer()
+    server.fail("send_messages", refusal)
+    sent = await send_batch(server, TASK, messages(64), Metrics())
+    assert (sent.handled, sent.gone, server.count("send_messages")) == (0, refusal, 1)

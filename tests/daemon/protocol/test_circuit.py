@@ -4,19 +4,7 @@ from __future__ import annotations
 
 from daemon.ops.metrics import CIRCUIT_STATES, Metrics
 from daemon.protocol.circuit import CircuitBreaker
-
-
-class FakeClock:
-    """A monotonic clock the test moves by hand."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from daemon.testing import FakeClock
 
 
 def opened(clock: FakeClock, metrics: Metrics | None = None) -> CircuitBreaker:

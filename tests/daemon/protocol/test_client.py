@@ -35,7 +35,7 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import RuntimeInfo
 from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.retry import RetryPolicy
-from tests.clock import RecordingSleep
+from daemon.testing import RecordingSleep
 
 BASE = "http://server.test"
 TOKEN = "daemon-secret-token"

@@ -11,6 +11,7 @@ from daemon.protocol.failure import (
     SERVER_REASONS,
     checked_reason,
     failure_reason,
+    known_reason,
 )
 
 
@@ -53,3 +54,32 @@ def test_an_agent_that_never_started_is_a_missing_executable() -> None:
 def test_a_known_reason_passes_through() -> None:
     """A reason from the taxonomy is sent unchanged."""
     assert checked_reason("agent_error.context_overflow") == "agent_error.context_overflow"
+
+
+@pytest.mark.parametrize(
+    ("reason", "error", "sent"),
+    [
+        # The backend's reason from the agent's fields wins over the text.
+        (
+            "agent_error.provider_capacity_or_rate_limit",
+            "30,000 input tokens per minute",
+            "agent_error.provider_capacity_or_rate_limit",
+        ),
+        # Without one, Go's daemon order: a poisoning 400 first, then the classifier.
+        (
+            "",
+            'API Error: 400 {"type":"invalid_request_error","message":"bad image"}',
+            "api_invalid_request",
+        ),
+        ("", "stream disconnected before completion", "agent_error.provider_network"),
+        # A reason the server does not share is no reason: the text decides.
+        ("agent_error", "exit status 2", "agent_error.process_failure"),
+        # Nothing known: "" (the server would say agent_error.unknown itself).
+        ("", "the agent gave up", ""),
+    ],
+)
+def test_known_reason_prefers_the_fields_then_gos_text_rules(
+    reason: str, error: str, sent: str
+) -> None:
+    """The reason sent: the backend's, else the text rules in Go's order, else ""."""
+    assert known_reason(reason, error) == sent

@@ -12,7 +12,7 @@ import respx
 from daemon.cli.tasks_api import TRANSPORT_RETRY, TasksApi
 from daemon.errors import MalformedResponseError, TaskGoneError, TransientServerError
 from daemon.protocol.models import Agent
-from tests.clock import RecordingSleep
+from daemon.testing import RecordingSleep
 
 BASE = "http://server.test"
 

@@ -26,7 +26,8 @@ from backends.process import (
     signal_group_of,
 )
 from daemon.state.agent_records import AgentRecord, AgentRecords
-from tests.backends.support import SLEEPER, TREE_CHILD, python, tree_pids
+from daemon.testing import python
+from tests.backends.support import SLEEPER, TREE_CHILD, tree_pids
 from tests.helpers import eventually, serving_daemon
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")

@@ -9,7 +9,7 @@ from backends.base import Message, MessageType
 from backends.claude.stream import ClaudeStreamParser
 from daemon.task.activity import Activity
 from daemon.task.watchdog import WatchdogPolicy, verdict_for
-from tests.clock import FakeClock
+from daemon.testing import FakeClock
 
 MIN = 60.0
 POLICY = WatchdogPolicy(idle_window=30 * MIN, tool_window=120 * MIN, first_output=2 * MIN)

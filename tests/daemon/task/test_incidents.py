@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from daemon.state.incidents import Incident, IncidentLog
-from tests.daemon.timeout_support import SCOPES, fires, incidents, say
+from tests.e2e.timeout_support import SCOPES, fires, incidents, say
 from tests.helpers import serving_daemon
 
 FIELDS = {

@@ -69,3 +69,37 @@ def test_watchdog_and_failed_exit_are_failures() -> None:
     assert (failed.status, failed.failure_reason) == (RunStatus.FAILED, "")
     assert failed.report is not None and failed.report.error == "boom"
     assert len(failed.usage) == 1
+
+
+def test_a_failed_runs_reason_is_the_backends_then_the_texts() -> None:
+    """The backend's reason and the limit's reset time go with the `fail`; without a reason
+    from the backend the error text names it."""
+    limited = RunResult(
+        RunStatus.FAILED,
+        error="You've hit your usage limit … try again at 2:05 PM.",
+        failure_reason="agent_error.provider_quota_limit",
+        limit_resets="2:05 PM",
+    )
+    outcome = outcome_of(Ending("s", result=limited), "/w")
+    assert (outcome.failure_reason, outcome.limit_resets) == (
+        "agent_error.provider_quota_limit",
+        "2:05 PM",
+    )
+    cut = RunResult(RunStatus.FAILED, error="stream disconnected before completion")
+    assert (
+        outcome_of(Ending("s", result=cut), "/w").failure_reason == "agent_error.provider_network"
+    )
+    said = outcome_of(
+        Ending("s", final=result_message("429 Too Many Requests", is_error=True)), "/w"
+    )
+    assert said.failure_reason == "agent_error.provider_capacity_or_rate_limit"
+
+
+def test_a_stopped_run_reports_what_it_spent() -> None:
+    """A cancel, a shutdown and the wall clock keep the usage the agent's messages showed."""
+    for ending in (
+        Ending("s", stopped="server_cancelled", usage=USAGE),
+        Ending("s", stopped="shutdown", usage=USAGE),
+        Ending("s", wall_clock=60.0, usage=USAGE),
+    ):
+        assert outcome_of(ending, "/w").usage == (UsageEntry.from_usage(USAGE[0]),)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from daemon.errors import TaskGoneError
 from daemon.task.status_poll import StatusNews, poll_status
+from daemon.testing import FakeTaskServer
 from daemon.wakeup import Wakeup
 from tests.helpers import eventually
 
@@ -15,39 +15,26 @@ pytestmark = pytest.mark.anyio
 EVERY = 0.1
 
 
-class StatusServer:
-    """Answers status polls with `status`, counting them."""
-
-    def __init__(self, status: str = "running") -> None:
-        self.status = status
-        self.polls = 0
-
-    async def task_status(self, task_id: str) -> str:
-        self.polls += 1
-        if self.status == "gone":
-            raise TaskGoneError("status", "task not found")
-        return self.status
-
-
 async def poll_for(
-    server: StatusServer, seconds: float, due: Wakeup, news: StatusNews | None
+    server: FakeTaskServer, seconds: float, due: Wakeup, news: StatusNews | None
 ) -> list[str]:
     """Run the poll for `seconds` (or until it stops the run); the reasons it stopped for."""
     stops: list[str] = []
     with anyio.move_on_after(seconds):
-        await poll_status(server, "t1", lambda: EVERY, stops.append, due, news)  # type: ignore[arg-type]
+        await poll_status(server, "t1", lambda: EVERY, stops.append, due, news)
     return stops
 
 
 async def test_without_news_the_server_is_polled_every_interval() -> None:
-    server = StatusServer()
+    server = FakeTaskServer()
     assert await poll_for(server, 10 * EVERY + EVERY / 2, Wakeup(), None) == []
-    assert 4 <= server.polls <= 10  # 10 on time; fewer where a loaded machine wakes late
+    polls = server.count("task_status")
+    assert 4 <= polls <= 10  # 10 on time; fewer where a loaded machine wakes late
 
 
 async def test_a_status_named_in_each_interval_stands_in_for_the_polls() -> None:
     """While the transcript's answers keep naming the status, no poll is made."""
-    server, due = StatusServer(), Wakeup()
+    server, due = FakeTaskServer(), Wakeup()
     news = StatusNews(due)
 
     async def transcript_answers() -> None:
@@ -59,20 +46,20 @@ async def test_a_status_named_in_each_interval_stands_in_for_the_polls() -> None
         tg.start_soon(transcript_answers)
         assert await poll_for(server, 10 * EVERY, due, news) == []
         tg.cancel_scope.cancel()
-    assert server.polls == 0
+    assert server.count("task_status") == 0
 
 
 async def test_news_gone_stale_brings_the_polls_back() -> None:
     """A task whose transcript stopped flowing is polled again."""
-    server, due = StatusServer(), Wakeup()
+    server, due = FakeTaskServer(), Wakeup()
     news = StatusNews(due)
     news.heard("running")
     assert await poll_for(server, 10 * EVERY + EVERY / 2, due, news) == []
-    assert server.polls >= 4  # 9 on time: every interval after the first
+    assert server.count("task_status") >= 4  # 9 on time: every interval after the first
 
 
 async def test_a_finished_status_in_an_answer_stops_the_run_at_once() -> None:
-    server, due = StatusServer(), Wakeup()
+    server, due = FakeTaskServer(), Wakeup()
     news = StatusNews(due)
     stops: list[str] = []
 
@@ -82,13 +69,13 @@ async def test_a_finished_status_in_an_answer_stops_the_run_at_once() -> None:
         news.heard("cancelled")
         await eventually(lambda: bool(stops), within=5, every=0.005)
     assert stops == ["server_cancelled"]
-    assert server.polls == 0
+    assert server.count("task_status") == 0
 
 
 async def test_an_early_check_polls_even_with_fresh_news() -> None:
     """`due` set from elsewhere (the server said the task was cancelled) asks the server,
     whatever an earlier answer said."""
-    server, due = StatusServer("cancelled"), Wakeup()
+    server, due = FakeTaskServer(status="cancelled"), Wakeup()
     news = StatusNews(due)
     news.heard("running")
     stops: list[str] = []
@@ -99,8 +86,10 @@ async def test_an_early_check_polls_even_with_fresh_news() -> None:
         due.set()
         await eventually(lambda: bool(stops), within=5, every=0.005)
     assert stops == ["server_cancelled"]
-    assert server.polls == 1
+    assert server.count("task_status") == 1
 
 
 async def test_a_task_the_server_forgot_stops_as_gone() -> None:
-    assert await poll_for(StatusServer("gone"), 1.0, Wakeup(), None) == ["gone"]
+    server = FakeTaskServer()
+    server.forget("t1")
+    assert await poll_for(server, 1.0, Wakeup(), None) == ["gone"]

@@ -3,45 +3,22 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
 import anyio
 import pytest
 
 from backends.base import Message, MessageType
-from daemon.errors import PermanentServerError, ServerError, TaskGoneError, TransientServerError
+from daemon.errors import TransientServerError
 from daemon.ops.metrics import Metrics
 from daemon.protocol.limits import BATCH_BYTES, CONTENT_CAP
 from daemon.shutdown import ShutdownBudget
 from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript, TranscriptLimits
+from daemon.testing import FakeTaskServer
 
 pytestmark = pytest.mark.anyio
 
-
-class FakeServer:
-    """Takes transcript batches, or fails them on demand; `hold` keeps a send waiting."""
-
-    def __init__(self) -> None:
-        self.attempts: list[list[dict[str, Any]]] = []
-        self.stored: list[dict[str, Any]] = []
-        self.failure: ServerError | None = None
-        self.hold: anyio.Event | None = None
-        self.sending = anyio.Event()
-
-    async def send_messages(
-        self, task_id: str, batch: Sequence[dict[str, Any]], *, retry: bool = True
-    ) -> None:
-        self.attempts.append([dict(m) for m in batch])
-        self.sending.set()
-        if self.hold is not None:
-            await self.hold.wait()
-        if self.failure is not None:
-            raise self.failure
-        self.stored.extend(dict(m) for m in batch)
-
-    def seqs(self) -> list[int]:
-        return [m["seq"] for m in self.stored]
+TASK = "task-1"
 
 
 def text(content: str) -> Message:
@@ -49,13 +26,13 @@ def text(content: str) -> Message:
 
 
 def transcript(
-    server: FakeServer,
+    server: FakeTaskServer,
     metrics: Metrics | None = None,
     budget: ShutdownBudget | None = None,
     **limits: Any,
 ) -> Transcript:
     limited = TranscriptLimits(**limits)
-    return Transcript(server, "task-1", metrics or Metrics(), budget=budget, limits=limited)
+    return Transcript(server, TASK, metrics or Metrics(), budget=budget, limits=limited)
 
 
 def dropped(metrics: Metrics, reason: str) -> float | None:
@@ -69,7 +46,7 @@ def down() -> TransientServerError:
 
 async def test_only_transcript_types_are_numbered_and_sent() -> None:
     """text, thinking, tool_use, tool_result and error get seq 1..n; status and log do not."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server)
     t.add(text("a"))
     t.add(Message(MessageType.STATUS, session_id="s"))
@@ -77,37 +54,37 @@ async def test_only_transcript_types_are_numbered_and_sent() -> None:
     t.add(Message(MessageType.TOOL_USE, tool="Bash", call_id="c", input={"command": "ls"}))
     t.add(Message(MessageType.TOOL_RESULT, call_id="c", output="x"))
     assert await t.flush()
-    assert [(m["seq"], m["type"]) for m in server.stored] == [
+    assert [(m["seq"], m["type"]) for m in server.messages(TASK)] == [
         (1, "text"),
         (2, "tool_use"),
         (3, "tool_result"),
     ]
-    assert server.stored[1]["input"] == {"command": "ls"}
+    assert server.messages(TASK)[1]["input"] == {"command": "ls"}
 
 
 async def test_failed_batch_is_kept_and_resent_with_the_same_seq() -> None:
     """A transient failure keeps the batch; the re-send carries the same seq and content."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server)
     for word in ("a", "b", "c"):
         t.add(text(word))
-    server.failure = down()
+    server.fail("send_messages", down())
     assert not await t.flush()
     assert t.unsent == 3
     t.add(text("d"))
-    server.failure = None
+    server.heal()
     assert await t.flush()
-    assert server.seqs() == [1, 2, 3, 4]
-    assert server.attempts[1][:3] == server.attempts[0]
+    assert server.seqs(TASK) == [1, 2, 3, 4]
+    assert server.batches[1][:3] == server.batches[0]
     assert t.unsent == 0
 
 
 async def test_cap_in_messages_drops_the_oldest_and_counts_them() -> None:
     """Past the message cap the oldest unsent messages go, counted in the metric."""
     metrics = Metrics()
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server, metrics, max_messages=5)
-    server.failure = down()
+    server.fail("send_messages", down())
     for i in range(1, 9):
         t.add(text(f"m{i}"))
     assert [m["seq"] for m in t.pending()] == [4, 5, 6, 7, 8]
@@ -117,7 +94,7 @@ async def test_cap_in_messages_drops_the_oldest_and_counts_them() -> None:
 
 async def test_cap_in_bytes_drops_the_oldest() -> None:
     """Past the byte cap the oldest go too, however few messages are queued."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server, max_bytes=3 * (1000 + 64))
     for i in range(1, 6):
         t.add(text(str(i) * 1000))
@@ -127,7 +104,7 @@ async def test_cap_in_bytes_drops_the_oldest() -> None:
 
 async def test_drop_during_a_send_keeps_the_newer_messages() -> None:
     """Messages dropped while their batch is on its way do not take newer unsent ones along."""
-    server = FakeServer()
+    server = FakeTaskServer()
     release = server.hold = anyio.Event()
     t = transcript(server, max_messages=5)
     for i in range(1, 6):
@@ -139,16 +116,16 @@ async def test_drop_during_a_send_keeps_the_newer_messages() -> None:
         for i in range(6, 9):
             t.add(text(f"m{i}"))  # the cap drops 1, 2 and 3 from the queue
         release.set()
-    assert server.seqs() == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert server.seqs(TASK) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert t.unsent == 0
 
 
 async def test_permanent_refusal_clears_the_queue_and_stops() -> None:
     """A task the server no longer knows: the queue is emptied and later messages ignored."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server)
     t.add(text("a"))
-    server.failure = TaskGoneError("messages", "task not found", 404)
+    server.forget(TASK)
     assert not await t.flush()
     t.add(text("b"))
     assert (t.gone, t.unsent, t.pending()) == (True, 0, [])
@@ -156,8 +133,8 @@ async def test_permanent_refusal_clears_the_queue_and_stops() -> None:
 
 async def test_close_gives_up_at_its_bound_and_keeps_what_is_unsent() -> None:
     """The final flush retries only for `within`; the unsent messages stay for the outbox."""
-    server = FakeServer()
-    server.failure = down()
+    server = FakeTaskServer()
+    server.fail("send_messages", down())
     t = transcript(server)
     t.add(text("a"))
     t.add(text("b"))
@@ -170,8 +147,8 @@ async def test_close_gives_up_at_its_bound_and_keeps_what_is_unsent() -> None:
 
 async def test_hurry_cuts_a_final_flush_that_is_under_way() -> None:
     """A stopping daemon shortens a 30 s final flush that already began."""
-    server = FakeServer()
-    server.failure = down()
+    server = FakeTaskServer()
+    server.fail("send_messages", down())
     budget = ShutdownBudget()
     t = transcript(server, budget=budget)
     t.add(text("a"))
@@ -187,76 +164,65 @@ async def test_hurry_cuts_a_final_flush_that_is_under_way() -> None:
 
 async def test_keep_up_flushes_a_full_queue_on_a_healthy_server() -> None:
     """At the high-water mark the drain waits for a flush, so nothing is dropped."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server, batch_size=2, max_messages=25)
     for i in range(t.high_water):
         t.add(text(str(i)))
     await t.keep_up()
-    assert t.unsent == 0 and len(server.stored) == t.high_water
+    assert t.unsent == 0 and len(server.messages(TASK)) == t.high_water
 
 
 async def test_keep_up_does_not_wait_while_the_server_fails() -> None:
     """While the server is failing the drain is never held up; the cap applies instead."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server, batch_size=2)
-    server.failure = down()
+    server.fail("send_messages", down())
     t.add(text("x"))
     assert not await t.flush()
     for i in range(t.high_water):
         t.add(text(str(i)))
-    tries = len(server.attempts)
+    tries = len(server.batches)
     await t.keep_up()
-    assert len(server.attempts) == tries
+    assert len(server.batches) == tries
 
 
 async def test_tool_output_is_capped_and_nul_bytes_removed() -> None:
     """Tool output over 8 KiB is cut with a note; NUL bytes never reach the server."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server)
     t.add(Message(MessageType.TOOL_RESULT, call_id="c", output="x" * 20_000))
     t.add(text("a\x00b"))
     await t.flush()
-    output, content = server.stored[0]["output"], server.stored[1]["content"]
+    output, content = server.messages(TASK)[0]["output"], server.messages(TASK)[1]["content"]
     assert output.startswith("x" * TOOL_OUTPUT_CAP)
     assert output.endswith(f"[{20_000 - TOOL_OUTPUT_CAP} more bytes not sent]")
     assert content == "ab"
-
-
-class PickyServer(FakeServer):
-    """Refuses (400) every batch that holds the text `poison`, as a server refuses a body."""
-
-    async def send_messages(
-        self, task_id: str, batch: Sequence[dict[str, Any]], *, retry: bool = True
-    ) -> None:
-        if any(m["content"] == "poison" for m in batch):
-            self.attempts.append([dict(m) for m in batch])
-            raise PermanentServerError("messages", "content: invalid", 400)
-        await super().send_messages(task_id, batch, retry=retry)
 
 
 async def test_a_refused_message_is_dropped_alone_and_the_transcript_goes_on() -> None:
     """A 400 for one message costs that message only (counted as `refused`); the messages
     around it and after it are stored."""
     metrics = Metrics()
-    server = PickyServer()
+    server = FakeTaskServer()
+    server.refuse_messages(lambda m: m["content"] == "poison")
     t = transcript(server, metrics)
     for word in ("a", "b", "poison", "c"):
         t.add(text(word))
     assert await t.flush()
     t.add(text("d"))
     assert await t.flush()
-    assert server.seqs() == [1, 2, 4, 5]
+    assert server.seqs(TASK) == [1, 2, 4, 5]
     assert not t.gone
     assert dropped(metrics, "refused") == 1
 
 
 async def test_long_text_is_capped_and_batches_fit_the_byte_budget() -> None:
     """Text past its cap is cut with a marker; megabyte messages go a few per request."""
-    server = FakeServer()
+    server = FakeTaskServer()
     t = transcript(server)
     for _ in range(10):
         t.add(text("x" * CONTENT_CAP))
     t.add(text("y" * (CONTENT_CAP + 5)))
     assert await t.flush()
-    assert server.stored[-1]["content"].endswith("[5 more bytes not sent]")
-    assert max(len(a) for a in server.attempts) <= BATCH_BYTES // CONTENT_CAP
+    assert server.messages(TASK)[-1]["content"].endswith("[5 more bytes not sent]")
+    assert max(len(a) for a in server.batches) <= BATCH_BYTES // CONTENT_CAP

@@ -8,7 +8,7 @@ import pytest
 from backends.base import Message, MessageType
 from daemon.task.activity import Activity
 from daemon.task.watchdog import Watchdog, WatchdogPolicy, verdict_for
-from tests.clock import FakeClock
+from daemon.testing import FakeClock
 
 MIN = 60.0
 POLICY = WatchdogPolicy(idle_window=30 * MIN, tool_window=120 * MIN, first_output=2 * MIN)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import embedded_server, eventually, running_daemon, serving_daemon, survivors
+from daemon.testing import task_processes
+from tests.helpers import embedded_server, eventually, running_daemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
 
@@ -51,7 +52,7 @@ async def test_silent_agent_is_stopped_by_the_idle_watchdog(tmp_path: Path) -> N
     }
     async with serving_daemon(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="1s") as d:
         task_id = await d.submit(script)
-        await eventually(lambda: bool(survivors(task_id)))
+        await eventually(lambda: bool(task_processes(task_id)))
         begun = time.monotonic()
         task = await d.wait(task_id)
         took = time.monotonic() - begun
@@ -61,7 +62,7 @@ async def test_silent_agent_is_stopped_by_the_idle_watchdog(tmp_path: Path) -> N
     # Window 1 s, ticks every 0.5 s, then SIGTERM (the scripted agent exits on it) and the
     # report: generous upper margin for a loaded 2-core machine.
     assert 0.8 <= took <= 1.5 + 1.0 + 2.0
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_long_tool_call_is_not_stopped(tmp_path: Path) -> None:
@@ -99,7 +100,7 @@ async def test_silence_after_a_finished_tool_is_stopped(tmp_path: Path) -> None:
         task = await d.wait(task_id)
     assert task["failure_reason"] == "idle_watchdog"
     assert "no tool in flight" in task["error"]
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_zero_window_disables_the_watchdog(tmp_path: Path) -> None:

@@ -15,13 +15,13 @@ from backends.scripted import ScriptedBackend
 from daemon.cli.tasks_api import TasksApi
 from daemon.protocol.client import ServerClient
 from daemon.protocol.reports import TerminalReport
+from daemon.testing import task_processes
 from tests.helpers import (
     embedded_server,
     full_disk,
     incidents,
     running_daemon,
     server_client,
-    survivors,
 )
 
 pytestmark = pytest.mark.anyio
@@ -191,7 +191,7 @@ async def test_a_failure_at_each_step_fails_only_that_task(tmp_path: Path) -> No
     assert all(by_task[ids[s]]["action"] == "fail" for s in failed)
     assert all(by_task[ids[s]]["error"] == errors[s] for s in failed)
     assert len(lines) == len(failed)
-    assert survivors(ids["drain"]) == []
+    assert task_processes(ids["drain"]) == []
 
 
 async def test_a_workspaces_root_under_a_file_fails_each_task_not_the_daemon(

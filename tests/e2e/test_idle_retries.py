@@ -16,7 +16,7 @@ import anyio
 import pytest
 
 from daemon.task.recovery import RESUME_PROMPT, RETRY_BACKOFF
-from tests.daemon.timeout_support import command_agent, fires, incidents, say, survivors
+from tests.e2e.timeout_support import command_agent, fires, incidents, say, task_processes
 from tests.helpers import RunningDaemon, eventually, serving_daemon
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ async def test_stalled_run_with_a_session_is_resumed(tmp_path: Path) -> None:
     assert texts == ["hm", RESUME_PROMPT]
     assert [(i["scope"], i["action"], i["retry"]) for i in lines] == [("idle", "retry", 0)]
     assert delays == [0.0]
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_stalled_run_without_session_or_tools_starts_fresh(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ async def test_stalled_run_after_tool_calls_without_session_fails_at_once(tmp_pa
     assert "not retried: tool calls ran and there is no session to resume" in task["error"]
     assert [(i["scope"], i["action"], i["retry"]) for i in lines] == [("idle", "fail", 0)]
     assert delays == []
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_retries_are_bounded_and_back_off_0_5_15_seconds(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ async def test_retries_are_bounded_and_back_off_0_5_15_seconds(tmp_path: Path) -
     ]
     assert len({i["pid"] for i in lines}) == 5  # a new process for every attempt
     assert delays == [0.0, 5.0, 15.0, 15.0]
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
     assert all(i["action"] == "retry" for i in retried)
     assert (last["scope"], last["action"]) == ("wall_clock", "fail")
     assert counted == {"first_output": len(retried), "wall_clock": 1}
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) -> None:

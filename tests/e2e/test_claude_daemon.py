@@ -105,7 +105,7 @@ async def test_overloaded_api_fails_with_the_cli_error(tmp_path: Path) -> None:
         begun = time.monotonic()
         task = await d.wait(await d.submit("Hello?", backend="claude"), within=90)
     assert task["status"] == "failed"
-    # Sent without a reason, so the server classified the CLI's error text.
+    # Named by the daemon: the CLI's fields, then the text rules, say capacity.
     assert task["failure_reason"] == "agent_error.provider_capacity_or_rate_limit"
     assert "529" in task["error"]
     assert time.monotonic() - begun < 60

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon.timeout_support import command_agent, fires, incidents, say, survivors
+from tests.e2e.timeout_support import command_agent, fires, incidents, say, task_processes
 from tests.helpers import RunningDaemon, serving_daemon
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,7 @@ async def test_silent_start_is_stopped_by_the_first_output_budget(tmp_path: Path
     assert incident["scope"] == "first_output" and incident["action"] == "fail"
     assert incident["threshold"] == 1.2 and incident["idle_seconds"] >= 1.2
     assert incident["last_message_type"] == ""
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_slow_token_after_first_output_is_not_a_first_output_timeout(tmp_path: Path) -> None:
@@ -98,7 +98,7 @@ async def test_wedged_tool_call_is_stopped_by_the_tool_window(tmp_path: Path) ->
     (tool,) = incident["tools_in_flight"]
     assert tool["name"] == "Bash" and tool["call_id"] == "t1" and tool["running_for"] >= 1.2
     assert incident["last_message_type"] == "tool_use"
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_busy_tool_call_outlasts_the_idle_window(tmp_path: Path) -> None:
@@ -134,7 +134,7 @@ async def test_agent_that_keeps_stdout_open_after_its_result_completes(tmp_path:
     # Killed after the grace, not held longer (the process helper alone would wait 5 s).
     assert 1.0 <= incident["idle_seconds"] <= 3.0
     assert incident["last_message_type"] == "result"
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_agent_that_closes_stdout_but_lingers_after_its_result_completes(
@@ -158,7 +158,7 @@ async def test_agent_that_closes_stdout_but_lingers_after_its_result_completes(
     assert task["output"] == "the answer" and task["session_id"] == "s-9"
     assert incident["scope"] == "exit_grace" and incident["action"] == "completed"
     assert 1.0 <= incident["idle_seconds"] <= 3.0
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_grace_longer_than_the_default_exit_wait_is_honoured_after_stdout_closed(
@@ -181,7 +181,7 @@ async def test_grace_longer_than_the_default_exit_wait_is_honoured_after_stdout_
     assert incident["scope"] == "exit_grace" and incident["threshold"] == 6.0
     # Held for the whole grace (not cut at the 5 s default wait), and not much longer.
     assert 5.8 <= incident["idle_seconds"] <= 8.0
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_failed_result_then_linger_is_still_failed(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ async def test_failed_result_then_linger_is_still_failed(tmp_path: Path) -> None
         task_id, task, _ = await timed(d, script)
         (incident,) = incidents(d, task_id)
     assert task["status"] == "failed"
-    # Sent without a reason, so the server classified the error text.
+    # Named by the daemon from the error text, as the server would have.
     assert task["failure_reason"] == "agent_error.provider_quota_limit"
     assert "quota exhausted" in task["error"]
     assert incident["scope"] == "exit_grace" and incident["action"] == "fail"
@@ -230,7 +230,7 @@ async def test_busy_agent_is_stopped_by_the_wall_clock(tmp_path: Path) -> None:
     assert 1.5 <= took <= 1.5 + 3.0
     assert incident["scope"] == "wall_clock" and incident["action"] == "fail"
     assert incident["threshold"] == 1.5 and incident["last_message_type"] == "text"
-    assert survivors(task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_task_within_the_wall_clock_completes(tmp_path: Path) -> None:

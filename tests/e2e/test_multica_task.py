@@ -8,13 +8,12 @@ import stat
 import sys
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from daemon.protocol.failure import REASONS
 from daemon.protocol.retry import RetryPolicy
-from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.fakes.multica_server import multica_server
 from tests.helpers import eventually, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -94,11 +93,6 @@ def _found(root: Path, name: str) -> list[Path]:
     return list(root.rglob(name))
 
 
-async def _finished(fake: MulticaFake, task_id: str) -> Any:
-    await eventually(lambda: fake.tasks[task_id].status in ("completed", "failed"), within=30)
-    return fake.tasks[task_id]
-
-
 async def test_an_issue_task_gets_gos_prompt_and_environment(tmp_path: Path) -> None:
     """No prompt in the claim: the agent reads Go's issue prompt and gets the CLI's environment."""
     multica_dir = _multica_cli(tmp_path)
@@ -111,7 +105,7 @@ async def test_an_issue_task_gets_gos_prompt_and_environment(tmp_path: Path) -> 
         ) as d,
     ):
         task_id = fake.queue_issue("issue-7", provider="command", agent={"custom_env": custom})
-        task = await _finished(fake, task_id)
+        task = await fake.finished(task_id)
         port = d.health_url.rsplit(":", 1)[1]
     assert task.status == "completed", task.error
     report = json.loads(task.output)
@@ -147,7 +141,7 @@ async def test_a_token_that_is_not_task_scoped_runs_nothing(tmp_path: Path) -> N
         running_daemon(tmp_path, fake.url, **_echo_agent(tmp_path)),
     ):
         task_id = fake.queue_issue(provider="command", auth_token="mul_personal_token")
-        task = await _finished(fake, task_id)
+        task = await fake.finished(task_id)
     assert task.status == "failed"
     assert task.error == "server provided an auth token that is not task-scoped"
     assert not (tmp_path / "ran").exists()
@@ -179,7 +173,7 @@ async def test_a_generic_failure_is_left_for_the_server_to_classify(tmp_path: Pa
         running_daemon(tmp_path, fake.url, **_echo_agent(tmp_path)),
     ):
         task_id = fake.queue_issue(provider="command", agent={"custom_env": {"EXTRA": "fail"}})
-        task = await _finished(fake, task_id)
+        task = await fake.finished(task_id)
     (fail,) = fake.seen("fail")
     assert fail.body["failure_reason"] == ""
     assert task.status == "failed" and task.failure_reason in REASONS
@@ -190,10 +184,10 @@ async def test_a_follow_up_runs_in_the_prior_work_dir_and_resumes(tmp_path: Path
     """The same agent on the same issue: the prior work dir is reused and its session resumed."""
     agent = {"id": str(uuid.uuid4())}
     async with multica_server() as fake, running_daemon(tmp_path, fake.url):
-        first = await _finished(fake, fake.queue_issue("issue-9", agent=agent))
+        first = await fake.finished(fake.queue_issue("issue-9", agent=agent))
         (Path(first.work_dir) / "notes.txt").write_text("left by the first run")
         prior = {"prior_work_dir": first.work_dir, "prior_session_id": first.session_id}
-        second = await _finished(fake, fake.queue_issue("issue-9", agent=agent, **prior))
+        second = await fake.finished(fake.queue_issue("issue-9", agent=agent, **prior))
     assert second.status == "completed"
     assert second.work_dir == first.work_dir
     assert second.session_id == first.session_id
@@ -206,14 +200,14 @@ async def test_a_foreign_or_unmarked_prior_dir_is_not_reused(tmp_path: Path) -> 
     starts fresh in its own directory and the prompt says the session could not be restored."""
     agent = {"id": str(uuid.uuid4())}
     async with multica_server() as fake, running_daemon(tmp_path, fake.url):
-        first = await _finished(fake, fake.queue_issue("issue-9", agent=agent))
+        first = await fake.finished(fake.queue_issue("issue-9", agent=agent))
         unmarked = tmp_path / "workspaces" / fake.workspace_id / "planted" / "workdir"
         unmarked.mkdir(parents=True)
         outcomes = []
         for prior_dir, owner in ((first.work_dir, {"id": str(uuid.uuid4())}), (unmarked, agent)):
             prior = {"prior_work_dir": str(prior_dir), "prior_session_id": first.session_id}
             task_id = fake.queue_issue("issue-9", agent=owner, **prior)
-            outcomes.append((task_id, await _finished(fake, task_id)))
+            outcomes.append((task_id, await fake.finished(task_id)))
     for task_id, task in outcomes:
         assert task.status == "completed"
         assert task.work_dir.endswith(f"/{task_id}/workdir")
@@ -259,7 +253,7 @@ async def test_claude_gets_its_brief_skills_and_mcp_config(tmp_path: Path) -> No
             "mcp_config": mcp,
         }
         task_id = fake.queue_issue("issue-7", provider="claude", agent=agent)
-        task = await _finished(fake, task_id)
+        task = await fake.finished(task_id)
     assert task.status == "completed", task.error
     report = json.loads(task.output)
     assert report["prompt"] == ISSUE_PROMPT
@@ -287,7 +281,7 @@ async def test_tasks_running_at_once_get_their_own_slots(tmp_path: Path) -> None
         running_daemon(tmp_path, fake.url, **_echo_agent(tmp_path)),
     ):
         ids = [fake.queue_issue(provider="command") for _ in range(2)]
-        tasks = [await _finished(fake, task_id) for task_id in ids]
+        tasks = [await fake.finished(task_id) for task_id in ids]
     slots = {json.loads(t.output)["env"]["MULTICA_TASK_SLOT"] for t in tasks}
     assert slots == {"0", "1"}
 
@@ -302,7 +296,7 @@ async def test_a_start_whose_answer_was_lost_still_runs(tmp_path: Path) -> None:
     ):
         fake.drop_answers("start")
         task_id = fake.queue_issue(provider="command")
-        task = await _finished(fake, task_id)
+        task = await fake.finished(task_id)
     assert task.status == "completed"
     assert [r.route for r in fake.seen("start")] == ["start", "start"]
     assert fake.seen("fail") == []

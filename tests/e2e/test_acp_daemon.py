@@ -23,7 +23,7 @@ from backends.acp import AcpAgent, AcpBackend
 from backends.base import Backend
 from backends.gemini import GEMINI
 from backends.opencode import OPENCODE
-from backends.process import TRACKING_ENV, tagged
+from daemon.testing import task_processes
 from tests.fakes.chat_api import fake_chat, opencode_env
 from tests.fakes.gemini_api import fake_gemini, gemini_env
 from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall
@@ -127,7 +127,7 @@ async def test_stall_after_the_first_chunk_is_stopped(cli: Cli, tmp_path: Path) 
     assert WINDOW <= record["idle_seconds"] <= 1.5 * WINDOW + 0.5
     print(f"{cli.agent.name}: {took:.2f}s from the stalled request to the end of the task")
     assert took <= STOP_BOUND + MARGIN, took
-    assert tagged(TRACKING_ENV, task_id) == []
+    assert task_processes(task_id) == []
 
 
 async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(
@@ -149,4 +149,4 @@ async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(
     assert record["scope"] == "idle"
     print(f"{cli.agent.name}: {took:.2f}s from the stalled request to the end of the task")
     assert took <= STOP_BOUND + MARGIN, took
-    assert tagged(TRACKING_ENV, task_id) == []
+    assert task_processes(task_id) == []

@@ -14,8 +14,8 @@ import daemon
 from daemon.cli.discovery import available
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
+from daemon.testing import FakeClock
 from daemon.worker.registration import FAILURE_BACKOFF, Registration
-from tests.clock import FakeClock
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import daemon_env
 

@@ -1,4 +1,4 @@
-"""A fake monotonic clock whose sleep advances time instantly, for watchdog and retry tests."""
+"""A fake monotonic clock whose sleep advances time at once, and a sleep that only records."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import anyio
 
 
 class FakeClock:
-    """`clock()` reads the fake time; `await sleep(s)` advances it by `s` and yields once."""
+    """`clock()` reads the fake time; `advance(s)` moves it by hand; `await sleep(s)` advances
+    it by `s` and yields once, so a 30-minute window is crossed in no time."""
 
     def __init__(self, start: float = 1000.0) -> None:
         self.now = start
@@ -16,9 +17,11 @@ class FakeClock:
         return self.now
 
     def advance(self, seconds: float) -> None:
+        """Move the time forward by `seconds`."""
         self.now += seconds
 
     async def sleep(self, seconds: float) -> None:
+        """Record the wait, advance by it and yield once."""
         self.sleeps.append(seconds)
         self.now += seconds
         await anyio.lowlevel.checkpoint()

@@ -1,4 +1,4 @@
-"""What the timeout, incident and retry tests read back: incident lines, fire counts, survivors."""
+"""What the timeout, incident and retry tests read back: incidents, fire counts, processes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import RunningDaemon, incidents, survivors
+from daemon.testing import task_processes
+from tests.helpers import RunningDaemon, incidents
 
 SCOPES = ("idle", "tool", "first_output", "exit_grace", "wall_clock")
 """Every scope a watchdog or timeout event is recorded and counted under."""
@@ -35,4 +36,4 @@ def command_agent(path: Path, code: str) -> dict[str, str]:
     return {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(path)}
 
 
-__all__ = ["SCOPES", "command_agent", "fires", "incidents", "say", "survivors"]
+__all__ = ["SCOPES", "command_agent", "fires", "incidents", "say", "task_processes"]

@@ -1,8 +1,12 @@
-"""Classifying a failed task's error text into Multica's failure taxonomy.
+"""Multica's rules over a failed task's error text: its classifier, and which sessions it will
+not resume.
 
 A `fail` without a `failure_reason` gets one from its error text, the way the Multica server
 does it (`taskfailure.Classify`, called by `TaskService.FailTask`): the first matching rule
-wins, in the order below, and an error nothing matches is `agent_error.unknown`.
+wins, in the order below, and an error nothing matches is `agent_error.unknown`. Multica's own
+daemon looks first for an API 400 that poisons the conversation (`classifyPoisonedError`), and
+its server never resumes a session whose last run failed for one of `RESUME_UNSAFE`
+(`GetLastTaskSession`, `ResumeUnsafeFailure`).
 """
 
 from __future__ import annotations
@@ -10,6 +14,31 @@ from __future__ import annotations
 import re
 
 UNKNOWN = "agent_error.unknown"
+API_INVALID_REQUEST = "api_invalid_request"
+
+RESUME_UNSAFE = frozenset(
+    {
+        "iteration_limit",
+        "agent_fallback_message",
+        API_INVALID_REQUEST,
+        "codex_semantic_inactivity",
+        "agent_error.context_overflow",
+        "codex_resume_oversized",
+    }
+)
+"""Failures that poison the conversation itself: resuming it would replay the same failure."""
+
+_EMPTY_CONTENT = re.compile(
+    r"must not be empty|must be non-?empty|must have non-?empty|non-?empty content"
+    r"|cannot be empty|should not be empty",
+    re.IGNORECASE,
+)
+_HISTORY_LOCATOR = re.compile(
+    r"role[^a-z0-9]{0,2}assistant|assistant message|message at position|messages\.[0-9]"
+    r"|messages\[[0-9]",
+    re.IGNORECASE,
+)
+_AUTH_UNRESOLVED = "could not resolve authentication method"
 
 _AUTH_CODE = re.compile(r"(^|[^0-9])(401|403)([^0-9]|$)")
 _QUOTA_CODE = re.compile(r"(^|[^0-9])402([^0-9]|$)")
@@ -172,3 +201,28 @@ def classify(error: str) -> str:
         if any(p.search(text) for p in patterns):
             return reason
     return UNKNOWN
+
+
+def poisoned(error: str) -> bool:
+    """Whether the API refused the conversation itself (Go's `classifyPoisonedError`): an
+    oversized image, an Anthropic 400 `invalid_request_error`, or an empty message in the
+    history; every resume would replay the same refusal."""
+    text = error.lower()
+    if "image dimensions exceed max allowed size" in text and "image.source.base64.data" in text:
+        return True
+    if "invalid_request_error" in text and "400" in text:
+        return True
+    return bool(_EMPTY_CONTENT.search(error) and _HISTORY_LOCATOR.search(error))
+
+
+def resume_unsafe(reason: str, error: str) -> bool:
+    """Whether a run that failed with `reason` and `error` must not be resumed (Go's
+    `ResumeUnsafeFailure`, the rule of its resume lookup)."""
+    if reason in RESUME_UNSAFE:
+        return True
+    text = error.lower()
+    if "400" in text and "invalid_request_error" in text:
+        return True
+    return _AUTH_UNRESOLVED in text or bool(
+        _EMPTY_CONTENT.search(error) and _HISTORY_LOCATOR.search(error)
+    )

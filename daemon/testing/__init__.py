@@ -1,0 +1,50 @@
+"""What tests of the daemon use, shipped with it: one fake task server, one fake clock, the
+task core's objects built with test-friendly defaults, and real child processes to watch.
+
+    server = FakeTaskServer()
+    server.fail("send_report", TransientServerError("complete", "down"), times=1)
+    run = task_run(task(Script().result("done").dumps()), ScriptedBackend(),
+                   server=server, settings=settings_in(tmp_path))
+    outcome = await run.run()
+"""
+
+from daemon.testing.clock import FakeClock, RecordingSleep
+from daemon.testing.factories import (
+    AGENT_ENV,
+    SERVER_URL,
+    fast_env,
+    reporter,
+    retries,
+    run_spec,
+    services,
+    settings_in,
+    task,
+    task_run,
+    transcript,
+    worker,
+)
+from daemon.testing.processes import python, survivors, task_processes
+from daemon.testing.server import TASK_CALLS, Call, FakeTaskServer
+
+__all__ = [
+    "AGENT_ENV",
+    "SERVER_URL",
+    "TASK_CALLS",
+    "Call",
+    "FakeClock",
+    "FakeTaskServer",
+    "RecordingSleep",
+    "fast_env",
+    "python",
+    "reporter",
+    "retries",
+    "run_spec",
+    "services",
+    "settings_in",
+    "survivors",
+    "task",
+    "task_processes",
+    "task_run",
+    "transcript",
+    "worker",
+]

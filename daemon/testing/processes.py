@@ -1,0 +1,32 @@
+"""Real child processes for tests: argv for inline Python, and which processes outlived a run."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import time
+from collections.abc import Iterable
+
+from backends.process import TRACKING_ENV, ProcIdentity, is_alive, tagged
+
+
+def python(code: str) -> list[str]:
+    """argv running `code` (dedented) in a fresh interpreter."""
+    return [sys.executable, "-c", textwrap.dedent(code)]
+
+
+def survivors(procs: Iterable[ProcIdentity], within: float = 0.0) -> list[ProcIdentity]:
+    """The processes still alive (a reused pid does not count), after waiting up to `within`
+    seconds for them to go."""
+    procs = list(procs)
+    deadline = time.monotonic() + within
+    while True:
+        alive = [p for p in procs if is_alive(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.01)
+
+
+def task_processes(task_id: str) -> list[ProcIdentity]:
+    """The live processes still carrying the task's tracking tag (its agent's whole tree)."""
+    return tagged(TRACKING_ENV, task_id)

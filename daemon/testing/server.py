@@ -1,0 +1,260 @@
+"""One fake task server in memory: it records every call, fails calls as a test scripts them,
+answers task statuses and keeps the transcript, usage and reports it took.
+
+It fits `TaskServer` (what a task's run, its transcript and the outbox call) and the few calls
+the worker makes besides (workspaces, register, heartbeat, claim, recover-orphans, deregister,
+the token renewal's POST), so the task core and the worker are tested without HTTP.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+
+from daemon.errors import PermanentServerError, TaskGoneError
+from daemon.protocol.models import (
+    RecoverOrphansResponse,
+    RegisteredRuntime,
+    RegisterResponse,
+    RuntimeInfo,
+    Task,
+    Workspace,
+)
+from daemon.protocol.reports import TerminalReport, UsageEntry
+from daemon.protocol.runtime_models import HeartbeatResponse
+
+T = TypeVar("T")
+
+TASK_CALLS = ("start_task", "task_status", "send_messages", "report_usage", "send_report")
+"""The calls of `TaskServer`: those a forgotten task answers with `TaskGoneError`."""
+_ENDPOINTS = {
+    "start_task": "start",
+    "task_status": "status",
+    "send_messages": "messages",
+    "report_usage": "usage",
+}
+"""The endpoint each call names in its errors, as the real client's do."""
+_SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
+"""The status a task has on the server after each terminal call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One call the fake took: the method, its task ('' for the worker's calls), and whether
+    the caller allowed retries."""
+
+    method: str
+    task_id: str = ""
+    retry: bool = True
+
+
+@dataclass(slots=True)
+class _Fault:
+    method: str
+    error: Exception
+    times: int | None
+    task_id: str | None
+
+
+class FakeTaskServer:
+    """A server in memory for one or many tasks; every call is recorded in `calls`.
+
+    Script it with `fail` (any call raises, a number of times or until `heal`), `refuse_messages`
+    (a 400 for batches holding a matching message), `forget` (the task is gone), `set_status`
+    (e.g. cancelled on the server), `hold` (a transcript send waits) and `queue` (tasks to claim).
+    """
+
+    def __init__(self, *, status: str = "running", workspaces: Sequence[str] = ("ws-1",)) -> None:
+        """`status`: what `task_status` answers for a task it has no status for."""
+        self.calls: list[Call] = []
+        self.default_status = status
+        self.statuses: dict[str, str] = {}
+        self.batches: list[list[dict[str, Any]]] = []
+        """Every transcript batch offered, in order, taken or not."""
+        self.transcripts: dict[str, list[dict[str, Any]]] = {}
+        """The transcript messages taken, per task."""
+        self.usage: dict[str, list[UsageEntry]] = {}
+        self.reports: dict[str, list[TerminalReport]] = {}
+        """The terminal calls taken, per task."""
+        self.hold: anyio.Event | None = None
+        """While set, a transcript send waits for this event before it is answered."""
+        self.sending = anyio.Event()
+        """Set once the first transcript batch arrived."""
+        self.names_status = False
+        """Answer each transcript batch with the task's status (as Multica's header does)."""
+        self.workspace_ids = list(workspaces)
+        self.claims: list[int] = []
+        """The `max_tasks` of each claim, in order."""
+        self.deregistered: list[str] = []
+        self._queued: list[Task] = []
+        self._faults: list[_Fault] = []
+        self._refusals: list[Callable[[Mapping[str, Any]], bool]] = []
+        self._gone: set[str] = set()
+
+    # -- scripting ------------------------------------------------------------------------
+
+    def fail(
+        self, method: str, error: Exception, *, times: int | None = None, task_id: str | None = None
+    ) -> None:
+        """Make `method` raise `error` (for `task_id` only, if given) the next `times` calls,
+        or every call until `heal`. Faults are consulted in the order they were added."""
+        self._faults.append(_Fault(method, error, times, task_id))
+
+    def heal(self, method: str | None = None) -> None:
+        """Drop the scripted failures of `method` (of every method when None)."""
+        self._faults = [f for f in self._faults if method is not None and f.method != method]
+
+    def refuse_messages(self, refused: Callable[[Mapping[str, Any]], bool]) -> None:
+        """Refuse (400) every transcript batch that holds a message `refused` matches, as a
+        server refuses a body it cannot store."""
+        self._refusals.append(refused)
+
+    def forget(self, task_id: str) -> None:
+        """The server no longer knows the task: its calls raise `TaskGoneError`."""
+        self._gone.add(task_id)
+
+    def set_status(self, task_id: str, status: str) -> None:
+        """The task's status on the server from now on (e.g. `cancelled`)."""
+        self.statuses[task_id] = status
+
+    def queue(self, *tasks: Task) -> None:
+        """Tasks waiting to be claimed, handed out in order."""
+        self._queued.extend(tasks)
+        for task in tasks:
+            self.statuses.setdefault(task.id, "queued")
+
+    # -- reading what happened ------------------------------------------------------------
+
+    def status_of(self, task_id: str) -> str:
+        """The task's status on the server now."""
+        return self.statuses.get(task_id, self.default_status)
+
+    def count(self, method: str, task_id: str | None = None) -> int:
+        """How many `method` calls arrived (for `task_id` only, if given)."""
+        return sum(1 for c in self.calls if c.method == method and task_id in (None, c.task_id))
+
+    def messages(self, task_id: str) -> list[dict[str, Any]]:
+        """The task's transcript messages the server took, in order."""
+        return self.transcripts.get(task_id, [])
+
+    def seqs(self, task_id: str) -> list[int]:
+        """The `seq` of each transcript message taken for the task."""
+        return [m["seq"] for m in self.messages(task_id)]
+
+    @property
+    def waiting(self) -> int:
+        """Tasks queued and not claimed yet."""
+        return len(self._queued)
+
+    # -- TaskServer -----------------------------------------------------------------------
+
+    async def start_task(self, task_id: str) -> None:
+        """Acknowledge the start: the task is running."""
+        self._take("start_task", task_id)
+        self.statuses[task_id] = "running"
+
+    async def task_status(self, task_id: str) -> str:
+        """The task's status."""
+        self._take("task_status", task_id)
+        return self.status_of(task_id)
+
+    async def send_messages(
+        self, task_id: str, messages: Sequence[Mapping[str, Any]], *, retry: bool = True
+    ) -> str | None:
+        """Take a transcript batch (after `hold`, unless failed or refused)."""
+        batch = [dict(m) for m in messages]
+        self.batches.append(batch)
+        self.sending.set()
+        if self.hold is not None:
+            await self.hold.wait()
+        self._take("send_messages", task_id, retry)
+        if any(refused(m) for m in batch for refused in self._refusals):
+            raise PermanentServerError("messages", "content: invalid", 400)
+        self.transcripts.setdefault(task_id, []).extend(batch)
+        return self.status_of(task_id) if self.names_status else None
+
+    async def report_usage(
+        self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
+    ) -> None:
+        """Take the task's usage."""
+        self._take("report_usage", task_id, retry)
+        self.usage.setdefault(task_id, []).extend(usage)
+
+    async def send_report(
+        self, task_id: str, report: TerminalReport, *, retry: bool = True
+    ) -> None:
+        """Take the task's terminal call; the task is settled accordingly."""
+        self._take("send_report", task_id, retry)
+        self.reports.setdefault(task_id, []).append(report)
+        self.statuses[task_id] = _SETTLED.get(report.kind, self.status_of(task_id))
+
+    # -- the worker's calls ---------------------------------------------------------------
+
+    async def workspaces(self) -> list[Workspace]:
+        """The workspaces the daemon serves."""
+        self._take("workspaces")
+        return [Workspace(id=w, name=w) for w in self.workspace_ids]
+
+    async def register(
+        self,
+        workspace_id: str,
+        daemon_id: str,
+        device_name: str,
+        cli_version: str,
+        runtimes: Sequence[RuntimeInfo],
+    ) -> RegisterResponse:
+        """One runtime per backend, named `<workspace>/<backend>`."""
+        self._take("register")
+        answer = [
+            RegisteredRuntime(id=f"{workspace_id}/{r.type}", name=r.name, provider=r.type)
+            for r in runtimes
+        ]
+        return RegisterResponse(runtimes=answer)
+
+    async def heartbeat(self, runtime_id: str) -> HeartbeatResponse:
+        """Alive, with nothing pending."""
+        self._take("heartbeat")
+        return HeartbeatResponse()
+
+    async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
+        """Nothing left over."""
+        self._take("recover_orphans")
+        return RecoverOrphansResponse()
+
+    async def claim(self, daemon_id: str, runtime_ids: Sequence[str], max_tasks: int) -> list[Task]:
+        """Up to `max_tasks` queued tasks, oldest first; each is dispatched."""
+        self._take("claim")
+        self.claims.append(max_tasks)
+        claimed, self._queued = self._queued[:max_tasks], self._queued[max_tasks:]
+        for task in claimed:
+            self.statuses[task.id] = "dispatched"
+        return claimed
+
+    async def deregister(self, runtime_ids: Sequence[str]) -> None:
+        """Note the runtimes going away."""
+        self._take("deregister")
+        self.deregistered.extend(runtime_ids)
+
+    async def post(
+        self, endpoint: str, path: str, body: dict[str, Any], parse: Callable[[Any], T]
+    ) -> T:
+        """The other POSTs (token renewal, runtime actions): this server has no such route."""
+        self._take("post")
+        raise PermanentServerError(endpoint, "not found", 404)
+
+    def _take(self, method: str, task_id: str = "", retry: bool = True) -> None:
+        """Record the call; raise what the script says it raises."""
+        self.calls.append(Call(method, task_id, retry))
+        if task_id in self._gone and method in TASK_CALLS:
+            raise TaskGoneError(_ENDPOINTS.get(method, "report"), "task not found", 404)
+        for fault in self._faults:
+            if fault.method != method or fault.task_id not in (None, task_id):
+                continue
+            if fault.times is not None:
+                fault.times -= 1
+                if fault.times == 0:
+                    self._faults.remove(fault)
+            raise fault.error

@@ -1,0 +1,90 @@
+"""A task's attempts and retries: one agent after another, ending in one `Ending`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from backends.scripted import Script, ScriptedBackend
+from daemon.config import Settings
+from daemon.task.outcome import Ending
+from daemon.task.retries import Retries
+from daemon.task.transcript import Transcript
+from daemon.testing import FakeTaskServer, retries, run_spec, settings_in, task, transcript
+
+pytestmark = pytest.mark.anyio
+
+IDLE = {"MULTICA_AGENT_IDLE_WATCHDOG": "300ms"}
+
+
+async def run_script(home: Path, script: Script, **env: str) -> tuple[Ending, Retries, Transcript]:
+    """Run the attempts of one scripted task; its ending, the attempts and its transcript."""
+    settings: Settings = settings_in(home, **env)
+    job = task(script.dumps())
+    work_dir = home / "work"
+    work_dir.mkdir(exist_ok=True)
+    told = transcript(FakeTaskServer(), job.id)
+    runs = retries(ScriptedBackend(), settings, job.id, transcript=told)
+    with anyio.fail_after(20):
+        ending = await runs.run(run_spec(job, work_dir, settings))
+    return ending, runs, told
+
+
+async def test_an_answer_ends_the_attempts_with_the_result(tmp_path: Path) -> None:
+    """An agent that answers ends the loop after one attempt with its final message."""
+    ending, runs, _ = await run_script(tmp_path, Script().result("42", session_id="s1"))
+    assert ending.final is not None and ending.final.output == "42"
+    assert ending.session_id == "s1" and not ending.error
+    assert runs.retry == 0
+
+
+async def test_a_stop_before_the_start_runs_no_agent(tmp_path: Path) -> None:
+    """Stopped before its first attempt, the loop ends with the reason and no process."""
+    settings = settings_in(tmp_path)
+    job = task(Script().text("must not run").dumps())
+    runs = retries(
+        ScriptedBackend(), settings, job.id, transcript=transcript(FakeTaskServer(), job.id)
+    )
+    runs.stop("shutdown")
+    ending = await runs.run(run_spec(job, tmp_path, settings))
+    assert ending.stopped == "shutdown"
+    assert runs.pid is None
+
+
+async def test_an_agent_that_cannot_start_ends_with_the_spawn_error(tmp_path: Path) -> None:
+    """A work directory that does not exist fails the spawn; the ending says so."""
+    settings = settings_in(tmp_path)
+    job = task(Script().result("done").dumps())
+    runs = retries(
+        ScriptedBackend(), settings, job.id, transcript=transcript(FakeTaskServer(), job.id)
+    )
+    ending = await runs.run(run_spec(job, tmp_path / "missing", settings))
+    assert ending.error and ending.final is None
+
+
+async def test_without_retries_an_idle_kill_fails_as_idle_watchdog(tmp_path: Path) -> None:
+    """With no retries left the watchdog's verdict ends the task as `idle_watchdog`."""
+    ending, runs, _ = await run_script(tmp_path, Script().text("hi").hang(), **IDLE)
+    assert ending.failure_reason == "idle_watchdog"
+    assert "idle" in ending.error
+    assert runs.retry == 0
+
+
+async def test_a_run_without_session_or_tool_calls_is_retried_fresh(tmp_path: Path) -> None:
+    """No session and no side effects: the same prompt runs again, once per retry allowed."""
+    ending, runs, told = await run_script(
+        tmp_path, Script().text("again").hang(), **IDLE, MULTICA_AGENT_IDLE_RETRIES="1"
+    )
+    assert [m["content"] for m in told.pending()] == ["again", "again"]
+    assert runs.retry == 1
+    assert ending.failure_reason == "idle_watchdog" and "not retried" not in ending.error
+
+
+async def test_tool_calls_without_a_session_are_not_retried(tmp_path: Path) -> None:
+    """A tool ran and nothing can be resumed: a fresh start could repeat it, so no retry."""
+    script = Script().tool("Bash", input={"command": "make"}, output="ok").hang()
+    ending, runs, _ = await run_script(tmp_path, script, **IDLE, MULTICA_AGENT_IDLE_RETRIES="2")
+    assert runs.retry == 0
+    assert "not retried: tool calls ran and there is no session to resume" in ending.error
