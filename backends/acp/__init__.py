@@ -4,7 +4,9 @@
 * `backend` — `AcpBackend`, the backend that runs any such entry;
 * `session` — one run's handshake, session and prompt turn, as a line parser;
 * `updates` — `session/update` notifications as the daemon's messages;
-* `usage` — a turn's token usage; `rpc` — the JSON-RPC frames.
+* `requests` — our answers to the agent's requests (permissions granted, the rest refused);
+* `usage` — a turn's token usage; `rpc` — the JSON-RPC frames; `first_start` — one first
+  start at a time on a fresh data directory (OpenCode's database).
 
 The agents themselves live in their own folders (`backends/opencode`, `backends/gemini`) or,
 when nothing but their entry differs, in `catalog`.

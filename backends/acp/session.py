@@ -12,9 +12,8 @@
     ← session/request_permission     answered at once with the allow option
     ← answer: the stop reason        → the result; stdin is closed and the agent exits
 
-Every request the agent makes is answered, so it never waits on a headless daemon: a
-permission with the first offered `allow_once` (else `allow_always`, else `reject_once`), any
-other method with "method not found" (the daemon offers no file system or terminal).
+Every request the agent makes is answered at once (`requests`), so it never waits on a
+headless daemon; a granted permission starts the call it was asked for.
 Updates before the prompt is sent (a loaded session replaying its history) are dropped.
 """
 
@@ -22,13 +21,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
 
 from backends.acp import rpc
 from backends.acp.agent import AcpAgent
+from backends.acp.requests import answer_request
 from backends.acp.updates import SessionUpdates
 from backends.acp.usage import turn_usage
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
@@ -38,7 +38,6 @@ from backends.resume import fresh_session_notice
 log = logging.getLogger(__name__)
 
 PROTOCOL_VERSION = 1
-_ALLOW_ORDER = ("allow_once", "allow_always", "reject_once")
 _CLIENT = {"name": "agent-daemon", "version": "1"}
 _MODEL_SWITCHES = ("session/set_model", "session/set_config_option")
 
@@ -116,14 +115,7 @@ class AcpSession:
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The turn's result; an agent that stopped before answering the prompt failed."""
         if self._result is not None:
-            return RunResult(
-                self._result.status,
-                output=self._result.output,
-                error=self._result.error,
-                session_id=self._result.session_id,
-                usage=self._result.usage,
-                exit_code=exit_code,
-            )
+            return replace(self._result, exit_code=exit_code)
         what = "answering its prompt" if self.prompting else "starting its session"
         return ended_early(
             self.label, what, exit_code, stderr_tail, self._updates.answer(), self.session_id
@@ -246,42 +238,15 @@ class AcpSession:
         return ParseStep(messages=messages, close_stdin=True)
 
     def _on_request(self, frame: rpc.Frame) -> ParseStep:
-        if frame.method != "session/request_permission":
-            log.debug("%s: refused agent request %s", self.label, frame.method)
-            return ParseStep(
-                replies=[
-                    rpc.refusal(frame.id, rpc.METHOD_NOT_FOUND, f"method not found: {frame.method}")
-                ]
-            )
-        choice = _choose(frame.params.get("options"))
-        if choice is None:
-            log.warning("%s: a permission request offered nothing to select", self.label)
-            return ParseStep(
-                replies=[rpc.refusal(frame.id, -32603, "no selectable permission option")]
-            )
-        option, grants = choice
-        reply = rpc.answer(frame.id, {"outcome": {"outcome": "selected", "optionId": option}})
-        tool_call = frame.params.get("toolCall")
-        messages: list[Message] = []
-        if grants and isinstance(tool_call, dict):
-            messages = self._updates.granted(tool_call)
-        return ParseStep(messages=messages, replies=[reply])
+        reply = answer_request(frame, self.label)
+        granted = [] if reply.granted is None else self._updates.granted(reply.granted)
+        return ParseStep(messages=granted, replies=[reply.line])
 
     def _fail(self, error: str) -> ParseStep:
         self._result = RunResult(RunStatus.FAILED, error=error, session_id=self.session_id)
         self.answered.set()
         message = Message(MessageType.RESULT, content=error, is_error=True)
         return ParseStep(messages=[message], close_stdin=True)
-
-
-def _choose(options: Any) -> tuple[str, bool] | None:
-    """The option to select and whether it grants: allow once, else always, else reject once."""
-    offered = [o for o in options or [] if isinstance(o, dict) and str_field(o.get("optionId"))]
-    for kind in _ALLOW_ORDER:
-        for option in offered:
-            if str_field(option.get("kind")) == kind:
-                return str_field(option.get("optionId")), kind != "reject_once"
-    return None
 
 
 def _model_switch(
