@@ -76,6 +76,8 @@ class AcpSession:
         self._next_id = 0
         self._updates = SessionUpdates(pending_runs=agent.pending_runs)
         self._result: RunResult | None = None
+        self._held: list[Message] = []
+        self._speaking = False
 
     def first_line(self) -> bytes:
         """The `initialize` request, written to stdin when the agent starts."""
@@ -95,7 +97,23 @@ class AcpSession:
         return rpc.notification("session/cancel", {"sessionId": self.session_id})
 
     def feed(self, line: str) -> ParseStep:
-        """Handle one line from the agent: answers, its requests, its notifications."""
+        """Handle one line from the agent: answers, its requests, its notifications.
+
+        The status messages of the handshake (the session, a fresh one instead of the one to
+        resume) are held until the agent says something of its own in the turn: answering
+        our handshake is not output, and a CLI may think for many seconds before its first
+        model call, which the daemon's first-output budget, not its idle window, is for."""
+        step = self._handle(line)
+        if not self._speaking:
+            if any(m.type is not MessageType.STATUS for m in step.messages):
+                step.messages[:0] = self._held
+                self._held, self._speaking = [], True
+            else:
+                self._held += step.messages
+                step.messages = []
+        return step
+
+    def _handle(self, line: str) -> ParseStep:
         if not line.strip():
             return ParseStep()
         frame = rpc.read_frame(line)

@@ -76,8 +76,18 @@ def test_handshake_opens_a_session_and_sends_the_prompt() -> None:
     assert agent.sent[1]["params"] == {"cwd": "/work", "mcpServers": []}
     prompt = agent.sent[2]["params"]
     assert prompt == {"sessionId": SESSION, "prompt": [{"type": "text", "text": "Do the task."}]}
-    (status,) = agent.messages
+
+
+def test_session_status_waits_for_the_agents_first_output() -> None:
+    """Answering the handshake is not output: the session's status comes with the first
+    thing the agent says in the turn, so the first-output budget covers its thinking."""
+    agent = start()
+    agent.prompting()
+    assert agent.messages == []
+    agent.chunk("Hi")
+    status, chunk = agent.messages
     assert status.type is MessageType.STATUS and status.session_id == SESSION
+    assert chunk.type is MessageType.LOG
 
 
 def test_answer_completes_with_joined_text_usage_and_closed_stdin() -> None:
@@ -240,6 +250,8 @@ def test_agent_that_does_not_resume_gets_a_fresh_session_and_a_notice() -> None:
     agent = start(resume="old", resumes=False)
     agent.answer(INIT)
     assert agent.methods()[-1] == "session/new"
+    agent.answer({"sessionId": "fresh"})
+    agent.answer({"stopReason": "end_turn"})
     assert "cannot resume session old" in agent.messages[0].content
 
 
@@ -261,9 +273,9 @@ def test_refused_load_falls_back_to_a_fresh_session_and_says_so() -> None:
     agent.answer(INIT)
     agent.refuse("Session not found")
     assert agent.methods()[-1] == "session/new"
-    assert "Session gone was not found" in agent.messages[0].content
     agent.answer({"sessionId": "fresh"})
     agent.answer({"stopReason": "end_turn"})
+    assert "Session gone was not found" in agent.messages[0].content
     assert agent.session.finish(0, "").session_id == "fresh"
 
 
