@@ -34,6 +34,15 @@ def is_loopback(host: str) -> bool:
     return ip.is_loopback
 
 
+def is_ip_address(host: str) -> bool:
+    """True for an IPv4 or IPv6 address (brackets allowed), False for a name."""
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
 def host_of_header(value: str) -> str:
     """The host part of a `Host` header value (`127.0.0.1:19514`, `[::1]:1`, `localhost`)."""
     value = value.strip()

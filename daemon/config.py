@@ -24,7 +24,7 @@ from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
 from daemon.agent_user import resolve as resolve_agent_user
 from daemon.errors import ConfigError
-from daemon.multica_home import default_workspaces_root, fill_from_config
+from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX
 from daemon.times import parse_duration
 
@@ -208,6 +208,11 @@ class Settings(BaseModel):
     embedded_listen: Address = _env(
         "MULTICA_EMBEDDED_LISTEN", EMBEDDED_LISTEN, "Embedded server address when no server URL"
     )
+    embedded_repos: Words = _env(
+        "MULTICA_EMBEDDED_REPOS",
+        "",
+        "Repository URLs the embedded server's default workspace offers agents (shell words)",
+    )
     idle_watchdog: Duration = _env(
         "MULTICA_AGENT_IDLE_WATCHDOG", "30m", "Idle window; 0 disables the watchdog entirely"
     )
@@ -326,6 +331,7 @@ class Settings(BaseModel):
             if raw is None or (raw == "" and name != "server_url"):
                 continue
             values[name] = _parse(field, raw)
+        profile_dir(home, values.get("profile", ""))  # a bad name stops start-up, whatever reads it
         fill_from_config(values, home, normalize_server_url)
         values.setdefault("device_name", socket.gethostname())
         state_home = Path(env.get("XDG_STATE_HOME") or home / ".local" / "state")

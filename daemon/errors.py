@@ -3,7 +3,12 @@
     DaemonError
     ├── ConfigError              fatal: bad environment; the CLI prints one line and exits 2
     ├── AlreadyRunningError      fatal: another daemon holds the state dir or health port; exit 1
-    ├── TaskTokenError           the claimed task has no task-scoped token: that task fails
+    ├── MalformedInputError      (also a ValueError) JSON or a file from outside that is not
+    │                            what it claims: not JSON, too large, nested too deep
+    ├── TaskInputError           a claimed task carries what no agent may be given: that task fails
+    │   └── TaskTokenError           the claimed task has no task-scoped token
+    ├── GitError                 a git command failed: that checkout or cache sync fails
+    │   └── RepoBusyError            a repository stayed locked past the wait: 503, retry later
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
         │   └── UnconfirmedError         a transcript batch may have been stored, its answer lost
@@ -13,9 +18,17 @@
         └── MalformedResponseError   2xx with a body that does not fit the protocol
 
 A `ServerError` ends one call, never the daemon: callers log it, count it and carry on.
+What nobody expected is held by a `RoundBoundary` around each round of a long-lived loop
+(listen, heartbeat, renewal, workspace sync, outbox, claim): it is logged and costs that round,
+never the task group the daemon runs in. Cancellation is not an `Exception` and passes.
 """
 
 from __future__ import annotations
+
+import logging
+from types import TracebackType
+
+log = logging.getLogger(__name__)
 
 
 class DaemonError(Exception):
@@ -30,8 +43,26 @@ class AlreadyRunningError(DaemonError):
     """Another daemon already holds the state directory or the health address."""
 
 
-class TaskTokenError(DaemonError):
+class MalformedInputError(DaemonError, ValueError):
+    """Input from outside the daemon (a server answer, a control frame, a file another process
+    could have written) is not JSON, larger than its cap or nested deeper than its limit."""
+
+
+class TaskInputError(DaemonError):
+    """A claimed task asks for something no agent may be given (a bad `custom_env` name):
+    the task fails as invalid input, nothing starts."""
+
+
+class TaskTokenError(TaskInputError):
     """A task's token is not task-scoped (`mat_`): its agent must not start with it."""
+
+
+class GitError(DaemonError):
+    """A git command failed, timed out or could not start; the message says which and why."""
+
+
+class RepoBusyError(GitError):
+    """Another operation held the repository's cache past the caller's wait."""
 
 
 class ServerError(DaemonError):
@@ -68,3 +99,33 @@ class RuntimeGoneError(PermanentServerError):
 
 class MalformedResponseError(ServerError):
     """The server answered 2xx with a body that does not match the protocol."""
+
+
+class RoundBoundary:
+    """`with boundary:` around one round; logs each distinct failure with its traceback once,
+    a repeat of the same failure as one line."""
+
+    def __init__(self, loop: str) -> None:
+        self.loop = loop
+        self.failures = 0
+        self._last = ""
+
+    def __enter__(self) -> RoundBoundary:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        self.failures += 1
+        seen = f"{type(exc).__name__}: {exc}"[:300]
+        if seen == self._last:
+            log.error("%s: round failed again (%s); next round as usual", self.loop, seen)
+        else:
+            self._last = seen
+            log.error("%s: round failed; next round as usual", self.loop, exc_info=exc)
+        return True

@@ -20,6 +20,12 @@ FORMATS = ("text", "json")
 # Libraries that log every request at INFO; their lines would drown the daemon's own.
 NOISY_LOGGERS = ("httpx", "httpcore", "uvicorn.access")
 
+# Control characters as escapes in a text line: a server's string (an action id, an error text)
+# holding a newline would otherwise write a line of its own that reads like the daemon's.
+_ESCAPES = {
+    code: ascii(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
+
 # Attributes every LogRecord has; anything else on a record came from `extra=`.
 _RECORD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
@@ -47,6 +53,11 @@ def configure_logging(level: str = "INFO", fmt: str = "text", stream: TextIO | N
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def escape_controls(text: str) -> str:
+    """`text` with every control character written as its escape (`\\n`, `\\x1b`, ...)."""
+    return text if text.isprintable() else text.translate(_ESCAPES)
+
+
 class _DaemonHandler(logging.StreamHandler[TextIO]):
     """The handler `configure_logging` installs; its type marks it for replacement."""
 
@@ -59,7 +70,8 @@ class TextFormatter(logging.Formatter):
     """`<UTC time> <LEVEL> <logger>: <message>`, then the traceback if any."""
 
     def format(self, record: logging.LogRecord) -> str:
-        line = f"{_timestamp(record)} {record.levelname} {record.name}: {record.getMessage()}"
+        message = escape_controls(record.getMessage())
+        line = f"{_timestamp(record)} {record.levelname} {record.name}: {message}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         if record.stack_info:

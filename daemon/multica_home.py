@@ -8,8 +8,8 @@ id would register runtimes no agent is assigned to. Every function takes the hom
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 import tempfile
 import uuid
 from collections.abc import Callable
@@ -18,9 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import ConfigError
+from daemon.protocol import jsonin
+from daemon.safe_read import read_regular
 
 DAEMON_ID_FILE = "daemon.id"
 CONFIG_FILE = "config.json"
+ID_LIMIT = 4096
+"""Bytes of `daemon.id` read: a UUID and a newline."""
+CONFIG_LIMIT = 1024 * 1024
+"""Bytes of `config.json` read: the CLI writes a few hundred."""
 
 
 def profile_dir(home: Path, profile: str = "") -> Path:
@@ -28,8 +34,11 @@ def profile_dir(home: Path, profile: str = "") -> Path:
     root = home / ".multica"
     if not profile:
         return root
-    if profile in (".", "..") or "/" in profile or "\\" in profile:
-        raise ConfigError(f"invalid Multica profile name {profile!r}")
+    # A name is one directory: no path characters, and no control characters (a newline in a
+    # name would forge lines wherever it is logged or written).
+    unsafe = any(c in "/\\" or not c.isprintable() for c in profile)
+    if profile in (".", "..") or unsafe:
+        raise ConfigError(f"invalid Multica profile name {profile!r} (MULTICA_PROFILE)")
     return root / "profiles" / profile
 
 
@@ -56,7 +65,9 @@ def daemon_id(home: Path, pinned: str = "", profile: str = "", legacy: Path | No
 
 def _read_uuid(path: Path) -> str:
     try:
-        text = path.read_text(encoding="utf-8").strip()
+        data = read_regular(path, ID_LIMIT)
+        _check_owned(path)
+        text = data.decode("utf-8", "replace").strip()
     except FileNotFoundError:
         return ""
     except OSError as exc:
@@ -70,7 +81,10 @@ def _read_uuid(path: Path) -> str:
 def _write_private(path: Path, text: str) -> None:
     # Written beside the target and renamed over it, so a crash never leaves a half-written
     # id that the next start would replace with a different one.
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.parent.mkdir(parents=True, exist_ok=True)
+    # Owner-only from its creation, as the CLI makes it: it holds the login token.
+    path.parent.mkdir(mode=0o700, exist_ok=True)
+    _check_owned(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=".daemon-", suffix=".id.tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -99,7 +113,9 @@ def read_config(home: Path, profile: str = "") -> MulticaConfig:
     """The CLI's `config.json` for `profile` (default profile when empty); empty if absent."""
     path = profile_dir(home, profile) / CONFIG_FILE
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        data = read_regular(path, CONFIG_LIMIT)
+        _check_owned(path)
+        raw = jsonin.loads(data, limit=CONFIG_LIMIT, what="the file")
     except FileNotFoundError:
         return MulticaConfig()
     except (OSError, ValueError) as exc:
@@ -114,6 +130,25 @@ def read_config(home: Path, profile: str = "") -> MulticaConfig:
             raise ConfigError(f"the Multica config {path}: {name} must be a string")
         values[name] = value.strip()
     return MulticaConfig(**values, path=path)
+
+
+def _check_owned(path: Path) -> None:
+    """Refuse `path`, and each directory above it up to `.multica`, when another user owns it
+    or can write it: such a file could name any server and token. FileNotFoundError when
+    `path` is missing."""
+    chain = [path]
+    for parent in path.parents:
+        if ".multica" not in parent.parts:
+            break
+        chain.append(parent)
+    me = os.geteuid()
+    for part in chain:
+        info = part.stat()
+        if info.st_uid not in (me, 0):
+            raise ConfigError(f"{part} belongs to another user (uid {info.st_uid}): not used")
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            mode = stat.S_IMODE(info.st_mode)
+            raise ConfigError(f"{part} is writable by others (mode {mode:o}): not used")
 
 
 def default_workspaces_root(home: Path, profile: str = "") -> Path:

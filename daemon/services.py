@@ -23,6 +23,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.workdirs.service import Workdirs
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +66,6 @@ class Services:
     pacing: Pacing = field(default_factory=Pacing)
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds: the clock a run's activity and duration are measured by."""
+    workdirs: Workdirs | None = None
+    """Repository caches and checkouts: while a task's agent runs, its token may ask for them
+    (None: no checkouts)."""

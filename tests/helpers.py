@@ -33,11 +33,14 @@ from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.wire import DAEMON_ID_HEADER
 from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.testing import fast_env
+from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
+from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,9 +77,15 @@ def embedded_server(
     return running_server(db_path, host, port, token, in_process)
 
 
-def server_client(url: str, token: str = TOKEN, **options: Any) -> httpx.AsyncClient:
-    """An HTTP client of the embedded server at `url` that sends its bearer token."""
-    return httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, **options)
+def server_client(
+    url: str, token: str = TOKEN, *, daemon_id: str = "", **options: Any
+) -> httpx.AsyncClient:
+    """An HTTP client of the embedded server at `url` that sends its bearer token, and with
+    `daemon_id` names itself as that daemon on every request, as the daemon does."""
+    headers = {"Authorization": f"Bearer {token}"}
+    if daemon_id:
+        headers[DAEMON_ID_HEADER] = daemon_id
+    return httpx.AsyncClient(base_url=url, headers=headers, **options)
 
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
@@ -211,6 +220,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
         worker.attach_health(port)
+        server.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
         server.attach(worker.snapshot, worker.request_stop)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from pydantic_core import from_json
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
@@ -152,7 +154,11 @@ def rollout_totals(home: Path, thread: str) -> dict[str, int]:
     if not files:
         return {}
     try:
-        with files[-1].open("rb") as f:
+        # Non-blocking and only a regular file: the agent could leave a FIFO in its place.
+        fd = os.open(files[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return {}
             f.seek(max(0, f.seek(0, os.SEEK_END) - _ROLLOUT_TAIL_BYTES))
             lines = f.read().decode("utf-8", errors="replace").splitlines()
     except OSError:
@@ -161,7 +167,8 @@ def rollout_totals(home: Path, thread: str) -> dict[str, int]:
         if '"token_count"' not in line:
             continue
         try:
-            payload = json.loads(line).get("payload") or {}
+            # pydantic-core's parser refuses deep nesting (ValueError, never RecursionError).
+            payload = from_json(line).get("payload") or {}
             totals = (payload.get("info") or {}).get("total_token_usage")
         except (ValueError, AttributeError):
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
@@ -32,6 +33,8 @@ from daemon.server.serve import serve
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
+from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
+from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")
@@ -94,6 +97,13 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument(
         "--wait", action="store_true", help="print the transcript, wait for the end"
     )
+    submit.add_argument(
+        "--repo",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="a repository the agent may check out (repeatable; else the workspace's)",
+    )
     submit.set_defaults(func=submit_task)
     addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
     show = sub.add_parser("status", help="show the running daemon and its tasks")
@@ -130,7 +140,9 @@ async def _run_locked(settings: Settings) -> int:
             host, port = split_host_port(settings.embedded_listen)
             db = settings.state_dir / "server.db"
             token = await _embedded_token(settings)
-            bound = await tg.start(serve, db, host, port, token, embedded)
+            repos = settings.embedded_repos
+            started = functools.partial(serve, db, host, port, token, embedded, repos=repos)
+            bound = await tg.start(started)
             url = f"http://{host}:{bound}"
             log.info("embedded server listening on %s (database %s)", url, db)
         found = await available(settings)
@@ -162,6 +174,7 @@ async def _run_locked(settings: Settings) -> int:
                 options=options,
             )
             worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
+            health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop)
             await worker.run()
@@ -175,7 +188,9 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
     db = settings.state_dir / "server.db"
     token = await _embedded_token(settings)
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db, host, port, token)
+        bound = await tg.start(
+            functools.partial(serve, db, host, port, token, repos=settings.embedded_repos)
+        )
         # Where a client finds the token, never the token itself.
         source = (
             "MULTICA_DAEMON_TOKEN" if settings.embedded_token else settings.state_dir / TOKEN_FILE

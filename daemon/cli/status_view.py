@@ -11,6 +11,7 @@ import httpx
 
 from daemon.addresses import join_host_port, split_host_port
 from daemon.logs import short_id
+from daemon.protocol import jsonin
 from daemon.times import format_duration
 
 TIMEOUT = 2.0
@@ -90,7 +91,7 @@ async def _get(http: httpx.AsyncClient, path: str) -> tuple[int, dict[str, Any]]
     except httpx.HTTPError as exc:
         raise ProbeError(f"cannot read {where}: {_cause(exc)}") from exc
     try:
-        doc = response.json()
+        doc = jsonin.loads(response.content, what="the answer")
     except ValueError as exc:
         raise ProbeError(f"{where} answered HTTP {response.status_code} without JSON") from exc
     if not isinstance(doc, dict):

@@ -39,7 +39,7 @@ async def submit(settings: Settings, args: argparse.Namespace) -> int:
     async with make_http_client(url, token, daemon.__version__) as http:
         api = TasksApi(http)
         try:
-            task = await api.create_task(args.prompt, backend=args.backend)
+            task = await api.create_task(args.prompt, backend=args.backend, repos=args.repo)
         except (httpx.HTTPError, DaemonError) as exc:
             print(f"agent-daemon: cannot submit to {url}: {exc}", file=sys.stderr)
             return 1

@@ -8,7 +8,7 @@ never left (a connect failure), so a lost answer can never create the task twice
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -17,7 +17,7 @@ import httpx
 from daemon.errors import MalformedResponseError, TransientServerError
 from daemon.protocol.models import Agent
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.wire import describe_transport_error, error_for_response
+from daemon.protocol.wire import answer_json, describe_transport_error, error_for_response
 
 _NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 TRANSPORT_RETRY = RetryPolicy((0.5, 1.0), jitter=0.0)
@@ -48,9 +48,13 @@ class TasksApi:
         workspace_id: str | None = None,
         agent: Agent | Mapping[str, Any] | None = None,
         prior_session_id: str | None = None,
+        repos: Sequence[str] = (),
     ) -> dict[str, Any]:
-        """Queue a task with this prompt; returns the task as the server stored it."""
+        """Queue a task with this prompt (and the repositories its agent may check out);
+        returns the task as the server stored it."""
         body: dict[str, Any] = {"prompt": prompt}
+        if repos:
+            body["repos"] = [{"url": url} for url in repos]
         if prior_session_id:
             body["prior_session_id"] = prior_session_id
         if backend:
@@ -116,11 +120,9 @@ class TasksApi:
             if not response.is_success:
                 raise error_for_response(endpoint, response)
             try:
-                return response.json()
-            except ValueError:
-                raise MalformedResponseError(
-                    endpoint, "body is not JSON", response.status_code
-                ) from None
+                return answer_json(response)
+            except ValueError as exc:
+                raise MalformedResponseError(endpoint, str(exc), response.status_code) from None
 
 
 def _seq(message: Mapping[str, Any]) -> int:

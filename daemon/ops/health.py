@@ -1,4 +1,5 @@
-"""The health port: `/health`, `/healthz`, `/readyz`, `/metrics` and `POST /shutdown`.
+"""The health port: `/health`, `/healthz`, `/readyz`, `/metrics`, `POST /shutdown`, and the
+routes other parts of the daemon mount on it (`POST /repo/checkout`).
 
 It is served by threads of its own (health_http.py), not by the daemon's event loop, so a
 wedged loop shows up as a 503 on `/healthz` instead of a connection that never answers, and
@@ -28,10 +29,16 @@ import anyio.to_thread
 from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal
 
-from daemon.addresses import host_of_header, is_loopback, join_host_port, split_host_port
+from daemon.addresses import (
+    host_of_header,
+    is_ip_address,
+    is_loopback,
+    join_host_port,
+    split_host_port,
+)
 from daemon.ops.health_doc import health_document, with_uptime
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
-from daemon.ops.health_request import Reply
+from daemon.ops.health_request import Reply, local_refusal
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.snapshot import DaemonSnapshot
@@ -46,6 +53,10 @@ METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _CLOSE_BOUND = 5.0
 _HANDOFF_WAIT = 2.0
 ROUTES = ("GET /health", "GET /healthz", "GET /readyz", "GET /metrics", "POST /shutdown")
+
+Mounted = Callable[[str, str, Mapping[str, str], bytes], Reply]
+"""A mounted route: (method, peer address, headers, body) -> the reply, on a request thread;
+it answers every method itself (405 for the ones it does not take)."""
 
 
 def _doc(status: int, doc: dict[str, Any]) -> Reply:
@@ -95,6 +106,11 @@ class HealthServer:
         self._sent_status = ""
         self._pinged_at = -float("inf")
         self._last_error = ""
+        self._mounted: dict[str, Mounted] = {}
+
+    def mount(self, path: str, handler: Mounted) -> None:
+        """Serve `handler` at `path` from now on (request threads read the table)."""
+        self._mounted[path] = handler
 
     def attach(self, snapshot: Callable[[], DaemonSnapshot], stop: Callable[[], None]) -> None:
         """Show what `snapshot` returns from the next tick on; `POST /shutdown` calls `stop`.
@@ -186,9 +202,17 @@ class HealthServer:
     # --- the HTTP thread's side: reads only the published values -------------------------
 
     def route(
-        self, method: str, path: str, peer: str, headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        path: str,
+        peer: str,
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
     ) -> Reply:
         """The answer to one request (`headers` with lower-case names); runs on a thread."""
+        mounted = self._mounted.get(path)
+        if mounted is not None:
+            return mounted(method, peer, headers or {}, body)
         handlers: dict[tuple[str, str], Callable[[], Reply]] = {
             ("GET", "/health"): self._health,
             ("GET", "/healthz"): self._healthz,
@@ -197,11 +221,24 @@ class HealthServer:
             ("POST", "/shutdown"): lambda: self._shutdown(peer, headers or {}),
         }
         handler = handlers.get((method, path))
+        if not self._host_allowed((headers or {}).get("host")):
+            # A DNS-rebinding page reaches this port under its own domain name and could read
+            # `/health` (ids, pids, the server URL, workspace names): only addresses and this
+            # machine's names are answered.
+            return _doc(403, {"error": "the health port answers only to an address (Host)"})
         if handler is not None:
             return handler()
         if any(route.endswith(f" {path}") for route in ROUTES):
             return _doc(405, {"error": f"{method} not allowed on {path}"})
-        return _doc(404, {"error": f"no route {path}", "routes": list(ROUTES)})
+        routes = [*ROUTES, *(f"POST {p}" for p in self._mounted)]
+        return _doc(404, {"error": f"no route {path}", "routes": routes})
+
+    def _host_allowed(self, host: str | None) -> bool:
+        """No Host (HTTP/1.0 probes), an IP address, `localhost`, or the configured host."""
+        if host is None:
+            return True
+        name = host_of_header(host).lower()
+        return is_ip_address(name) or is_loopback(name) or name == self.host.lower()
 
     def _health(self) -> Reply:
         now = self._clock()
@@ -228,17 +265,9 @@ class HealthServer:
         return Reply(200, self._metrics.exposition(), METRICS_CONTENT_TYPE)
 
     def _shutdown(self, peer: str, headers: Mapping[str, str]) -> Reply:
-        # On Kubernetes the port listens on every interface of the pod; only a process on the
-        # same host (or `kubectl exec`) may stop the daemon, never another pod.
-        if not is_loopback(peer):
-            return _doc(403, {"error": "shutdown is accepted from loopback clients only"})
-        # A browser sends Origin on every cross-site POST, and a DNS-rebound page reaches
-        # 127.0.0.1 under its own host name: curl and Multica's CLI send neither.
-        if "origin" in headers:
-            return _doc(403, {"error": "shutdown is not accepted from a web page (Origin set)"})
-        host = headers.get("host")
-        if host is not None and not is_loopback(host_of_header(host)):
-            return _doc(403, {"error": "shutdown is accepted for a loopback Host only"})
+        refused = local_refusal(peer, headers)
+        if refused is not None:
+            return _doc(403, {"error": f"shutdown is {refused}"})
         portal = self._portal
         if portal is None:
             return _doc(503, {"error": "the health port is closing"})

@@ -5,14 +5,17 @@ selector), so an idle or trickling client costs a file descriptor, never a threa
 whose head is complete goes to a short-lived thread of its own for the answer. At most
 `max_connections` are open at once: past that, the oldest connection still sending its head is
 closed to make room (a real probe sends its head at once, so a slow-loris flood cannot keep
-`/healthz` out), and a connection older than `deadline` is closed whatever it is doing. The
-answer is one request per connection (`Connection: close`), so the deadline is per request.
+`/healthz` out), and a connection older than `deadline` is closed whatever it is doing —
+unless its whole request is in and its route is working on the answer, which may take up to
+`answer_deadline` (a repository checkout runs git). The answer is one request per connection
+(`Connection: close`), so the deadline is per request.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import logging
 import selectors
 import socket
@@ -31,6 +34,8 @@ MAX_CONNECTIONS = 64
 """Open connections the health port holds at most; the oldest unfinished request makes room."""
 REQUEST_DEADLINE = 10.0
 """Seconds a connection may take from accept to the end of its answer."""
+ANSWER_DEADLINE = 330.0
+"""Seconds from accept a request whose body is in may take (Multica's CLI waits 5 minutes)."""
 _HEAD_LIMIT = 70 * 1024
 """Bytes of request head read before the handler judges it (it answers 414/431 past its limits)."""
 _SELECT_TICK = 0.1
@@ -57,6 +62,7 @@ class _Connection:
     sock: socket.socket
     peer: str
     opened: float
+    ends: float
     head: bytearray = field(default_factory=bytearray)
     answering: bool = False
 
@@ -71,12 +77,14 @@ class HttpPort:
         *,
         max_connections: int = MAX_CONNECTIONS,
         deadline: float = REQUEST_DEADLINE,
+        answer_deadline: float = ANSWER_DEADLINE,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._listener = sock
         self._route = route
         self._max = max_connections
         self.deadline = deadline
+        self.answer_deadline = max(deadline, answer_deadline)
         self._clock = clock
         self._lock = threading.Lock()
         self._open: dict[socket.socket, _Connection] = {}  # oldest first
@@ -128,7 +136,8 @@ class HttpPort:
                 if not self._make_room(selector):
                     time.sleep(_SELECT_TICK)
             return
-        conn = _Connection(sock, str(address[0]), self._clock())
+        opened = self._clock()
+        conn = _Connection(sock, str(address[0]), opened, opened + self.deadline)
         with self._lock:
             full = len(self._open) >= self._max
         if full and not self._make_room(selector):
@@ -178,19 +187,24 @@ class HttpPort:
 
     def _answer(self, conn: _Connection) -> None:
         try:
-            remaining = conn.opened + self.deadline - self._clock()
+            remaining = conn.ends - self._clock()
             conn.sock.settimeout(max(0.01, remaining))
-            answer(conn.sock, bytes(conn.head), conn.peer, self._route)
+            working = functools.partial(self._working, conn)
+            answer(conn.sock, bytes(conn.head), conn.peer, self._route, working)
         except Exception as exc:  # a broken connection is that client's problem only
             log.debug("health port: request from %s ended: %r", conn.peer, exc)
         finally:
             with self._lock:
                 self._close(conn)
 
+    def _working(self, conn: _Connection) -> None:
+        """The request is in: its route may work up to the answer deadline."""
+        conn.ends = conn.opened + self.answer_deadline
+
     def _expire(self, selector: selectors.BaseSelector) -> None:
-        limit = self._clock() - self.deadline
+        now = self._clock()
         with self._lock:
-            late = [c for c in self._open.values() if c.opened < limit]
+            late = [c for c in self._open.values() if c.ends < now]
         for conn in late:
             if not conn.answering:
                 selector.unregister(conn.sock)

@@ -1,19 +1,29 @@
-"""One request on the health port: parse it (its head already read), route it, answer it."""
+"""One request on the health port: parse it (its head already read), route it, answer it.
+
+The connection's deadline covers receiving the request; once its body is in, `working` is
+called and the route may take longer (a repository checkout runs git), while writing the answer
+gets a short deadline of its own.
+"""
 
 from __future__ import annotations
 
 import io
 import logging
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+from daemon.addresses import host_of_header, is_loopback
+
 log = logging.getLogger(__name__)
 
 JSON_CONTENT_TYPE = "application/json"
+TEXT_CONTENT_TYPE = "text/plain; charset=utf-8"
 _MAX_BODY = 64 * 1024
+_WRITE_WAIT = 5.0
+"""Seconds the answer may take to be written once the route has it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,15 +33,37 @@ class Reply:
     status: int
     body: bytes
     content_type: str = JSON_CONTENT_TYPE
+    headers: Sequence[tuple[str, str]] = ()
 
 
-Route = Callable[[str, str, str, Mapping[str, str]], Reply]
-"""(method, path, peer address, headers) -> the reply; runs on a request thread."""
+Route = Callable[[str, str, str, Mapping[str, str], bytes], Reply]
+"""(method, path, peer address, headers, body) -> the reply; runs on a request thread."""
 
 
-def answer(sock: socket.socket, head: bytes, peer: str, route: Route) -> None:
-    """Read the request whose first bytes are `head` from `sock`, write the route's reply."""
-    _Handler(sock, head, peer, route)
+def local_refusal(peer: str, headers: Mapping[str, str]) -> str | None:
+    """Why a request that only a local process may make is refused (None: it is local).
+
+    On Kubernetes the port listens on every interface of the pod: only a process on the same
+    host (or `kubectl exec`) may act, never another pod. A browser sends Origin on every
+    cross-site POST, and a DNS-rebound page reaches 127.0.0.1 under its own host name: curl
+    and Multica's CLI send neither.
+    """
+    if not is_loopback(peer):
+        return "accepted from loopback clients only"
+    if "origin" in headers:
+        return "not accepted from a web page (Origin set)"
+    host = headers.get("host")
+    if host is not None and not is_loopback(host_of_header(host)):
+        return "accepted for a loopback Host only"
+    return None
+
+
+def answer(
+    sock: socket.socket, head: bytes, peer: str, route: Route, working: Callable[[], None]
+) -> None:
+    """Read the request whose first bytes are `head` from `sock`, write the route's reply;
+    `working` is called once the request is read, before the route runs."""
+    _Handler(sock, head, peer, route, working)
 
 
 class _Replay(io.RawIOBase):
@@ -61,10 +93,18 @@ class _Handler(BaseHTTPRequestHandler):
     # client's delayed ACK of the headers, ~40 ms on every request.
     disable_nagle_algorithm = True
 
-    def __init__(self, sock: socket.socket, head: bytes, peer: str, route: Route) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        head: bytes,
+        peer: str,
+        route: Route,
+        working: Callable[[], None],
+    ) -> None:
         self._head = head
         self._peer = peer
         self._route_to = route
+        self._working = working
         super().__init__(sock, (peer, 0), None)  # type: ignore[arg-type]
 
     def setup(self) -> None:
@@ -82,6 +122,15 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self._answer("POST")
 
+    def do_PUT(self) -> None:
+        self._answer("PUT")
+
+    def do_DELETE(self) -> None:
+        self._answer("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._answer("PATCH")
+
     def _answer(self, method: str) -> None:
         try:
             length = int(self.headers.get("Content-Length") or 0)
@@ -92,17 +141,20 @@ class _Handler(BaseHTTPRequestHandler):
         elif length > _MAX_BODY:
             reply = Reply(413, b'{"error":"request body too large"}')
         else:
-            if length:
-                self.rfile.read(length)
+            body = self.rfile.read(length) if length else b""
             path = self.path.split("?", 1)[0]
             headers = {k.lower(): v for k, v in self.headers.items()}
+            self._working()
             try:
-                reply = self._route_to(method, path, self._peer, headers)
+                reply = self._route_to(method, path, self._peer, headers, body)
             except Exception:
                 log.exception("health port: %s %s failed", method, path)
                 reply = Reply(500, b'{"error":"internal error"}')
+        self.request.settimeout(_WRITE_WAIT)
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
+        for name, value in reply.headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(reply.body)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("Connection", "close")

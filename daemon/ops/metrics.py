@@ -25,6 +25,9 @@ _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200, 14
 _REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 CIRCUIT_STATES = {"closed": 0, "half_open": 1, "open": 2}
+CHECKOUT_OUTCOMES = ("created", "kept", "refused", "busy", "failed")
+"""How a `POST /repo/checkout` ended: a new branch, a checkout kept as it was, a 4xx, a 503
+for a busy cache, a 500 (git or the server failed)."""
 TOKEN_KINDS = ("input", "output", "cache_read", "cache_write")
 MODELS_PER_BACKEND = 16
 """Distinct model labels kept per backend; a backend's further models count as `other`."""
@@ -109,6 +112,15 @@ class Metrics:
             "Seconds since the most recent agent message across running tasks",
             registry=r,
         )
+        self.repo_checkouts = Counter(
+            f"{p}repo_checkouts",
+            "Repository checkouts agents asked for, by outcome: created, kept (a reused one left "
+            "as it was), refused (4xx), busy (503), failed (500)",
+            ["outcome"],
+            registry=r,
+        )
+        for outcome in CHECKOUT_OUTCOMES:  # shown as 0 before the first checkout
+            self.repo_checkouts.labels(outcome)
         self.tokens = Counter(
             f"{p}tokens",
             "Tokens agents spent, by backend, model and kind (input, output, cache_read, "

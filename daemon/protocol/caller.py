@@ -14,6 +14,7 @@ import httpx
 from pydantic_core import to_json
 
 from daemon.errors import (
+    MalformedInputError,
     MalformedResponseError,
     PermanentServerError,
     ServerError,
@@ -21,11 +22,13 @@ from daemon.errors import (
     UnconfirmedError,
 )
 from daemon.ops.metrics import Metrics
+from daemon.protocol.answers import ANSWER_LIMIT, read_answer
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.models import WireModel
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DEDUPE_HEADER,
+    READ_TIMEOUT,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
@@ -64,6 +67,7 @@ class Caller:
         policy: RetryPolicy | None = None,
         report_policy: RetryPolicy | None = None,
         budget: ShutdownBudget | None = None,
+        answer_limit: int = ANSWER_LIMIT,
     ) -> None:
         self._http = http
         self._metrics = metrics
@@ -71,6 +75,8 @@ class Caller:
         self._policy = policy or RetryPolicy()
         self._report_policy = report_policy or RetryPolicy.for_reports()
         self.budget = budget or ShutdownBudget()
+        self.answer_limit = answer_limit
+        """Bytes of one answer, inflated, that a call reads at most (else it is malformed)."""
         self.dedupes = False
         """Whether the server's last register or transcript answer said it stores each
         (task, seq) once (`X-Message-Dedupe: seq`)."""
@@ -102,6 +108,7 @@ class Caller:
         payload = (
             body.model_dump(mode="json", exclude_none=True) if isinstance(body, WireModel) else body
         )
+        # pydantic-core serialises a 1,000-message batch several times faster than json.
         content = None if payload is None else to_json(payload)
         headers = None if payload is None else _JSON_HEADERS
         failures = 0
@@ -109,8 +116,10 @@ class Caller:
             started = time.perf_counter()
             throttled, retry_after = False, None
             try:
-                # pydantic-core serialises a 1,000-message batch several times faster than json.
-                response = await self._http.request(method, path, content=content, headers=headers)
+                response = await self._send(method, path, content, headers)
+            except MalformedInputError as exc:  # an answer past its cap, a bad encoding
+                self._observe(endpoint, "malformed", started, reached=True)
+                raise MalformedResponseError(endpoint, str(exc)) from None
             except httpx.UnsupportedProtocol as exc:  # a bad server URL: no retry helps
                 self._observe(endpoint, "permanent", started, reached=False)
                 raise PermanentServerError(endpoint, describe_transport_error(exc)) from exc
@@ -160,6 +169,17 @@ class Caller:
             if self._metrics is not None:
                 self._metrics.server_retries.labels(endpoint).inc()
             await policy.sleep(delay)
+
+    async def _send(
+        self, method: str, path: str, content: bytes | None, headers: dict[str, str] | None
+    ) -> httpx.Response:
+        """One request, its answer read whole within `answer_limit` (answers.py)."""
+        request = self._http.build_request(method, path, content=content, headers=headers)
+        response = await self._http.send(request, stream=True)
+        try:
+            return await read_answer(response, limit=self.answer_limit, within=READ_TIMEOUT)
+        finally:
+            await response.aclose()
 
     def _observe(self, endpoint: str, outcome: str, started: float, *, reached: bool) -> None:
         if reached and self.circuit is not None:

@@ -37,6 +37,7 @@ from daemon.protocol.models import (
     TaskStatusResponse,
     WireModel,
     Workspace,
+    WorkspaceRepos,
 )
 from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageBody, UsageEntry
 from daemon.protocol.retry import RetryPolicy
@@ -44,6 +45,7 @@ from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     TASK_STATUS_HEADER,
+    answer_json,
     ignore_body,
     parse_claim,
     parse_model,
@@ -87,6 +89,12 @@ class ServerClient(Caller):
             runtimes=list(runtimes),
         )
         return await self._call("register", "POST", "/api/daemon/register", self._registered, body)
+
+    async def workspace_repos(self, workspace_id: str) -> WorkspaceRepos:
+        """The workspace's repository list as the server has it now (tried once)."""
+        path = f"/api/daemon/workspaces/{quote(workspace_id, safe='')}/repos"
+        parse = parse_model(WorkspaceRepos)
+        return await self._call("workspace_repos", "GET", path, parse, None, _SINGLE_TRY)
 
     async def recover_orphans(self, runtime_id: str) -> RecoverOrphansResponse:
         """Have the server fail the tasks this runtime left in flight before a crash."""
@@ -205,7 +213,7 @@ class ServerClient(Caller):
 
     def _registered(self, response: httpx.Response) -> RegisterResponse:
         self._note_dedupe(response)
-        return RegisterResponse.model_validate(response.json())
+        return RegisterResponse.model_validate(answer_json(response))
 
     async def post(
         self, endpoint: str, path: str, body: dict[str, Any], parse: Callable[[httpx.Response], T]

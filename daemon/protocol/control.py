@@ -9,7 +9,6 @@ dropped connection leaves the daemon claiming exactly as it would without the ch
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -19,6 +18,8 @@ import anyio
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
+from daemon.errors import RoundBoundary
+from daemon.protocol import jsonin
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,16 @@ PONG_TIMEOUT = 60.0
 NO_RUNTIMES_WAIT = 1.0
 """How often to look again while the daemon has no runtimes yet."""
 OPEN_TIMEOUT = 10.0
+FRAME_LIMIT = 64 * 1024
+"""Bytes of one frame read: the one frame acted on is a few hundred bytes."""
+
+
+class _NoRedirects(connect):
+    """`connect` that follows no redirect: a 3xx on the upgrade is a failed attempt like any
+    other status, so the daemon's token never goes to an address the server names."""
+
+    def process_redirect(self, exc: Exception) -> Exception | str:
+        return exc
 
 
 class ControlChannel:
@@ -61,6 +72,7 @@ class ControlChannel:
         self._session_scope = anyio.CancelScope()
         self._jitter = jitter
         self._quiet = False
+        self._boundary = RoundBoundary("control channel")
         self.connected = anyio.Event()
         """Set while a connection is open (tests wait on it); replaced when it closes."""
 
@@ -77,12 +89,15 @@ class ControlChannel:
                 await anyio.sleep(NO_RUNTIMES_WAIT)
                 continue
             began = anyio.current_time()
-            try:
-                if await self._session(ids):
-                    delay = BACKOFF_FIRST
-                    continue  # the runtime set changed: reconnect for the new one at once
-            except (OSError, TimeoutError, WebSocketException) as exc:
-                self._failed(exc)
+            with self._boundary:
+                try:
+                    if await self._session(ids):
+                        delay = BACKOFF_FIRST
+                        continue  # the runtime set changed: reconnect for the new one at once
+                except (OSError, TimeoutError, EOFError, WebSocketException) as exc:
+                    # EOFError: the server closed the socket mid-handshake (older websockets
+                    # let it through unwrapped).
+                    self._failed(exc)
             if anyio.current_time() - began >= RESET_AFTER:
                 delay = BACKOFF_FIRST
             await anyio.sleep(delay * self._jitter(0.8, 1.2))
@@ -91,7 +106,7 @@ class ControlChannel:
     async def _session(self, ids: list[str]) -> bool:
         """One connection until it drops (False) or the runtime set changes (True)."""
         url = f"{self._base}?runtime_ids={quote(','.join(ids), safe=',')}"
-        async with connect(
+        async with _NoRedirects(
             url,
             additional_headers=self._headers,
             user_agent_header=self._user_agent,
@@ -99,6 +114,7 @@ class ControlChannel:
             ping_interval=self._ping_interval,
             ping_timeout=self._pong_timeout,
             compression=None,
+            max_size=FRAME_LIMIT,
         ) as ws:
             log.info("control channel open for %d runtimes", len(ids))
             self._quiet = False
@@ -121,7 +137,7 @@ class ControlChannel:
 
     def _handle(self, frame: str | bytes) -> None:
         try:
-            message = json.loads(frame)
+            message = jsonin.loads(frame, limit=FRAME_LIMIT, what="a control frame")
         except ValueError:
             return
         if isinstance(message, dict) and message.get("type") == TASK_AVAILABLE:

@@ -72,6 +72,32 @@ class RegisterRequest(WireModel):
     runtimes: list[RuntimeInfo]
 
 
+class RepoRef(WireModel):
+    """A repository the server names for a workspace or a task; `ref` only in a claim."""
+
+    url: Text = ""
+    description: Text = ""
+    ref: Text = ""
+
+
+def _repo_entries(value: Any) -> Any:
+    # Repositories arrive as objects; anything else in the list is skipped, as for skills.
+    if not isinstance(value, list):
+        return _empty_list(value)
+    return [v for v in value if isinstance(v, dict | RepoRef)]
+
+
+RepoList = Annotated[list[RepoRef], BeforeValidator(_repo_entries)]
+
+
+class WorkspaceRepos(WireModel):
+    """Answer to `GET /api/daemon/workspaces/{id}/repos`: the workspace's repository list."""
+
+    workspace_id: Text = ""
+    repos: RepoList = Field(default_factory=list)
+    repos_version: Text = ""
+
+
 class RegisteredRuntime(WireModel):
     """A runtime the server created for one registered backend."""
 
@@ -82,9 +108,12 @@ class RegisteredRuntime(WireModel):
 
 
 class RegisterResponse(WireModel):
-    """Answer to a registration: the server's runtime for each backend."""
+    """Answer to a registration: the server's runtime for each backend, the workspace's
+    repositories."""
 
     runtimes: list[RegisteredRuntime]
+    repos: RepoList = Field(default_factory=list)
+    repos_version: Text = ""
 
 
 class RecoverOrphansResponse(WireModel):
@@ -189,6 +218,8 @@ class Task(WireModel):
     squad_name: Text = ""
     workspace_context: Text = ""
     prior_work_dir: Text = ""
+    # The repositories this task may check out (a project's, else the workspace's).
+    repos: RepoList = Field(default_factory=list)
     # Reference-server extension: the backend name the task asks for (empty = any).
     backend: Text = ""
 

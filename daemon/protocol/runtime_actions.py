@@ -14,6 +14,7 @@ from collections import OrderedDict
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 from anyio.abc import TaskGroup
 
 from daemon.errors import ServerError
@@ -26,6 +27,12 @@ log = logging.getLogger(__name__)
 RENEW_PATH = "/api/tokens/current/renew"
 _REMEMBERED = 256
 """Answered request ids kept, so a server that repeats an action is answered once."""
+PER_HEARTBEAT = 8
+"""Actions being answered at most (taken from heartbeat answers); the rest wait for later
+heartbeats, as the server keeps handing out what is not answered."""
+AT_ONCE = 2
+"""Answers in flight at once: the HTTP pool's other connections stay free for claims,
+heartbeats and reports, however many actions a server hands out."""
 
 
 def _failed(what: str) -> dict[str, Any]:
@@ -38,6 +45,8 @@ class PendingActions:
     def __init__(self, client: ServerClient) -> None:
         self._client = client
         self._answered: OrderedDict[str, None] = OrderedDict()
+        self._limiter = anyio.CapacityLimiter(AT_ONCE)
+        self._in_flight = 0
 
     def handle(
         self, tg: TaskGroup, runtime_id: str, provider: str, beat: HeartbeatResponse
@@ -73,9 +82,20 @@ class PendingActions:
                 for item in imports
             ),
         ]
-        for kind, action, body in answers:
-            if action is None or not action.id or self._seen(f"{kind}/{action.id}"):
+        for n, (kind, action, body) in enumerate(answers):
+            if action is None or not action.id or f"{kind}/{action.id}" in self._answered:
                 continue
+            if self._in_flight >= PER_HEARTBEAT:
+                # Not marked answered: a later heartbeat hands them out again.
+                log.warning(
+                    "runtime %s: %d pending actions left for later heartbeats (%d at a time)",
+                    runtime_id,
+                    len(answers) - n,
+                    PER_HEARTBEAT,
+                )
+                break
+            self._seen(f"{kind}/{action.id}")
+            self._in_flight += 1
             tg.start_soon(self._answer, runtime_id, kind, action, body)
 
     def _seen(self, key: str) -> bool:
@@ -93,11 +113,14 @@ class PendingActions:
         rid, request = quote(runtime_id, safe=""), quote(action.id, safe="")
         path = f"/api/daemon/runtimes/{rid}/{kind}/{request}/result"
         try:
-            await self._client.post(f"result_{kind}", path, body, ignore_body)
+            async with self._limiter:
+                await self._client.post(f"result_{kind}", path, body, ignore_body)
         except ServerError as exc:
             log.warning(
                 "runtime %s: result of %s %s not sent: %s", runtime_id, kind, action.id, exc
             )
+        finally:
+            self._in_flight -= 1
 
 
 async def renew_token(client: ServerClient) -> RenewResponse:

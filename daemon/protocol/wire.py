@@ -11,19 +11,22 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from daemon.errors import (
+    MalformedInputError,
     PermanentServerError,
     RuntimeGoneError,
     ServerError,
     TaskGoneError,
     TransientServerError,
 )
+from daemon.protocol import jsonin
+from daemon.protocol.answers import ACCEPT_ENCODING
 from daemon.protocol.models import Task, WireModel, Workspace
 
 M = TypeVar("M", bound=WireModel)
@@ -66,7 +69,7 @@ def make_http_client(
     socket (the in-process embedded server, tests)."""
     return httpx.AsyncClient(
         base_url=base_url.rstrip("/"),
-        headers=protocol_headers(token, version),
+        headers={**protocol_headers(token, version), "Accept-Encoding": ACCEPT_ENCODING},
         timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
         limits=POOL_LIMITS,
         transport=transport,
@@ -112,7 +115,7 @@ def error_text(response: httpx.Response) -> str:
     """The server's `{"error": ...}` text, else the start of the body, else the reason."""
     text = ""
     try:
-        body = response.json()
+        body = answer_json(response)
     except ValueError:
         text = response.text
     else:
@@ -140,6 +143,8 @@ def describe_parse_error(exc: ValueError) -> str:
         ]
         more = f" (+{exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
         return "; ".join(problems) + more
+    if isinstance(exc, MalformedInputError):
+        return str(exc)
     if isinstance(exc, json.JSONDecodeError):
         return "body is not JSON"
     if isinstance(exc, UnicodeDecodeError):
@@ -147,9 +152,14 @@ def describe_parse_error(exc: ValueError) -> str:
     return " ".join(str(exc).split())[:_ERROR_TEXT_LIMIT]
 
 
+def answer_json(response: httpx.Response) -> Any:
+    """The JSON of an answer's body, read through the one bounded reader (jsonin)."""
+    return jsonin.loads(response.content, what="the answer")
+
+
 def parse_model(model: type[M]) -> Callable[[httpx.Response], M]:
     """A parser of a 2xx answer into `model`."""
-    return lambda response: model.model_validate(response.json())
+    return lambda response: model.model_validate(answer_json(response))
 
 
 def ignore_body(response: httpx.Response) -> None:
@@ -165,7 +175,7 @@ def task_path(task_id: str, action: str) -> str:
 
 def parse_workspaces(response: httpx.Response) -> list[Workspace]:
     """The workspaces in a 2xx answer."""
-    return _WORKSPACES.validate_python(response.json())
+    return _WORKSPACES.validate_python(answer_json(response))
 
 
 def request_budget(http: httpx.AsyncClient) -> float:
@@ -177,7 +187,7 @@ def request_budget(http: httpx.AsyncClient) -> float:
 
 def parse_claim(response: httpx.Response) -> tuple[list[Task], list[tuple[str, str]]]:
     """The tasks of a claim answer, and (id, reason) for each task that does not parse."""
-    data = response.json()
+    data = answer_json(response)
     if not isinstance(data, dict) or "tasks" not in data:
         raise ValueError("a claim answer is an object with `tasks`")
     raw = data["tasks"]

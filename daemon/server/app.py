@@ -60,6 +60,9 @@ def create_app(
     return Starlette(
         routes=[
             Route(daemon + "/workspaces", routes.workspaces, methods=["GET"]),
+            Route(
+                daemon + "/workspaces/{workspace_id}/repos", routes.workspace_repos, methods=["GET"]
+            ),
             Route(daemon + "/register", routes.register, methods=["POST"]),
             Route(
                 daemon + "/runtimes/{runtime_id}/recover-orphans", routes.recover, methods=["POST"]
@@ -100,6 +103,14 @@ def create_app(
     )
 
 
+def _caller(request: Request) -> str:
+    """The daemon a task route's request names; refused (403) when it names none."""
+    caller = request.headers.get(DAEMON_ID_HEADER, "").strip()
+    if not caller:
+        raise NotHolderError(f"a daemon task route needs {DAEMON_ID_HEADER}")
+    return caller
+
+
 class _Routes:
     """One handler per endpoint; each parses, runs one store call in a thread, and answers."""
 
@@ -111,15 +122,15 @@ class _Routes:
     async def _held(self, request: Request) -> str:
         """The route's task id, once the daemon naming itself is the one that claimed it.
 
-        A daemon reports only on tasks it claimed; a request that does not name its daemon
-        (the user API, an older client) is trusted as the token's holder.
+        A daemon reports only on tasks it claimed, and says which daemon it is on every such
+        request (the daemon always does): a request naming none is refused, or anyone holding
+        the token could report on another daemon's task.
         """
         task = task_id(request)
-        caller = request.headers.get(DAEMON_ID_HEADER, "")
-        if caller:
-            holder = await in_thread(self._store.holder, task)
-            if holder and holder != caller:
-                raise NotHolderError("the task is held by another daemon")
+        caller = _caller(request)
+        holder = await in_thread(self._store.holder, task)
+        if holder and holder != caller:
+            raise NotHolderError("the task is held by another daemon")
         return task
 
     # -- the daemon protocol -------------------------------------------------------------------
@@ -145,10 +156,14 @@ class _Routes:
         )
         # Said here too, so a daemon knows before its first transcript batch that re-sending
         # one whose answer was lost is safe.
-        return JSONResponse(
-            {"runtimes": runtimes, "daemon_id": body.daemon_id, "workspace_id": body.workspace_id},
-            headers={DEDUPE_HEADER: "seq"},
-        )
+        repos = await in_thread(self._store.workspace_repos, body.workspace_id)
+        answer = {"runtimes": runtimes, "daemon_id": body.daemon_id, **repos}
+        return JSONResponse(answer, headers={DEDUPE_HEADER: "seq"})
+
+    async def workspace_repos(self, request: Request) -> Response:
+        # Multica's GetDaemonWorkspaceRepos: the list now, 404 for an unknown workspace.
+        workspace_id = request.path_params["workspace_id"]
+        return JSONResponse(await in_thread(self._store.workspace_repos, workspace_id))
 
     # register, recover-orphans, heartbeat: Multica's DaemonRegister, RecoverOrphanedTasks and
     # DaemonHeartbeat answer 404 for a workspace or runtime they do not know (`NotFoundError`).
@@ -203,6 +218,7 @@ class _Routes:
 
     async def status(self, request: Request) -> Response:
         # Multica's GetTaskStatus: any task the caller may see, 404 for an unknown one.
+        _caller(request)
         status = await in_thread(self._store.status, task_id(request))
         return JSONResponse({"id": task_id(request), "status": status})
 

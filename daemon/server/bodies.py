@@ -131,6 +131,13 @@ class WorkspaceIn(_Body):
     id: str = ""
 
 
+class RepoIn(_Body):
+    """A repository a task may check out, and the ref its checkout starts from ('' = default)."""
+
+    url: str = Field(min_length=1)
+    ref: str = ""
+
+
 class TaskIn(_Body):
     """`POST /api/tasks` (reference-server extension): queue a task."""
 
@@ -139,6 +146,7 @@ class TaskIn(_Body):
     workspace_id: str = "default"
     agent: AgentIn = Field(default_factory=AgentIn)
     prior_session_id: str = ""
+    repos: list[RepoIn] = Field(default_factory=list)
     rerun_of: str = ""
     """A finished task to continue: its work dir, and its session unless its failure poisoned
     it (then the rerun starts afresh)."""

@@ -75,6 +75,19 @@ CREATE TABLE IF NOT EXISTS tasks (
     parent_task_id   TEXT,
     fire_at          TEXT
 );
+CREATE TABLE IF NOT EXISTS workspace_repos (
+    workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+    position     INTEGER NOT NULL,
+    url          TEXT NOT NULL,
+    PRIMARY KEY (workspace_id, position)
+);
+CREATE TABLE IF NOT EXISTS task_repos (
+    task_id  TEXT NOT NULL REFERENCES tasks(id),
+    position INTEGER NOT NULL,
+    url      TEXT NOT NULL,
+    ref      TEXT NOT NULL DEFAULT '',
+    PRIMARY KEY (task_id, position)
+);
 CREATE INDEX IF NOT EXISTS tasks_by_status ON tasks (status, n);
 CREATE INDEX IF NOT EXISTS tasks_by_runtime ON tasks (runtime_id, status);
 CREATE TABLE IF NOT EXISTS messages (

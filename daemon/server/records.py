@@ -53,12 +53,14 @@ def task_view(row: sqlite3.Row) -> dict[str, Any]:
     }
 
 
-def claimed_task(row: sqlite3.Row, runtime_type: str) -> dict[str, Any]:
+def claimed_task(
+    row: sqlite3.Row, runtime_type: str, repos: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """A task as the claim endpoint hands it to a daemon.
 
     Strings are never null (a Multica server omits or empties them), and `backend` names the
     backend that will run it: the task's own, or the claiming runtime's type when the task
-    accepted any backend.
+    accepted any backend. `repos` are those the task may check out.
     """
     agent = agent_of(row)
     return {
@@ -74,6 +76,7 @@ def claimed_task(row: sqlite3.Row, runtime_type: str) -> dict[str, Any]:
         "prompt": row["prompt"],
         "backend": row["backend"] or runtime_type,
         "issue_id": "",
+        "repos": repos or [],
     }
 
 

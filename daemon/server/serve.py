@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
@@ -17,11 +18,22 @@ from daemon.addresses import join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
 from daemon.server.auth import TOKEN_FILE, ensure_token
+from daemon.server.connections import (
+    accept_batch,
+    connection_limit,
+    guarded_protocol,
+    raise_open_file_limit,
+)
+from daemon.server.database import DEFAULT_WORKSPACE
 from daemon.server.in_process import InProcess
 from daemon.server.store import Store
 
 log = logging.getLogger(__name__)
 
+LISTEN_BACKLOG = 128
+"""Connections the kernel queues before the server accepts them."""
+KEEP_ALIVE = 5
+"""Seconds an idle keep-alive connection stays open after an answer."""
 SHUTDOWN_GRACE = 5.0
 """Seconds open requests get to finish once the surrounding scope is cancelled."""
 
@@ -55,6 +67,7 @@ async def serve(
     token: str = "",
     in_process: InProcess | None = None,
     *,
+    repos: Sequence[str] = (),
     task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the reference server until the surrounding scope is cancelled.
@@ -64,18 +77,24 @@ async def serve(
     Every request must carry the token; without one given, it is the one kept in
     `server.token` next to the database (generated there on first start). With `in_process`,
     its hub hears of queued and cancelled tasks and its `app` is set before `started`.
+    `repos` replace the default workspace's repository list.
     """
     if not token:
         token = await anyio.to_thread.run_sync(ensure_token, db_path.parent / TOKEN_FILE)
+    limit = connection_limit(raise_open_file_limit())
     store = await anyio.to_thread.run_sync(Store, db_path)
     try:
+        if repos:
+            await anyio.to_thread.run_sync(
+                store.set_workspace_repos, DEFAULT_WORKSPACE["id"], repos
+            )
         try:
             sock = _bind(host, port)
         except OSError as exc:
             raise ConfigError(f"the embedded server cannot listen on {host}:{port}: {exc}") from exc
         try:
             bound = int(sock.getsockname()[1])
-            await _run(_server(store, token, host, in_process), sock, bound, task_status)
+            await _run(_server(store, token, host, in_process, limit), sock, bound, task_status)
         finally:
             sock.close()
     finally:
@@ -90,6 +109,7 @@ async def running_server(
     port: int = 0,
     token: str = "",
     in_process: InProcess | None = None,
+    repos: Sequence[str] = (),
 ) -> AsyncIterator[str]:
     """Serve for the duration of the `async with` block; yields the base URL.
 
@@ -100,14 +120,18 @@ async def running_server(
     that want a real server on loopback without managing a task group themselves.
     """
     async with anyio.create_task_group() as tg:
-        bound = await tg.start(serve, db_path, host, port, token, in_process)
+        bound = await tg.start(
+            functools.partial(serve, db_path, host, port, token, in_process, repos=repos)
+        )
         try:
             yield f"http://{join_host_port(host, bound)}"
         finally:
             tg.cancel_scope.cancel()
 
 
-def _server(store: Store, token: str, host: str, in_process: InProcess | None) -> _Server:
+def _server(
+    store: Store, token: str, host: str, in_process: InProcess | None, limit: int
+) -> _Server:
     hub = in_process.hub if in_process is not None else None
     app = create_app(store, token, listen_host=host, hub=hub)
     if in_process is not None:
@@ -120,6 +144,10 @@ def _server(store: Store, token: str, host: str, in_process: InProcess | None) -
         lifespan="off",
         server_header=False,
         timeout_graceful_shutdown=int(SHUTDOWN_GRACE) - 1,
+        # Bounded connections with a deadline for each request head (connections.py).
+        http=guarded_protocol(limit),
+        backlog=accept_batch(limit),
+        timeout_keep_alive=KEEP_ALIVE,
     )
     return _Server(config)
 
@@ -144,6 +172,9 @@ async def _run(
         tg.start_soon(run_uvicorn)
         try:
             await server.listening.wait()
+            # asyncio set the kernel's queue to its small accept batch (connections.py): a
+            # queued connection holds no descriptor, so the queue itself may stay long.
+            sock.listen(LISTEN_BACKLOG)
             log.info("embedded server listening on %s", _address(sock))
             task_status.started(bound)
             await stopped.wait()

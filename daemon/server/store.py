@@ -17,7 +17,7 @@ from typing import Any
 from daemon.protocol.failure_text import classify
 from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server import records
-from daemon.server.bodies import AgentIn
+from daemon.server.bodies import AgentIn, RepoIn
 from daemon.server.database import (
     IN_FLIGHT,
     ConflictError,
@@ -25,6 +25,7 @@ from daemon.server.database import (
     StateError,
     marks,
 )
+from daemon.server.repos import Repos
 from daemon.server.retries import FINAL_RETRY_WAIT, resume_from, retry
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
@@ -45,7 +46,7 @@ def task_token() -> str:
     return "mat_" + secrets.token_hex(20)
 
 
-class Store(Runtimes, Transcripts):
+class Store(Runtimes, Transcripts, Repos):
     """All reads and writes of the reference server, each one a short SQLite transaction."""
 
     retry_wait = FINAL_RETRY_WAIT
@@ -101,9 +102,9 @@ class Store(Runtimes, Transcripts):
                        WHERE id = ? AND status = 'queued'""",
                     (runtime["id"], daemon_id, now, task_token(), task["id"]),
                 )
-                claimed.append(
-                    records.claimed_task(self._task_row(conn, task["id"]), runtime["type"])
-                )
+                row = self._task_row(conn, task["id"])
+                repos = self._claim_repos(conn, row)
+                claimed.append(records.claimed_task(row, runtime["type"], repos))
             return claimed
 
     # -- tasks -------------------------------------------------------------------------------
@@ -117,6 +118,7 @@ class Store(Runtimes, Transcripts):
         agent: AgentIn | None = None,
         prior_session_id: str = "",
         only_served: bool = False,
+        repos: Sequence[RepoIn] = (),
         rerun_of: str = "",
     ) -> dict[str, Any]:
         """Queue a new task and return it; `only_served` refuses a backend nobody serves.
@@ -152,6 +154,7 @@ class Store(Runtimes, Transcripts):
                     self._clock(),
                 ),
             )
+            self._add_task_repos(conn, task_id, repos)
             return records.task_view(self._task_row(conn, task_id))
 
     def task(self, task_id: str) -> dict[str, Any]:

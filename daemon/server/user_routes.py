@@ -48,6 +48,7 @@ class UserRoutes:
             agent=body.agent,
             prior_session_id=body.prior_session_id,
             only_served=True,
+            repos=body.repos,
             rerun_of=body.rerun_of,
         )
         log.info("task %s queued (%s)", short_id(task["id"]), task["backend"] or "any backend")

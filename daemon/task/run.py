@@ -6,12 +6,13 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import anyio
 
 from backends.base import Backend, RunSpec
-from daemon.errors import TaskTokenError
+from daemon.errors import TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -128,7 +129,7 @@ class TaskRun:
             return refused
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
-        except TaskTokenError as exc:
+        except TaskInputError as exc:  # a token not task-scoped, a bad custom_env name
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")
         log.info(
@@ -144,10 +145,18 @@ class TaskRun:
             interval = functools.partial(self._services.pacing.status_interval, every)
             due, news = self._status_due, self._status_news
             tg.start_soon(poll_status, client, self.task.id, interval, self.stop, due, news)
-            ending = await self._retries.run(spec)
+            with self._checkouts(dirs):
+                ending = await self._retries.run(spec)
             tg.cancel_scope.cancel()
         await self.reporter.close()
         return ending
+
+    def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
+        """While the agent runs, its token may check out repositories into its work dir."""
+        workdirs = self._services.workdirs
+        if workdirs is None:
+            return nullcontext()
+        return workdirs.task_window(self.task, dirs.work_dir)
 
     def _spec(self, dirs: TaskDirs) -> RunSpec:
         """The agent's spec, with how it reaches the daemon: its slot, the health port."""

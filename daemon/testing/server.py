@@ -3,7 +3,8 @@ answers task statuses and keeps the transcript, usage and reports it took.
 
 It fits `TaskServer` (what a task's run, its transcript and the outbox call) and the few calls
 the worker makes besides (workspaces, register, heartbeat, claim, recover-orphans, deregister,
-the token renewal's POST), so the task core and the worker are tested without HTTP.
+a workspace's repositories, the token renewal's POST), so the task core and the worker are
+tested without HTTP.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from daemon.protocol.models import (
     RecoverOrphansResponse,
     RegisteredRuntime,
     RegisterResponse,
+    RepoRef,
     RuntimeInfo,
     Task,
     Workspace,
+    WorkspaceRepos,
 )
 from daemon.protocol.reports import TerminalReport, UsageEntry
 from daemon.protocol.runtime_models import HeartbeatResponse
@@ -86,6 +89,8 @@ class FakeTaskServer:
         self.names_status = False
         """Answer each transcript batch with the task's status (as Multica's header does)."""
         self.workspace_ids = list(workspaces)
+        self.repos: dict[str, list[RepoRef]] = {}
+        """Each workspace's repositories, as register and `workspace_repos` answer them."""
         self.claims: list[int] = []
         """The `max_tasks` of each claim, in order."""
         self.deregistered: list[str] = []
@@ -212,7 +217,13 @@ class FakeTaskServer:
             RegisteredRuntime(id=f"{workspace_id}/{r.type}", name=r.name, provider=r.type)
             for r in runtimes
         ]
-        return RegisterResponse(runtimes=answer)
+        return RegisterResponse(runtimes=answer, repos=self.repos.get(workspace_id, []))
+
+    async def workspace_repos(self, workspace_id: str) -> WorkspaceRepos:
+        """The workspace's repositories now."""
+        self._take("workspace_repos")
+        repos = self.repos.get(workspace_id, [])
+        return WorkspaceRepos(workspace_id=workspace_id, repos=repos)
 
     async def heartbeat(self, runtime_id: str) -> HeartbeatResponse:
         """Alive, with nothing pending."""

@@ -15,9 +15,15 @@ from anyio.abc import TaskGroup
 import daemon
 from backends.base import Backend
 from daemon.config import Settings
-from daemon.errors import DaemonError, PermanentServerError, RuntimeGoneError, ServerError
+from daemon.errors import (
+    DaemonError,
+    PermanentServerError,
+    RoundBoundary,
+    RuntimeGoneError,
+    ServerError,
+)
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import RuntimeInfo, Task, Workspace
+from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_actions import PendingActions
 
@@ -57,8 +63,10 @@ class Registration:
         daemon_id: str,
         *,
         clock: Callable[[], float] = time.monotonic,
+        on_repos: Callable[[str, list[RepoRef]], None] | None = None,
     ) -> None:
         self._client = client
+        self._on_repos = on_repos
         self._settings = settings
         self._backends = backends
         self.daemon_id = daemon_id
@@ -155,6 +163,8 @@ class Registration:
             name = registered.provider if registered.provider in self._backends else info.type
             runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
         self.by_workspace[workspace.id] = runtimes
+        if self._on_repos is not None:
+            self._on_repos(workspace.id, answer.repos)
         log.info(
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )
@@ -165,12 +175,14 @@ class Registration:
     async def sync_loop(self) -> None:
         """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %)."""
         interval = self._settings.workspace_sync_interval
+        boundary = RoundBoundary("workspace sync")
         while True:
             await anyio.sleep(interval * random.uniform(0.9, 1.1))
-            try:
-                await self.sync()
-            except ServerError as exc:
-                log.warning("workspace sync failed: %s", exc)
+            with boundary:
+                try:
+                    await self.sync()
+                except ServerError as exc:
+                    log.warning("workspace sync failed: %s", exc)
 
     async def runtime_gone(self, runtime_id: str) -> None:
         """The server forgot a runtime: drop it, register its workspace again (coalesced)."""
@@ -246,19 +258,21 @@ class Registration:
     async def _heartbeat(self, runtime: Runtime, scope: anyio.CancelScope, tg: TaskGroup) -> None:
         """Heartbeat one runtime on its own schedule; nothing else can delay it."""
         interval = self._settings.heartbeat_interval
+        boundary = RoundBoundary(f"heartbeat {runtime.id}")
         with scope:
             await anyio.sleep(random.uniform(0, interval))
             while True:
-                try:
-                    answer = await self._client.heartbeat(runtime.id)
-                except RuntimeGoneError:
-                    # Outside this loop's scope: dropping the runtime cancels the scope.
-                    tg.start_soon(self.runtime_gone, runtime.id)
-                    return
-                except ServerError as exc:
-                    log.warning("heartbeat %s failed: %s", runtime.id, exc)
-                else:
-                    self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
+                with boundary:
+                    try:
+                        answer = await self._client.heartbeat(runtime.id)
+                    except RuntimeGoneError:
+                        # Outside this loop's scope: dropping the runtime cancels the scope.
+                        tg.start_soon(self.runtime_gone, runtime.id)
+                        return
+                    except ServerError as exc:
+                        log.warning("heartbeat %s failed: %s", runtime.id, exc)
+                    else:
+                        self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
                 await anyio.sleep(interval)
 
     def backend_for(self, task: Task) -> Backend:

@@ -13,7 +13,7 @@ import logging
 
 import anyio
 
-from daemon.errors import ServerError
+from daemon.errors import RoundBoundary, ServerError
 from daemon.protocol.client import ServerClient
 from daemon.protocol.runtime_actions import renew_token
 
@@ -49,6 +49,8 @@ async def renew_once(
 
 async def renewal_loop(client: ServerClient, interval: float, profile: str = "") -> None:
     """Renew every `interval` seconds (the start-up renewal is `renew_once`, run before)."""
+    boundary = RoundBoundary("token renewal")
     while True:
         await anyio.sleep(interval)
-        await renew_once(client, profile)
+        with boundary:
+            await renew_once(client, profile)

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 from backends.base import Backend
 from backends.process import ProcessRegistry
 from daemon.config import Settings
-from daemon.errors import RuntimeGoneError, ServerError
+from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
@@ -36,6 +36,7 @@ from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.workdirs.service import Workdirs
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.summary import Summary
@@ -86,7 +87,16 @@ class Worker:
         self.daemon_id = daemon_id(
             settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
         )
-        self.registration = Registration(client, settings, self.backends, self.daemon_id)
+        self.workdirs = Workdirs(
+            settings.workspaces_root,
+            reach.base_env,
+            client.workspace_repos,
+            metrics,
+            user=settings.agent_identity,
+        )
+        self.registration = Registration(
+            client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
+        )
         self.runs: dict[str, TaskRun] = {}
         self.summary = Summary()
         self.provider_failures = ProviderFailures(metrics)
@@ -105,6 +115,7 @@ class Worker:
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
             pacing=Pacing(lambda: len(self.runs)),
+            workdirs=self.workdirs,
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -218,6 +229,7 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
+            tg.start_soon(self.workdirs.serve)
             processes = self.services.processes
             if self.subreaper:
                 tg.start_soon(processes.reap_adopted)
@@ -253,24 +265,47 @@ class Worker:
                     self.request_stop()
 
     async def _outbox_loop(self) -> None:
+        boundary = RoundBoundary("outbox")
         while True:
             await anyio.sleep(self.outbox_interval)
-            try:
-                if self.outbox.depth():
-                    await self.outbox.flush(self.client)
-            except OSError as exc:
-                # Out of file descriptors, a full disk: the reports stay where they are and
-                # the next round tries again; the daemon's other work must not end over it.
-                log.error("outbox: re-send failed, again in %ss: %s", self.outbox_interval, exc)
+            with boundary:
+                try:
+                    if self.outbox.depth():
+                        await self.outbox.flush(self.client)
+                except OSError as exc:
+                    # Out of file descriptors, a full disk: the reports stay where they are
+                    # and the next round tries again; the daemon's other work must go on.
+                    interval = self.outbox_interval
+                    log.error("outbox: re-send failed, again in %ss: %s", interval, exc)
 
     async def _claim_loop(self, group: TaskGroup) -> None:
         """Claim only when a slot is free; again at once when a task finishes."""
+        boundary = RoundBoundary("claim")
         while not self._stopping.is_set():
             free = self.settings.max_concurrent_tasks - len(self.runs)
             if free > 0 and self.registration.runtimes and self.circuit.allow():
-                for task in await self._claim(free):
-                    self._launch(group, task)
+                with boundary:
+                    for task in self.pickup.claimed(self._admit(await self._claim(free), free)):
+                        self._launch(group, task)
             await self.pickup.wait()
+
+    def _admit(self, tasks: list[Task], free: int) -> list[Task]:
+        """The claimed tasks that may start: each id once, none already running, at most
+        `free`. Runs are keyed by task id: a second run of one id would share its work dir,
+        its slot count and its reports, and one run's sweep would kill the other's agent."""
+        admitted: dict[str, Task] = {}
+        for task in tasks:
+            if task.id in self.runs or task.id in admitted:
+                log.warning("task %s: claimed again while it runs: refused", short_id(task.id))
+            elif len(admitted) >= free:
+                log.warning(
+                    "task %s: the claim brought more than the %d tasks asked for: refused",
+                    short_id(task.id),
+                    free,
+                )
+            else:
+                admitted[task.id] = task
+        return list(admitted.values())
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
@@ -278,7 +313,7 @@ class Worker:
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
                 ids = self.registration.runtime_ids()
-                return self.pickup.claimed(await self.client.claim(self.daemon_id, ids, free))
+                return await self.client.claim(self.daemon_id, ids, free)
             except RuntimeGoneError:
                 await self.registration.register_again("claim")
             except ServerError as exc:

@@ -114,3 +114,18 @@ def test_short_id_is_the_first_eight_characters() -> None:
     """short_id keeps 8 characters of a UUID and leaves shorter ids whole."""
     assert short_id("1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809") == "1a2b3c4d"
     assert short_id("t1") == "t1"
+
+
+def test_a_servers_newline_cannot_forge_a_text_line() -> None:
+    """Control characters in a logged value (a server's action id) are escapes in the text
+    line: a `\\n` cannot start a line that reads like the daemon's own, nor ESC recolour one."""
+    out = io.StringIO()
+    configure_logging("INFO", "text", stream=out)
+    forged = "u1\n2026-11-26T00:00:00.000Z INFO daemon.worker: task 1a2b3c4d completed\x1b[2K"
+    logging.getLogger("daemon.protocol").info("pending update %s answered", forged)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].endswith(
+        "pending update u1\\n2026-11-26T00:00:00.000Z INFO daemon.worker: task 1a2b3c4d"
+        " completed\\x1b[2K answered"
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 import uuid
 from pathlib import Path
@@ -113,9 +114,9 @@ def test_a_wrongly_typed_field_is_refused(tmp_path: Path) -> None:
         read_config(tmp_path)
 
 
-@pytest.mark.parametrize("name", ["..", "a/b", "."])
+@pytest.mark.parametrize("name", ["..", "a/b", ".", "work\nINFO forged line", "a\x00b"])
 def test_a_profile_name_cannot_leave_the_profiles_directory(tmp_path: Path, name: str) -> None:
-    """Profile names with path separators or dots-only are refused."""
+    """Profile names with path separators, control characters or dots-only are refused."""
     with pytest.raises(ConfigError, match="profile"):
         profile_dir(tmp_path, name)
 
@@ -143,3 +144,32 @@ def test_multicas_own_id_wins_over_the_state_dir_id(tmp_path: Path) -> None:
     _id_file(tmp_path).parent.mkdir(parents=True)
     _id_file(tmp_path).write_text(KNOWN)
     assert daemon_id(tmp_path, legacy=legacy) == KNOWN
+
+
+def test_a_config_others_can_write_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A `config.json` (or `~/.multica`) another user could write may name any server and
+    token: start-up stops with one line naming it, and a fresh `~/.multica` is owner-only."""
+    daemon_id(tmp_path)
+    assert stat.S_IMODE((tmp_path / ".multica").stat().st_mode) == 0o700
+    config = tmp_path / ".multica" / "config.json"
+    config.write_text(json.dumps({"server_url": "http://planted.example", "token": "mul_x"}))
+    config.chmod(0o666)
+    with pytest.raises(ConfigError, match=r"config.json is writable by others \(mode 666\)"):
+        read_config(tmp_path)
+    config.chmod(0o600)
+    (tmp_path / ".multica").chmod(0o777)
+    with pytest.raises(ConfigError, match=r"\.multica is writable by others"):
+        read_config(tmp_path)
+
+
+def test_a_daemon_id_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """`daemon.id` planted as a FIFO (which would block the read) or a link to `/dev/zero`
+    (which never ends) stops start-up with a line naming it."""
+    _id_file(tmp_path).parent.mkdir(parents=True, mode=0o700)
+    os.mkfifo(_id_file(tmp_path))
+    with pytest.raises(ConfigError, match=r"daemon id file .*daemon\.id: .*not a regular file"):
+        daemon_id(tmp_path)
+    _id_file(tmp_path).unlink()
+    _id_file(tmp_path).symlink_to("/dev/zero")
+    with pytest.raises(ConfigError, match=r"daemon id file .*daemon\.id: .*not a regular file"):
+        daemon_id(tmp_path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Generator
+from typing import Any
 
 import anyio
 import uvicorn
@@ -28,8 +29,11 @@ class _QuietServer(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def serve_app(app: ASGIApp, *, shutdown_timeout: float = 2.0) -> AsyncIterator[str]:
-    """Run `app` on a loopback port picked by the kernel; yield its base URL."""
+async def serve_app(
+    app: ASGIApp, *, shutdown_timeout: float = 2.0, **options: Any
+) -> AsyncIterator[str]:
+    """Run `app` on a loopback port picked by the kernel; yield its base URL. `options` go to
+    uvicorn's `Config` (e.g. `http=` a protocol class)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
@@ -39,6 +43,7 @@ async def serve_app(app: ASGIApp, *, shutdown_timeout: float = 2.0) -> AsyncIter
         log_level="warning",
         lifespan="off",
         timeout_graceful_shutdown=int(shutdown_timeout) or 1,
+        **options,
     )
     server = _QuietServer(config)
     async with anyio.create_task_group() as tg:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import time
@@ -9,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
@@ -170,7 +172,24 @@ class Handlers:
         if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
             return error(404, "workspace not found")
         out = [self._upsert(workspace_id, body["daemon_id"], r) for r in body["runtimes"]]
-        return JSONResponse({"runtimes": out, "repos": [], "repos_version": "", "settings": {}})
+        return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
+
+    def _repos(self, workspace_id: str) -> dict[str, Any]:
+        """Go's `workspaceReposResponse`: the list, and a version hashed from its sorted URLs."""
+        repos = self.fake.repos.get(workspace_id, [])
+        urls = "\n".join(sorted(r["url"] for r in repos))
+        version = hashlib.sha256(urls.encode()).hexdigest()
+        return {"repos": repos, "repos_version": version}
+
+    async def workspace_repos(self, request: Request) -> JSONResponse:
+        """`GetDaemonWorkspaceRepos`: the workspace's current repository list."""
+        _, refused = await self._read(request)
+        if refused is not None:
+            return refused
+        workspace_id = request.path_params["wid"]
+        if workspace_id not in self.fake.workspaces:
+            return error(404, "workspace not found")
+        return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id)})
 
     def _upsert(self, workspace_id: str, daemon_id: str, runtime: dict[str, Any]) -> dict[str, Any]:
         # One row per (workspace, daemon, provider): a restart gets its runtime back; a deleted
@@ -228,6 +247,10 @@ class Handlers:
             if r.id in set(body.get("runtime_ids") or []) and r.daemon_id == daemon_id
         }
         claimed: list[dict[str, Any]] = []
+        if self.fake.repeat_claims:
+            # Hostile: what this daemon already runs, handed out once more.
+            again = [t for t in self.fake.tasks.values() if t.status in ("dispatched", "running")]
+            claimed.extend(t.claim_body() for t in again if t.runtime_id in ours)
         for task in self.fake.tasks.values():
             if len(claimed) >= min(wanted, CLAIM_CAP):
                 break
@@ -236,8 +259,13 @@ class Handlers:
             if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
-                task.claimed = {**self._resume_fields(task), **task.claim_body()}
+                # A project's repositories come with the task; else the workspace's own.
+                workspace = self._repos(task.workspace_id)["repos"]
+                fields = {"repos": workspace, **self._resume_fields(task), **task.claim_body()}
+                task.claimed = fields
                 claimed.append(task.claimed)
+                if self.fake.repeat_claims:
+                    claimed.append(task.claimed)
                 if task.id in self.fake.cancelled_on_claim:
                     task.status = "cancelled"
         return JSONResponse({"tasks": claimed})
@@ -395,6 +423,13 @@ class Handlers:
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
         params = request.path_params
+        fake = self.fake
+        fake.actions_in_flight += 1
+        fake.most_actions_in_flight = max(fake.most_actions_in_flight, fake.actions_in_flight)
+        try:
+            await anyio.sleep(fake.action_delay)
+        finally:
+            fake.actions_in_flight -= 1
         self.fake.action_results.append(
             {"kind": kind, "runtime_id": runtime.id, "request_id": params["request_id"], **body}
         )

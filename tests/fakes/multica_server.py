@@ -43,6 +43,7 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
+from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
@@ -68,12 +69,26 @@ class MulticaFake:
     action_results: list[dict[str, Any]] = field(default_factory=list)
     """Results the daemon reported for pending actions: kind, runtime, request id and body."""
     url: str = ""
-    watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any]]]] = field(
+    watchers: list[tuple[frozenset[str], MemoryObjectSendStream[dict[str, Any] | str]]] = field(
         default_factory=list
     )
     _drops: Counter[str] = field(default_factory=Counter)
     refused_registers: set[str] = field(default_factory=set)
     cancelled_on_claim: set[str] = field(default_factory=set)
+    raw_answers: dict[str, tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
+    """Hostile answers: route name → (status, headers, body) sent instead of the route's own."""
+    repeat_claims: bool = False
+    """Hostile claims: every task claimed so far (still in flight) comes again in each claim
+    answer, and each new one twice."""
+    control_redirect: str = ""
+    """Hostile control route: answer the upgrade with a 302 to this location."""
+    action_delay: float = 0.0
+    """Seconds each pending-action result takes to be answered (a slow server)."""
+    actions_in_flight: int = 0
+    most_actions_in_flight: int = 0
+    """The most pending-action results the server was answering at once."""
+    repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -87,6 +102,11 @@ class MulticaFake:
         workspace_id = str(uuid.uuid4())
         self.workspaces[workspace_id] = name
         return workspace_id
+
+    def add_repo(self, url: str, workspace_id: str = "", description: str = "") -> None:
+        """Add a repository to a workspace's list (as `multica repo add` does)."""
+        listed = self.repos.setdefault(workspace_id or self.workspace_id, [])
+        listed.append({"url": url, "description": description})
 
     def queue(
         self,
@@ -168,6 +188,21 @@ class MulticaFake:
         """Answer this workspace's registrations with 404 `workspace not found`."""
         self.refused_registers.add(workspace_id)
 
+    def answer_raw(
+        self, route: str, body: bytes, *, status: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        """Answer every call of `route` with these bytes (and headers), whatever it asked."""
+        self.raw_answers[route] = (
+            status,
+            {"content-type": "application/json", **(headers or {})},
+            body,
+        )
+
+    def send_frame(self, frame: str) -> None:
+        """Send one raw text frame on every open control connection."""
+        for _, stream in self.watchers:
+            stream.send_nowait(frame)
+
     def drop_answers(self, route: str, count: int = 1) -> None:
         """Act on the next `count` calls of `route`, then cut the connection, not answering."""
         self._drops[route] += count
@@ -201,6 +236,7 @@ class MulticaFake:
         h = Handlers(self)
         routes = [
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
+            Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
             Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),
@@ -235,13 +271,20 @@ class MulticaFake:
             if part.strip()
         }
         header = websocket.headers.get("authorization")
+        if self.control_redirect:
+            self.requests.append(SeenRequest("ws-redirected", websocket.url.path, header))
+            await websocket.send_denial_response(
+                Response(status_code=302, headers={"location": self.control_redirect})
+            )
+            return
+        self.requests.append(SeenRequest("ws", websocket.url.path, header))
         known = {r.id for r in self.live_runtimes()}
         if (self.token and header != f"Bearer {self.token}") or not wanted or wanted - known:
             # Multica answers 401/400/404 before upgrading; uvicorn turns this into a 403.
             await websocket.close()
             return
         await websocket.accept()
-        send, receive = anyio.create_memory_object_stream[dict[str, Any]](100)
+        send, receive = anyio.create_memory_object_stream[dict[str, Any] | str](100)
         entry = (frozenset(wanted), send)
         self.watchers.append(entry)
         try:
@@ -249,7 +292,10 @@ class MulticaFake:
 
                 async def forward() -> None:
                     async for frame in receive:
-                        await websocket.send_json(frame)
+                        if isinstance(frame, str):
+                            await websocket.send_text(frame)
+                        else:
+                            await websocket.send_json(frame)
 
                 tg.start_soon(forward)
                 while (await websocket.receive())["type"] != "websocket.disconnect":
@@ -275,6 +321,14 @@ class _DroppingApp:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raw = (
+            self.fake.raw_answers.get(route_of(scope["path"])) if scope["type"] == "http" else None
+        )
+        if raw is not None:
+            status, headers, body = raw
+            self.fake.requests.append(SeenRequest(route_of(scope["path"]), scope["path"], None))
+            await Response(body, status_code=status, headers=headers)(scope, receive, send)
+            return
         if scope["type"] != "http" or not self.fake.take_drop(route_of(scope["path"])):
             await self.app(scope, receive, send)
             return

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from daemon.errors import TaskTokenError
+from daemon.errors import TaskInputError, TaskTokenError
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
 from daemon.task.setup.nofollow import Owner, ensure_dir_under
@@ -22,12 +22,28 @@ from daemon.task.setup.nofollow import Owner, ensure_dir_under
 TASK_TOKEN_PREFIX = "mat_"
 TEMP_PREFIX = "multica-task-"
 
-# Names the agent's `custom_env` may not set: the daemon's own values (every MULTICA_*), and the
-# paths the task is isolated by. The same list Multica's daemon keeps (`isBlockedEnvKey`).
-_BLOCKED_NAMES = frozenset(
-    {"HOME", "PATH", "USER", "SHELL", "TERM", "TMPDIR", "TMP", "TEMP", "CODEX_HOME"}
-)
 _OWN_NAMES = frozenset(NOTIFY_ENV_VARS)
+# Names the agent's `custom_env` may not set (compared upper-case). Multica's daemon keeps the
+# first group (`isBlockedEnvKey`): the paths the task is isolated by and where agents keep
+# their state. The rest run code inside the agent's CLI before any of its own checks (loader
+# and interpreter hooks), lift its guards (IS_SANDBOX lets Claude Code skip permissions as
+# root), or speak for the daemon (systemd's notify socket).
+_MULTICAS_NAMES = {
+    *("HOME", "PATH", "USER", "SHELL", "TERM", "TMPDIR", "TMP", "TEMP", "CODEX_HOME"),
+    *("REASONIX_STATE_HOME", "CURSOR_DATA_DIR", "CURSOR_MCP_AUTH_SOURCE"),
+    *("OPENCLAW_CONFIG_PATH", "OPENCLAW_INCLUDE_ROOTS"),
+}
+_HOOK_NAMES = {
+    *("PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONINSPECT"),
+    *("PYTHONWARNINGS", "PYTHONBREAKPOINT", "PYTHONEXECUTABLE", "PYTHONPLATLIBDIR"),
+    *("BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PROMPT_COMMAND", "PS4", "IFS"),
+    *("NODE_OPTIONS", "NODE_PATH", "NODE_TLS_REJECT_UNAUTHORIZED"),
+    *("PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB", "RUBYOPT", "RUBYLIB"),
+    *("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "GCONV_PATH"),
+    *("IS_SANDBOX", "GIT_EXEC_PATH"),
+}
+_BLOCKED_NAMES = frozenset(_MULTICAS_NAMES | _HOOK_NAMES | _OWN_NAMES)
+_BLOCKED_PREFIXES = ("MULTICA_", "AGENT_DAEMON_", "LD_", "DYLD_", "BASH_FUNC_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +83,21 @@ def blocked_custom_keys(custom_env: Mapping[str, str]) -> list[str]:
     return sorted(k for k in custom_env if _blocked(k))
 
 
+def check_custom_env(custom_env: Mapping[str, str]) -> None:
+    """`TaskInputError` for a name no environment can hold (empty, with `=` or NUL) or a value
+    with NUL: the task is invalid input, not a daemon error."""
+    for name, value in custom_env.items():
+        if not name or "=" in name or "\0" in name:
+            raise TaskInputError(
+                f"invalid input: custom_env name {name[:64]!r} is not a variable name"
+            )
+        if "\0" in value:
+            raise TaskInputError(f"invalid input: custom_env {name[:64]!r} holds a NUL byte")
+
+
 def _blocked(name: str) -> bool:
     upper = name.upper()
-    return upper.startswith("MULTICA_") or upper in _BLOCKED_NAMES
+    return upper.startswith(_BLOCKED_PREFIXES) or upper in _BLOCKED_NAMES
 
 
 def _daemons_own(name: str) -> bool:
@@ -115,6 +143,7 @@ def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str
         inherited = base.get("PATH", "")
         first = str(place.multica_bin.parent)
         env["PATH"] = first + (os.pathsep + inherited if inherited else "")
+    check_custom_env(task.agent.custom_env)
     env.update({k: v for k, v in task.agent.custom_env.items() if not _blocked(k)})
     return env
 

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 
+from daemon.safe_read import read_regular
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -112,7 +114,8 @@ def write_under(
 
 
 def read_under(root: Path, path: str, limit: int = 1 << 20) -> str | None:
-    """The text of `root/path` when it is a regular file reached without links, else None."""
+    """The text of `root/path` when it is a regular file of at most `limit` bytes reached
+    without links, else None."""
     try:
         *dirs, name = relative_parts(path)
         fd = os.open(root, _DIR_FLAGS)
@@ -121,10 +124,10 @@ def read_under(root: Path, path: str, limit: int = 1 << 20) -> str | None:
                 child = os.open(part, _DIR_FLAGS, dir_fd=fd)
                 os.close(fd)
                 fd = child
-            file_fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            # Not a FIFO or device (it would block the read or never end), not past `limit`.
+            data = read_regular(name, limit, follow=False, dir_fd=fd)
         finally:
             os.close(fd)
-        with os.fdopen(file_fd, "rb") as handle:
-            return handle.read(limit).decode("utf-8", "replace")
+        return data.decode("utf-8", "replace")
     except (OSError, UnsafePathError):
         return None

@@ -102,8 +102,26 @@ def runtime_brief(task: Task) -> str:
     parts.append(_QUICK_CREATE_COMMANDS if kind == "quick_create" else _ISSUE_COMMANDS)
     if task.project_id:
         parts.append(f"## Project\n\n{task.project_title or task.project_id}\n\n")
+    parts.append(_repositories(task))
     parts.extend((_WORKFLOWS[kind], _ALWAYS_CLI))
     return "".join(parts)
+
+
+def _repositories(task: Task) -> str:
+    """The repositories the agent may check out, and how (Multica's `multica repo checkout`)."""
+    listed = [r for r in task.repos if r.url.strip()]
+    if not listed:
+        return ""
+    text = (
+        "## Repositories\n\n"
+        "Get the code with `multica repo checkout <url> [--ref <branch-or-sha>]`: it makes a"
+        " checkout on a branch of this task's own inside your working directory and prints"
+        " its path.\n\n"
+    )
+    for repo in listed:
+        about = f" — {repo.description}" if repo.description else ""
+        text += f"- {repo.url}{about}\n"
+    return text + "\n"
 
 
 def _identity(task: Task) -> str:

@@ -20,6 +20,28 @@ log = logging.getLogger(__name__)
 _SKILLS_DIR = {"claude": ".claude/skills"}
 DEFAULT_SKILLS_DIR = ".agent_context/skills"
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
+FILE_LIMIT = 1024 * 1024
+"""Bytes of one skill file (`SKILL.md` or a supporting file); a larger one is not written."""
+TASK_LIMIT = 8 * 1024 * 1024
+"""Bytes of skill files written for one task; the files past it are not written."""
+
+
+class _Budget:
+    """What one task may still write; says once per skipped file why it was skipped."""
+
+    def __init__(self) -> None:
+        self.left = TASK_LIMIT
+
+    def take(self, skill: str, name: str, text: str) -> bool:
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > FILE_LIMIT or size > self.left:
+            cap = "per file" if size > FILE_LIMIT else "per task"
+            log.warning(
+                "skill %s: %s not written: %d bytes is past the %s cap", skill, name, size, cap
+            )
+            return False
+        self.left -= size
+        return True
 
 
 def skills_dir(backend: str) -> str:
@@ -47,6 +69,7 @@ def write_skills(
     """Write every skill under the backend's skills directory; return the `SKILL.md` paths."""
     written: list[Path] = []
     used: set[str] = set()
+    budget = _Budget()
     base = skills_dir(backend)
     for skill in skills:
         slug = skill_slug(skill.name)
@@ -56,6 +79,8 @@ def write_skills(
             unique, n = f"{slug}-{n}", n + 1
         used.add(unique)
         text = skill_text(skill, unique)
+        if not budget.take(unique, "SKILL.md", text):
+            continue  # its supporting files are of no use without it
         written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text, owner=owner))
         for item in skill.files:
             try:
@@ -65,5 +90,7 @@ def write_skills(
                 continue
             if parts == ("SKILL.md",):
                 continue  # the content above is the skill; a copy in its files must not win
+            if not budget.take(unique, repr("/".join(parts))[:80], item.content):
+                continue
             write_under(work_dir, "/".join((base, unique, *parts)), item.content, owner=owner)
     return written

@@ -20,6 +20,7 @@ from daemon.task.setup.skills import write_skills
 from daemon.task.setup.workspace import (
     TaskDirs,
     prepare_dirs,
+    remove_tree,
     resumable_session,
     write_mcp_config,
 )
@@ -37,8 +38,13 @@ def prepare(
     the agent user's when there is one."""
     owner = user.owner if user else None
     dirs = prepare_dirs(root, task, owner)
-    write_skills(dirs.work_dir, backend, task.agent.skills, owner)
-    return dirs, write_mcp_config(dirs, task, owner)
+    try:
+        write_skills(dirs.work_dir, backend, task.agent.skills, owner)
+        return dirs, write_mcp_config(dirs, task, owner)
+    except BaseException:
+        # The run never learns of `dirs`, so it cannot remove the temp dir: that is done here.
+        remove_tree(dirs.temp_dir)
+        raise
 
 
 def agent_spec(

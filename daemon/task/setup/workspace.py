@@ -23,6 +23,7 @@ from typing import Any
 
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
 from daemon.private_files import ensure_dir, path_part
+from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
 from daemon.task.setup.nofollow import Owner, ensure_dir_under, read_under, write_under
@@ -32,6 +33,8 @@ TASK_MARKER = ".multica/daemon_task_context.json"
 MANAGED_ENV = "multica-daemon-managed-env"
 MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
+MARKER_LIMIT = 64 * 1024
+"""Bytes of a marker read back: the daemon writes a few hundred; anything else is not ours."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +72,6 @@ def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs
         open_to_pass(shared)
     ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
     config_root = ensure_dir_under(env_root, "multica-config", owner=owner)
-    temp = make_temp_dir(env_root, owner)
     scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
     scope = {k: v for k, v in scope.items() if v}
     marker = {"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}
@@ -79,6 +81,8 @@ def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs
         # same file only for them), so only such a directory is ever reused.
         env = {**marker, "managed_by": MANAGED_ENV, "workspace_id": task.workspace_id}
         write_under(env_root, ENV_MARKER, json.dumps(env), owner=owner)
+    # Last: a failure above (a full disk) must not leave a `multica-task-*` directory behind.
+    temp = make_temp_dir(env_root, owner)
     return TaskDirs(env_root, work, config_root, temp, reused=prior is not None)
 
 
@@ -105,8 +109,8 @@ def reusable_work_dir(root: Path, task: Task, uid: int | None = None) -> Path | 
         return None
     if uid is not None and {work.stat().st_uid, work.parent.stat().st_uid} != {uid}:
         return None
-    env = _json(read_under(work.parent, ENV_MARKER))
-    marker = _json(read_under(work, TASK_MARKER))
+    env = _json(read_under(work.parent, ENV_MARKER, MARKER_LIMIT))
+    marker = _json(read_under(work, TASK_MARKER, MARKER_LIMIT))
     if env.get("managed_by") != MANAGED_ENV or marker.get("managed_by") != MANAGED_TASK:
         return None
     if env.get("workspace_id") != task.workspace_id:
@@ -121,7 +125,7 @@ def reusable_work_dir(root: Path, task: Task, uid: int | None = None) -> Path | 
 
 def _json(text: str | None) -> dict[str, Any]:
     try:
-        value = json.loads(text) if text else None
+        value = jsonin.loads(text, limit=MARKER_LIMIT, what="a marker") if text else None
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

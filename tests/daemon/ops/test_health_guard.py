@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from daemon.ops.health import HealthServer
+from daemon.ops.health_request import Reply
 from daemon.ops.metrics import Metrics
 from daemon.snapshot import DaemonSnapshot
 
@@ -48,7 +49,10 @@ def idle_snapshot() -> DaemonSnapshot:
 async def guarded_port(**options: Any) -> AsyncIterator[tuple[list[str], int]]:
     """A health port with a daemon attached; yields the stop requests it got and its port."""
     stops: list[str] = []
+    mounted = options.pop("mount", {})
     server = HealthServer("127.0.0.1:0", Metrics(), **options)
+    for path, handler in mounted.items():
+        server.mount(path, handler)
     async with anyio.create_task_group() as tg:
         port = await tg.start(server.serve)
         server.attach(idle_snapshot, lambda: stops.append("stop"))
@@ -143,10 +147,12 @@ async def test_healthz_answers_while_a_thousand_idle_connections_are_attempted()
     assert held <= 16
 
 
-def _trickle(port: int, request: bytes, pause: float) -> tuple[int, bytes]:
-    """Send `request` one byte per `pause`; (bytes sent before the server closed, answer)."""
+def _trickle(port: int, request: bytes, pause: float, at_once: int = 0) -> tuple[int, bytes]:
+    """Send `request` (after its first `at_once` bytes) one byte per `pause`; (bytes sent
+    before the server closed, answer)."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        for sent in range(len(request)):
+        sock.sendall(request[:at_once])
+        for sent in range(at_once, len(request)):
             if _readable(sock):
                 return sent, sock.recv(65536)
             try:
@@ -219,3 +225,40 @@ async def test_running_out_of_file_descriptors_never_stops_the_health_port() -> 
     assert live.status_code == 200
     assert alive
     assert "out of file descriptors" in errors
+
+
+async def test_a_rebound_host_name_reads_no_route() -> None:
+    """A DNS-rebinding page reaches the port under its own name: every route answers it 403
+    (no ids, pids or server URL); an address or `localhost` is answered as before."""
+    async with guarded_port() as (_, port), httpx.AsyncClient(timeout=5) as http:
+        base = f"http://127.0.0.1:{port}"
+        rebound = {"Host": f"evil.example:{port}"}
+        refused = [
+            (await http.get(base + path, headers=rebound)).status_code
+            for path in ("/health", "/healthz", "/readyz", "/metrics", "/nowhere")
+        ]
+        by_name = await http.get(base + "/health", headers={"Host": f"localhost:{port}"})
+        by_address = await http.get(base + "/health")
+    assert refused == [403] * 5
+    assert (by_name.status_code, by_address.status_code) == (200, 200)
+    assert by_address.json()["daemon_id"] == "d1"
+
+
+async def test_a_mounted_route_may_work_past_the_deadline_but_a_slow_body_may_not() -> None:
+    """Once a request is in, its route's work (a checkout runs git) is not cut at the request
+    deadline; a body trickling in past that deadline still is, unanswered."""
+
+    def slow(method: str, peer: str, headers: Any, body: bytes) -> Reply:
+        time.sleep(1.0)
+        return Reply(200, b'{"got":' + str(len(body)).encode() + b"}")
+
+    body = b"x" * 40
+    head = b"POST /slow HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 40\r\n\r\n"
+    async with guarded_port(request_deadline=0.5, mount={"/slow": slow}) as (_, port):
+        server_answer = await anyio.to_thread.run_sync(_raw, port, head + body)
+        # The head at once, the body at 0.05 s a byte: 2 s, four times the deadline.
+        sent, trickled = await anyio.to_thread.run_sync(
+            _trickle, port, head + body, 0.05, len(head)
+        )
+    assert server_answer.startswith(b"HTTP/1.1 200") and server_answer.endswith(b'{"got":40}')
+    assert b"200" not in trickled and sent < len(head) + len(body) // 2

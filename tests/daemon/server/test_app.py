@@ -22,7 +22,7 @@ pytestmark = pytest.mark.anyio
 
 @pytest.fixture
 async def client(db_path: Path) -> AsyncIterator[httpx.AsyncClient]:
-    async with embedded_server(db_path) as url, server_client(url) as http:
+    async with embedded_server(db_path) as url, server_client(url, daemon_id="d1") as http:
         yield http
 
 

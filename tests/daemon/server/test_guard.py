@@ -178,3 +178,25 @@ async def test_another_daemon_cannot_report_on_a_claimed_task(
     assert store.messages(task_id) == [] and store.usage(task_id) == []
     mine = await client.post(url, json=body, headers={DAEMON_ID_HEADER: "d1"})
     assert mine.status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("action", "body"),
+    [
+        ("messages", {"messages": [{"seq": 1, "type": "text", "content": "forged"}]}),
+        ("complete", {"output": "forged"}),
+        ("fail", {"error": "forged"}),
+    ],
+)
+async def test_a_report_naming_no_daemon_is_refused(
+    client: httpx.AsyncClient, store: Store, action: str, body: dict[str, Any]
+) -> None:
+    """A daemon task route without `X-Daemon-ID` is never taken for the holder's report: 403,
+    nothing stored (the daemon always names itself)."""
+    task_id, _ = await _claimed_by_d1(client)
+    refused = await client.post(f"/api/daemon/tasks/{task_id}/{action}", json=body)
+    assert refused.status_code == 403
+    assert "X-Daemon-ID" in refused.json()["error"]
+    task = store.task(task_id)
+    assert (task["status"], task["complete_calls"], task["fail_calls"]) == ("dispatched", 0, 0)
+    assert store.messages(task_id) == []

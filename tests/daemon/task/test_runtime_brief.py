@@ -63,3 +63,23 @@ def test_a_planted_symlink_is_replaced_not_followed(tmp_path: Path) -> None:
     assert target.read_text() == "original"
     assert not (work / "CLAUDE.md").is_symlink()
     assert (work / "CLAUDE.md").read_text().startswith("# Multica Agent Runtime")
+
+
+def test_the_brief_lists_the_repositories_and_how_to_check_them_out() -> None:
+    """A task with repositories names each (with its description) and `multica repo checkout`;
+    one without has no such section."""
+    task = Task.model_validate(
+        {
+            "id": "t1",
+            "issue_id": "i1",
+            "repos": [
+                {"url": "https://github.com/o/app.git", "description": "the app"},
+                {"url": "git@github.com:o/lib"},
+                "not a repo",
+            ],
+        }
+    )
+    brief = runtime_brief(task)
+    assert "## Repositories" in brief and "multica repo checkout <url>" in brief
+    assert "- https://github.com/o/app.git — the app\n- git@github.com:o/lib\n" in brief
+    assert "## Repositories" not in runtime_brief(Task(id="t2", issue_id="i2"))

@@ -44,3 +44,21 @@ def test_custom_env_names_the_daemon_keeps_are_skipped_and_logged(
     assert [r.getMessage() for r in caplog.records] == [
         "task task-1: custom_env may not set MULTICA_TOKEN, PATH"
     ]
+
+
+@pytest.mark.parametrize("planted", [".multica", ".claude"])
+def test_a_failed_preparation_leaves_no_temp_dir(tmp_path: Path, planted: str) -> None:
+    """When a marker or a skill cannot be written (here a file planted where a directory goes;
+    a full disk alike), no `multica-task-*` directory is left behind."""
+    task = Task.model_validate(
+        {
+            **_task({}).model_dump(),
+            "agent": {"id": "ag-1", "name": "Coder", "skills": [{"name": "lint", "content": "x"}]},
+        }
+    )
+    work = tmp_path / "ws" / "ws-1" / "task-1" / "workdir"
+    work.mkdir(parents=True)
+    (work / planted).write_text("in the way")
+    with pytest.raises(OSError):
+        prepare(tmp_path / "ws", task, "claude")
+    assert list(work.parent.glob("multica-task-*")) == []

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from daemon.protocol.models import Skill
-from daemon.task.setup.skills import skill_slug, write_skills
+from daemon.task.setup.skills import FILE_LIMIT, TASK_LIMIT, skill_slug, write_skills
 
 
 def _skill(name: str, content: str = "Body.", **fields: object) -> Skill:
@@ -59,3 +59,25 @@ def test_a_symlinked_skills_directory_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_skills(work, "claude", [_skill("s")])
     assert list(outside.iterdir()) == []
+
+
+def test_skill_files_past_their_caps_are_not_written(tmp_path: Path) -> None:
+    """A skill file over the per-file cap is skipped (a `SKILL.md` skips its skill), and the
+    files past the per-task total are skipped; the rest are written."""
+    big = "x" * (FILE_LIMIT + 1)
+    fits = "y" * (FILE_LIMIT - 100)
+    skills = [
+        _skill("huge", big),
+        _skill(
+            "tools",
+            "ok",
+            files=[{"path": "a.txt", "content": big}, {"path": "b.txt", "content": "b"}],
+        ),
+        *(_skill(f"s{n}", fits) for n in range(TASK_LIMIT // FILE_LIMIT + 2)),
+    ]
+    written = write_skills(tmp_path, "claude", skills)
+    base = tmp_path / ".claude" / "skills"
+    assert not (base / "huge").exists()
+    assert (base / "tools" / "b.txt").read_text() == "b" and not (base / "tools" / "a.txt").exists()
+    assert sum(p.stat().st_size for p in base.rglob("*") if p.is_file()) <= TASK_LIMIT
+    assert len(written) == 1 + TASK_LIMIT // FILE_LIMIT

@@ -1,0 +1,56 @@
+"""A root `agent-daemon run` with MULTICA_AGENT_USER: its agent checks out a repository through
+the health port and commits in it as that user.
+
+Needs root (as CI has) to create the user: without it this test fails saying so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from backends.process.identity import AgentUser
+from tests.e2e.test_agent_user_daemon import root_daemon, wait_task
+from tests.fakes.repo_checkout import CHECKOUT_AGENT, calls, make_origin
+
+pytestmark = [pytest.mark.anyio, pytest.mark.root]
+
+
+# After the checkout, the agent (the agent user) commits in it and says who owns what.
+COMMIT = """
+app = answers[0]['path']
+def sh(*argv):
+    return subprocess.run(argv, cwd=app, capture_output=True, text=True)
+open(app + '/README.md', 'a').write('by the agent\\n')
+sh('git', 'add', 'README.md')
+done = sh('git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-qm', 'agent work')
+report.update(uid=os.getuid(), commit=done.returncode, said=done.stderr,
+              owner=os.stat(app + '/.git/HEAD').st_uid)
+"""
+
+
+async def test_a_root_daemons_agent_user_checks_out_and_commits(
+    passable_tmp: Path, agent_user: AgentUser, tmp_path: Path
+) -> None:
+    """`agent-daemon run` as root with MULTICA_AGENT_USER and the embedded server's repos: the
+    agent, running as the user, checks out through the health port and commits there."""
+    url = make_origin(tmp_path / "o")
+    agent = passable_tmp / "checkout_agent.py"
+    agent.write_text(CHECKOUT_AGENT)
+    agent.chmod(0o644)
+    settings = {
+        "MULTICA_COMMAND_PATH": "/usr/bin/python3",
+        "MULTICA_COMMAND_ARGS": str(agent),
+        "MULTICA_EMBEDDED_REPOS": url,
+    }
+    async with root_daemon(passable_tmp, agent_user, **settings) as (_, api):
+        custom = {"name": "Bot", "custom_env": calls({"url": url}, then=COMMIT)}
+        task = await api.create_task("Check out.", backend="command", agent=custom)
+        done = await wait_task(api, str(task["id"]), within=60)
+    assert done["status"] == "completed", (done["error"], done["output"])
+    report = json.loads(done["output"])
+    assert report["answers"][0]["status"] == 200, report["answers"]
+    assert (report["uid"], report["owner"]) == (agent_user.uid, agent_user.uid)
+    assert report["commit"] == 0, report["said"]
