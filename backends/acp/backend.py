@@ -10,7 +10,8 @@ the agents run their shell tools in sessions of their own, which only the tree k
 
 Instructions in the spec go first in the prompt, as a text block of their own: ACP has no
 system prompt. The daemon itself gives none (the runtime brief is in the work directory's
-`AGENTS.md`). An MCP configuration in the spec becomes the session's `mcpServers`.
+`AGENTS.md`, or `GEMINI.md` for Gemini CLI). An MCP configuration in the spec becomes the
+session's `mcpServers`.
 """
 
 from __future__ import annotations
