@@ -1,7 +1,9 @@
-"""Gemini CLI (`@google/gemini-cli` on npm) through the ACP backend: `gemini --acp`.
+"""Gemini CLI (`@google/gemini-cli` on npm) through the ACP backend: `gemini --acp --skip-trust`.
 
 `--acp` replaced `--experimental-acp` (still accepted, deprecated) in the versions this
-backend needs. The model is the CLI's `--model` flag. Gemini asks permission for every shell
+backend needs. `--skip-trust` trusts the work directory, which the daemon made for the task:
+in a folder it does not trust the CLI ignores the GEMINI.md there, the runtime brief. The
+model is the CLI's `--model` flag. Gemini asks permission for every shell
 command; the backend grants it once per call, which is also when the call starts running
 (the CLI sends no `in_progress` for it).
 
@@ -19,7 +21,7 @@ GEMINI = AcpAgent(
     name="gemini",
     label="Gemini CLI",
     command="gemini",
-    acp_args=("--acp",),
+    acp_args=("--acp", "--skip-trust"),
     min_version="0.61.0",
     provider="google",
     model_flag="--model",

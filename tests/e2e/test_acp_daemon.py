@@ -10,6 +10,7 @@ with the install command as the reason, only when the CLI is not installed.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -98,7 +99,8 @@ async def stopped_after_stall(
 
 
 async def test_tool_longer_than_the_window_completes(cli: Cli, tmp_path: Path) -> None:
-    """A 10 s shell command under a 4 s window is a tool in flight: the run completes."""
+    """A 10 s shell command under a 4 s window is a tool in flight: the run completes, its
+    answer the output, with the runtime brief read from the file the CLI loads."""
     script = [Shell("sleep 10 && echo slept"), Answer("Slept well.")]
     async with acp_daemon(cli, tmp_path, script) as (d, api):
         task = await d.wait(await d.submit("Sleep.", backend=cli.agent.name), within=120)
@@ -113,6 +115,8 @@ async def test_tool_longer_than_the_window_completes(cli: Cli, tmp_path: Path) -
     assert [m["content"] for m in messages if m["type"] == "text"] == ["Slept well."]
     assert incidents(d) == []
     assert api.main_requests()[1].n_tool_outputs == 1
+    # The runtime brief reached the model: the CLI loaded the file it was written to.
+    assert "Multica Agent Runtime" in json.dumps(api.main_requests()[0].body)
 
 
 async def test_stall_after_the_first_chunk_is_stopped(cli: Cli, tmp_path: Path) -> None:
