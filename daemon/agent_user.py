@@ -24,7 +24,7 @@ from pathlib import Path
 from backends.process.identity import AgentUser
 from backends.process.linux import forbid_privilege_gain
 from daemon.errors import ConfigError
-from daemon.private_files import ensure_dir
+from daemon.files.private import ensure_dir
 
 log = logging.getLogger(__name__)
 

@@ -58,6 +58,13 @@ def _flag(raw: str) -> bool:
     raise ValueError(raw)
 
 
+def _patterns(raw: str) -> tuple[str, ...]:
+    # As Go: comma-separated directory names; an entry with a path separator is dropped (the
+    # cleanup matches names, never paths).
+    parts = (p.strip() for p in raw.split(","))
+    return tuple(p for p in parts if p and "/" not in p and "\\" not in p)
+
+
 def _address(raw: str) -> str:
     split_host_port(raw)
     return raw.strip()
@@ -114,6 +121,7 @@ COUNT = Kind(_count, "a whole number of at least 0")
 ADDRESS = Kind(_address, "host:port")
 WORDS = Kind(_words, "shell words")
 FLAG = Kind(_flag, "1 or 0")
+PATTERNS = Kind(_patterns, "comma-separated directory names")
 LOG_FORMAT = Kind(_log_format, "text or json")
 LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
 
@@ -126,6 +134,7 @@ Count = Annotated[int, COUNT]
 Address = Annotated[str, ADDRESS]
 Words = Annotated[tuple[str, ...], WORDS]
 Flag = Annotated[bool, FLAG]
+Patterns = Annotated[tuple[str, ...], PATTERNS]
 LogFormat = Annotated[str, LOG_FORMAT]
 Level = Annotated[str, LEVEL]
 """A setting's type names its kind; a plain `str` is TEXT."""
@@ -281,6 +290,29 @@ class Settings(BaseModel):
         "MULTICA_HERMES_IDLE_WATCHDOG",
         "0",
         "Hermes Agent's idle window (see Agent backends); 0 = the global",
+    )
+    gc_enabled: Flag = _env(
+        "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
+    )
+    gc_interval: Duration = _env("MULTICA_GC_INTERVAL", "2h", "How often the GC runs")
+    gc_ttl: Duration = _env(
+        "MULTICA_GC_TTL", "24h", "A done/cancelled issue's dirs go this long after its update"
+    )
+    gc_orphan_ttl: Duration = _env(
+        "MULTICA_GC_ORPHAN_TTL", "72h", "A dir with no parent the server knows goes at this age"
+    )
+    gc_artifact_ttl: Duration = _env(
+        "MULTICA_GC_ARTIFACT_TTL",
+        "12h",
+        "Build outputs of a task finished this long ago are removed (its dir stays); 0 = never",
+    )
+    gc_artifact_patterns: Patterns = _env(
+        "MULTICA_GC_ARTIFACT_PATTERNS",
+        "node_modules,.next,.turbo",
+        "Directory names counted as build outputs",
+    )
+    gc_repo_ttl: Duration = _env(
+        "MULTICA_GC_REPO_TTL", "720h", "A repo cache no checkout used this long goes; 0 = never"
     )
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.errors import ConfigError
+from daemon.files.untrusted import read_regular
 from daemon.protocol import jsonin
-from daemon.safe_read import read_regular
 
 DAEMON_ID_FILE = "daemon.id"
 CONFIG_FILE = "config.json"

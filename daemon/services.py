@@ -23,6 +23,8 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.task.setup.skill_cache import SkillBundleCache
+from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
 
 
@@ -64,6 +66,10 @@ class Services:
     processes: ProcessRegistry = field(default_factory=ProcessRegistry)
     """Every agent process the daemon started, so none is lost as an orphan."""
     pacing: Pacing = field(default_factory=Pacing)
+    leases: DirLeases = field(default_factory=DirLeases)
+    """The task directories runs hold, which the GC leaves alone."""
+    skill_cache: SkillBundleCache | None = None
+    """Skill bundles kept between tasks (None: each is fetched every time)."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds: the clock a run's activity and duration are measured by."""
     workdirs: Workdirs | None = None

@@ -59,6 +59,18 @@ class RunSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class DiskSnapshot:
+    """The workspaces root as the last GC round measured it."""
+
+    measured_at: str
+    task_dirs: int
+    task_bytes: int
+    artifact_bytes: int
+    repo_caches: int
+    repo_cache_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class ProviderFailure:
     """One backend's last provider failure (rate limit, quota, auth, outage)."""
 
@@ -91,3 +103,5 @@ class DaemonSnapshot:
     outbox_depth: int
     runs: tuple[RunSnapshot, ...]
     provider_failures: tuple[ProviderFailure, ...] = ()
+    disk: DiskSnapshot | None = None
+    """The workspaces root at the last GC round (None before one, or with GC off)."""

@@ -1,4 +1,4 @@
-"""The `agent-daemon` command: `run`, `server`, `submit`, `status` and `check`."""
+"""The `agent-daemon` command: `run`, `server`, `submit`, `status`, `check`, `disk-usage`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import anyio
 
@@ -17,6 +18,7 @@ from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.agent_user import take_over
 from daemon.cli.discovery import available
+from daemon.cli.disk_usage import disk_usage
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
 from daemon.config import Settings
@@ -113,7 +115,20 @@ def _parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("check", help="exit 0 if the daemon is live and ready, else 1")
     probe.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
     probe.set_defaults(func=_check)
+    usage = sub.add_parser("disk-usage", help="show what task dirs and repo caches take on disk")
+    usage.add_argument("--output", choices=("table", "json"), default="table")
+    usage.add_argument("--workspaces-root", default=None, help="default: MULTICA_WORKSPACES_ROOT")
+    usage.add_argument("--by-workspace", action="store_true", help="one row per workspace")
+    usage.add_argument("--top", type=_count, default=0, help="only the N largest rows")
+    usage.set_defaults(func=_disk_usage)
     return parser
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be a non-negative integer")
+    return value
 
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
@@ -208,6 +223,22 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
     return await status(args.addr or settings.health_addr, as_json=args.json)
+
+
+async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
+    """Scan the workspaces root (no daemon needed) and print the report."""
+    root = Path(args.workspaces_root) if args.workspaces_root else settings.workspaces_root
+    return await anyio.to_thread.run_sync(
+        functools.partial(
+            disk_usage,
+            root,
+            settings.gc_artifact_patterns,
+            sys.stdout,
+            as_json=args.output == "json",
+            by_workspace=args.by_workspace,
+            top=args.top,
+        )
+    )
 
 
 async def _check(settings: Settings, args: argparse.Namespace) -> int:

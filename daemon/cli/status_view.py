@@ -13,6 +13,7 @@ from daemon.addresses import join_host_port, split_host_port
 from daemon.logs import short_id
 from daemon.protocol import jsonin
 from daemon.times import format_duration
+from daemon.workdirs.sizes import format_bytes
 
 TIMEOUT = 2.0
 """Seconds each request may take: `check` makes two, within the 5 s a container check allows."""
@@ -131,6 +132,7 @@ def render(doc: Mapping[str, Any]) -> str:
         f"tasks      {doc.get('active_task_count', 0)} active, "
         f"{doc.get('running_task_count', 0)} running, "
         f"{doc.get('max_concurrent_tasks', 0)} slots",
+        f"disk       {_disk(doc.get('disk'))}",
     ]
     for failure in doc.get("provider_failures") or []:
         resets = f", resets {failure['resets']}" if failure.get("resets") else ""
@@ -141,8 +143,23 @@ def render(doc: Mapping[str, Any]) -> str:
     tasks = doc.get("tasks") or []
     if tasks:
         header = ("TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS IN FLIGHT", "WATCHDOG")
-        lines += ["", *_table(header, [_row(t) for t in tasks])]
+        lines += ["", *table(header, [_row(t) for t in tasks])]
     return "\n".join(lines)
+
+
+def _disk(disk: Any) -> str:
+    if not isinstance(disk, Mapping):
+        return "- (measured at each GC round)"
+    return (
+        f"{disk.get('task_dirs', 0)} task dirs {_bytes(disk.get('task_bytes'))} "
+        f"(artifacts {_bytes(disk.get('artifact_bytes'))}), "
+        f"{disk.get('repo_caches', 0)} repo caches {_bytes(disk.get('repo_cache_bytes'))}"
+        f"  at {disk.get('measured_at', '?')}"
+    )
+
+
+def _bytes(value: Any) -> str:
+    return format_bytes(int(value)) if isinstance(value, int) else "?"
 
 
 def _agent(agent: Any, versions: Mapping[str, Any]) -> str:
@@ -183,7 +200,8 @@ def _seconds(value: Any) -> str:
     return format_duration(float(round(value)))
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns as wide as their widest cell, two spaces apart."""
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     return [
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()

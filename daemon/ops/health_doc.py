@@ -12,6 +12,7 @@ daemon's token, a task's token or a prompt.
 from __future__ import annotations
 
 import platform
+from dataclasses import asdict
 from typing import Any
 
 import daemon
@@ -72,6 +73,7 @@ def health_document(
         "outbox_depth": 0,
         "last_message_age_seconds": 0.0,
         "tasks": [],
+        "disk": None,
         "provider_failures": [],
     }
     if snapshot is None:
@@ -98,6 +100,7 @@ def health_document(
         outbox_depth=snapshot.outbox_depth,
         last_message_age_seconds=quietest,
         tasks=[task_view(run) for run in runs],
+        disk=asdict(snapshot.disk) if snapshot.disk else None,
         provider_failures=[
             {"backend": f.backend, "reason": f.reason, "at": f.at, "resets": f.resets}
             for f in snapshot.provider_failures

@@ -112,6 +112,30 @@ class Metrics:
             "Seconds since the most recent agent message across running tasks",
             registry=r,
         )
+        self.gc_rounds = Counter(
+            f"{p}gc_rounds", "GC rounds, by outcome: ok or error", ["outcome"], registry=r
+        )
+        self.gc_removed = Counter(
+            f"{p}gc_removed",
+            "What the GC removed: task dirs (cleaned, orphaned), artifact dirs, repo caches",
+            ["what"],
+            registry=r,
+        )
+        self.gc_reclaimed_bytes = Counter(
+            f"{p}gc_reclaimed_bytes", "Bytes the GC freed", registry=r
+        )
+        self.workdir_bytes = Gauge(
+            f"{p}workdir_bytes",
+            "Bytes under the workspaces root at the last GC round, by part: tasks (all task "
+            "dirs), artifacts (their build outputs), repo_caches (.repos)",
+            ["part"],
+            registry=r,
+        )
+        self.workdir_tasks = Gauge(
+            f"{p}workdir_task_dirs",
+            "Task dirs under the workspaces root at the last GC round",
+            registry=r,
+        )
         self.repo_checkouts = Counter(
             f"{p}repo_checkouts",
             "Repository checkouts agents asked for, by outcome: created, kept (a reused one left "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from daemon.protocol.models import Skill, SkillRef
 from daemon.protocol.reports import TerminalReport, UsageEntry
 
 
@@ -28,6 +29,10 @@ class TaskServer(Protocol):
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:
         """Report the task's token usage per model."""
+
+    async def resolve_skill_bundle(self, runtime_id: str, task_id: str, ref: SkillRef) -> Skill:
+        """One skill's bundle, by reference."""
+        ...
 
     async def send_report(
         self, task_id: str, report: TerminalReport, *, retry: bool = True

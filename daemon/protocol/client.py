@@ -33,6 +33,8 @@ from daemon.protocol.models import (
     RegisterRequest,
     RegisterResponse,
     RuntimeInfo,
+    Skill,
+    SkillRef,
     Task,
     TaskStatusResponse,
     WireModel,
@@ -201,6 +203,15 @@ class ServerClient(Caller):
             self.circuit.record_failure()
         raise TransientServerError(endpoint, f"gave up at the report deadline ({deadline:.0f}s)")
 
+    async def resolve_skill_bundle(self, runtime_id: str, task_id: str, ref: SkillRef) -> Skill:
+        """One skill's bundle, by reference (`skill-bundles-v1`); its checks are the caller's."""
+        path = (
+            f"/api/daemon/runtimes/{quote(runtime_id, safe='')}"
+            f"/tasks/{quote(task_id, safe='')}/skill-bundles/resolve"
+        )
+        body = {"skills": [ref.model_dump(mode="json")]}
+        return await self._call("skill_bundle", "POST", path, _one_bundle, body)
+
     async def deregister(self, runtime_ids: Sequence[str]) -> None:
         """Tell the server these runtimes are going away (at shutdown)."""
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
@@ -221,6 +232,10 @@ class ServerClient(Caller):
         """One POST tried once, with this client's error mapping and metrics (protocol/ calls)."""
         return await self._call(endpoint, "POST", path, parse, body, _SINGLE_TRY)
 
+    async def get(self, endpoint: str, path: str, parse: Callable[[httpx.Response], T]) -> T:
+        """One GET tried once, with this client's error mapping and metrics (protocol/ calls)."""
+        return await self._call(endpoint, "GET", path, parse, None, _SINGLE_TRY)
+
     async def _reject(self, task_id: str, reason: str) -> None:
         report = TerminalReport(
             kind="fail",
@@ -231,3 +246,11 @@ class ServerClient(Caller):
             await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
+
+
+def _one_bundle(response: httpx.Response) -> Skill:
+    body = response.json()
+    bundles = body.get("bundles") if isinstance(body, dict) else None
+    if not isinstance(bundles, list) or len(bundles) != 1:
+        raise ValueError("a resolve answer holds exactly one bundle")
+    return Skill.model_validate(bundles[0])

@@ -137,13 +137,29 @@ class SkillFile(WireModel):
 
 
 class Skill(WireModel):
-    """An inline skill the agent is given: `SKILL.md` content plus supporting files."""
+    """An inline skill the agent is given: `SKILL.md` content plus supporting files (a bundle
+    resolved from a `SkillRef` has the same shape, with its `source` and `hash`)."""
 
     id: Text = ""
+    source: Text = ""
     name: Text = ""
     description: Text = ""
+    hash: Text = ""
     content: Text = ""
     files: Annotated[list[SkillFile], BeforeValidator(_empty_list)] = Field(default_factory=list)
+
+
+class SkillRef(WireModel):
+    """A skill sent by reference (`skill-bundles-v1`): what to resolve, and the hash and
+    size its bundle must have."""
+
+    id: Text = ""
+    source: Text = ""
+    name: Text = ""
+    description: Text = ""
+    hash: Text = ""
+    size_bytes: Count = 0
+    file_count: Count = 0
 
 
 def _skill_entries(value: Any) -> Any:
@@ -151,7 +167,7 @@ def _skill_entries(value: Any) -> Any:
     # rather than failing the whole claim.
     if not isinstance(value, list):
         return _empty_list(value)
-    return [v for v in value if isinstance(v, dict | Skill)]
+    return [v for v in value if isinstance(v, dict | Skill | SkillRef)]
 
 
 def _mcp_object(value: Any) -> Any:
@@ -168,6 +184,9 @@ class Agent(WireModel):
     custom_args: TextList = Field(default_factory=list)
     model: Text = ""
     skills: Annotated[list[Skill], BeforeValidator(_skill_entries)] = Field(default_factory=list)
+    skill_refs: Annotated[list[SkillRef], BeforeValidator(_skill_entries)] = Field(
+        default_factory=list
+    )
     # Multica's three states: absent or null = the runtime's own MCP servers; any object (even
     # an empty one) = exactly these servers.
     mcp_config: Annotated[dict[str, Any] | None, BeforeValidator(_mcp_object)] = None

@@ -76,12 +76,24 @@ def make_http_client(
     )
 
 
+CAPABILITIES = ("skill-bundles-v1",)
+"""What this daemon tells the server it handles (`X-Client-Capabilities`, as Multica's daemon
+sends it on every request and the control WebSocket). Each name changes what a claim carries,
+so only what is implemented is named: `skill-bundles-v1` — skills by reference, resolved
+through `skill-bundles/resolve` (daemon/task/setup/skill_bundles.py). Not named:
+`coalesced-comments-v1` (without it the server folds queued comments into the one trigger
+comment this daemon reads), `local-worktree-v1` (a user's local directory in worktree mode),
+`rpc-v1` (claims over the WebSocket), and Multica's ungated `execution-manifest-v1`,
+`agent-skill-v1`, `remote-mcp-v1`. No capability names the repository checkout route."""
+
+
 def protocol_headers(token: str, version: str) -> dict[str, str]:
     """The headers every request carries, HTTP and the control WebSocket alike."""
     headers = {
         "X-Client-Platform": "daemon",
         "X-Client-Version": version,
         "X-Client-OS": client_os(),
+        "X-Client-Capabilities": ",".join(CAPABILITIES),
         "User-Agent": f"agent-daemon/{version}",
     }
     if token:

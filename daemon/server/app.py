@@ -18,6 +18,7 @@ from daemon.protocol.wire import DAEMON_ID_HEADER, DEDUPE_HEADER, TASK_STATUS_HE
 from daemon.server import bodies
 from daemon.server.auth import RequestGuard
 from daemon.server.control import ControlHub
+from daemon.server.gc_routes import GcRoutes
 from daemon.server.requests import (
     BadRequestError,
     BodyTooLargeError,
@@ -55,6 +56,7 @@ def create_app(
     hub = hub or ControlHub()
     routes = _Routes(store, max_body, hub)
     user = UserRoutes(store, max_body, hub)
+    gc = GcRoutes(store, max_body)
     daemon = "/api/daemon"
     task = daemon + "/tasks/{task_id}"
     return Starlette(
@@ -77,6 +79,10 @@ def create_app(
             Route(task + "/complete", routes.complete, methods=["POST"]),
             Route(task + "/fail", routes.fail, methods=["POST"]),
             Route(task + "/cancel-ack", routes.cancel_ack, methods=["POST"]),
+            Route(task + "/gc-check", gc.task, methods=["GET"]),
+            Route(
+                daemon + "/workspaces/{workspace_id}/issues/gc-check", gc.issues, methods=["POST"]
+            ),
             Route("/api/workspaces", user.add_workspace, methods=["POST"]),
             Route("/api/tasks", user.create_task, methods=["POST"]),
             Route("/api/tasks", user.list_tasks, methods=["GET"]),

@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from daemon.addresses import is_loopback
 from daemon.errors import ConfigError
-from daemon.private_files import ensure_dir
+from daemon.files.private import ensure_dir
 
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 

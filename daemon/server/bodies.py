@@ -122,6 +122,8 @@ class AgentIn(_Body):
     custom_env: dict[str, str] = Field(default_factory=dict)
     custom_args: list[str] = Field(default_factory=list)
     model: str = ""
+    skills: list[dict[str, Any]] = Field(default_factory=list)
+    """Inline skills (`name`, `description`, `content`, `files`), handed on as sent."""
 
 
 class WorkspaceIn(_Body):
@@ -150,3 +152,9 @@ class TaskIn(_Body):
     rerun_of: str = ""
     """A finished task to continue: its work dir, and its session unless its failure poisoned
     it (then the rerun starts afresh)."""
+
+
+class IssueCheckIn(_Body):
+    """Body of the batch issue gc-check: at most 500 ids, Multica's cap."""
+
+    issue_ids: list[str] = Field(max_length=500)

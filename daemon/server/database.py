@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from daemon.private_files import create_private, ensure_dir
+from daemon.files.private import create_private, ensure_dir
 from daemon.times import utc_iso
 
 DEFAULT_WORKSPACE = {"id": "default", "name": "Default"}

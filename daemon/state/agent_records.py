@@ -20,8 +20,8 @@ from pathlib import Path
 import anyio
 
 from backends.process import ProcIdentity, boot_id, group_of, identify, sweep
+from daemon.files.private import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
-from daemon.private_files import ensure_dir, path_part, write_atomic
 from daemon.times import utc_iso
 
 log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from daemon.private_files import append_line, ensure_dir
+from daemon.files.private import append_line, ensure_dir
 from daemon.times import utc_iso
 
 log = logging.getLogger(__name__)

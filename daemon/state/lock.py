@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from daemon.errors import AlreadyRunningError, DaemonError
-from daemon.private_files import FILE_MODE, ensure_dir
+from daemon.files.private import FILE_MODE, ensure_dir
 
 LOCK_FILE = "daemon.lock"
 

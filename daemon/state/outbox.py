@@ -25,9 +25,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from daemon.errors import PermanentServerError
+from daemon.files.private import ensure_dir, path_part, write_atomic
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
-from daemon.private_files import ensure_dir, path_part, write_atomic
 from daemon.protocol.api import TaskServer
 from daemon.protocol.batches import batch_end, send_batch, wire_size
 from daemon.protocol.reports import TerminalReport, UsageEntry

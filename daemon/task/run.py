@@ -23,11 +23,13 @@ from daemon.task.incidents import TaskIncidents
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
+from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
 from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import StatusNews, poll_status
 from daemon.wakeup import Wakeup
+from daemon.workdirs.leases import TaskLease
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ class TaskRun:
         self.id = short_id(task.id)
         self._services = services
         self._mcp_config: Path | None = None
+        self._lease = TaskLease(services.leases)
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
         self.reporter = Reporter(task.id, backend.name, services, self._status_news.heard)
@@ -88,10 +91,12 @@ class TaskRun:
         try:
             # Directories, markers, skills and the MCP file, all before `start`; in a thread,
             # as they are file I/O the event loop should not wait on.
-            root = self._services.settings.workspaces_root
-            user = self._services.settings.agent_identity
+            services = self._services
+            self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+            root = services.settings.workspaces_root
+            user, hold = services.settings.agent_identity, self._lease.hold
             placed = await anyio.to_thread.run_sync(
-                prepare, root, self.task, self.backend.name, user
+                prepare, root, self.task, self.backend.name, user, hold
             )
             dirs, self._mcp_config = placed
             ending = await self._execute(dirs)
@@ -111,6 +116,8 @@ class TaskRun:
                 if dirs is not None:
                     # The task's private temp dir goes with it (the work dir stays for reuse).
                     await anyio.to_thread.run_sync(remove_tree, dirs.temp_dir)
+                env_root = dirs.env_root if dirs else None
+                await anyio.to_thread.run_sync(self._lease.finish, self.task, env_root)
         return outcome
 
     def _failed(self, exc: Exception, *, prepared: bool) -> Ending:

@@ -22,6 +22,8 @@ from daemon.protocol.models import (
     RegisterResponse,
     RepoRef,
     RuntimeInfo,
+    Skill,
+    SkillRef,
     Task,
     Workspace,
     WorkspaceRepos,
@@ -94,6 +96,8 @@ class FakeTaskServer:
         self.claims: list[int] = []
         """The `max_tasks` of each claim, in order."""
         self.deregistered: list[str] = []
+        self.bundles: dict[tuple[str, str], Skill] = {}
+        """Skill bundles `resolve_skill_bundle` serves, by (source, id); others are a 404."""
         self._queued: list[Task] = []
         self._faults: list[_Fault] = []
         self._refusals: list[Callable[[Mapping[str, Any]], bool]] = []
@@ -195,6 +199,14 @@ class FakeTaskServer:
         self._take("send_report", task_id, retry)
         self.reports.setdefault(task_id, []).append(report)
         self.statuses[task_id] = _SETTLED.get(report.kind, self.status_of(task_id))
+
+    async def resolve_skill_bundle(self, runtime_id: str, task_id: str, ref: SkillRef) -> Skill:
+        """The bundle of a skill the task names by reference (`bundles`), else a 404."""
+        self._take("resolve_skill_bundle", task_id)
+        bundle = self.bundles.get((ref.source, ref.id))
+        if bundle is None:
+            raise PermanentServerError("skill_bundle", "skill not found", 404)
+        return bundle
 
     # -- the worker's calls ---------------------------------------------------------------
 

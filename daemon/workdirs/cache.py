@@ -25,7 +25,7 @@ from pathlib import Path
 
 from daemon.agent_user import open_to_pass
 from daemon.errors import GitError, RepoBusyError
-from daemon.private_files import ensure_dir, path_part, write_atomic
+from daemon.files.private import ensure_dir, path_part, write_atomic
 from daemon.times import utc_iso
 from daemon.workdirs.git import TIMEOUT, Git, redact
 from daemon.workdirs.names import bare_dir_name

@@ -66,6 +66,11 @@ class RepoCatalog:
         with self._lock:
             return self._refs.get(task_id, {}).get(url, "")
 
+    def listed(self) -> list[tuple[str, str]]:
+        """(workspace, URL) of every repository a workspace's own list names now."""
+        with self._lock:
+            return [(ws, url) for ws, urls in self._workspace.items() for url in urls]
+
     def start(self, token: str, task: ActiveTask) -> None:
         """The task's agent runs: requests carrying its token act for it."""
         with self._lock:

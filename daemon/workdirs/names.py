@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from daemon.private_files import path_part
+from daemon.files.private import path_part
 
 TASK_KEY_LEN = 12
 """The branch's task segment: the id's LAST hex digits (a UUIDv7's first ones are a clock)."""

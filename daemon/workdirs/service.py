@@ -89,6 +89,11 @@ class Workdirs:
         if urls:
             self._background(workspace_id, urls)
 
+    def listed(self, bare: Path) -> bool:
+        """Whether a served workspace still lists the repository cached at `bare`: the GC
+        never evicts such a cache (the next start would clone it again)."""
+        return any(self.cache.bare_path(ws, url) == bare for ws, url in self.catalog.listed())
+
     @contextmanager
     def task_window(self, task: Task, work_dir: Path) -> Iterator[None]:
         """While the agent runs, its token may check out the workspace's and task's repos."""

@@ -36,6 +36,8 @@ from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
+from daemon.task.setup.skill_cache import SkillBundleCache
+from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
@@ -115,6 +117,7 @@ class Worker:
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
             pacing=Pacing(lambda: len(self.runs)),
+            skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
         )
         self.outbox = self.services.outbox
@@ -124,6 +127,14 @@ class Worker:
         url = reach.server_url
         self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
         self._idle = anyio.Event()
+        self.gc = GcLoop(
+            settings,
+            client,
+            self.services.leases,
+            metrics,
+            repo_locks=self.workdirs.cache,
+            repo_in_use=self.workdirs.listed,
+        )
 
     @property
     def registered(self) -> bool:
@@ -161,6 +172,7 @@ class Worker:
             outbox_depth=self.outbox.depth(),
             # A copy of the runs: one that finishes mid-build must not change the tuple.
             runs=tuple(run.snapshot() for run in list(self.runs.values())),
+            disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
         )
 
@@ -229,6 +241,7 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             tg.start_soon(self.pickup.listen)
+            tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)
             processes = self.services.processes
             if self.subreaper:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from daemon.private_files import path_part
+from daemon.files.private import path_part
 
 
 def test_a_uuid_is_its_own_path_part() -> None:

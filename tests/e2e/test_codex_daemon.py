@@ -5,6 +5,7 @@ Skipped, with the install command as the reason, only when the CLI is not instal
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -79,3 +80,15 @@ async def test_second_task_resumes_the_first_thread(tmp_path: Path) -> None:
     assert second["output"] == "Second."
     assert second["session_id"] == first["session_id"]
     assert len(api.requests) >= 2
+
+
+async def test_the_tasks_skill_reaches_the_real_codex(tmp_path: Path) -> None:
+    """An inline skill of the task is in the per-task CODEX_HOME, and Codex tells the model
+    about it: the skill's description is in the request the API receives."""
+    marker = "Deploys-with-the-zebra-checklist"
+    skills = [{"name": "zebra-deploy", "description": marker, "content": "Use the zebra list."}]
+    async with codex_daemon(tmp_path, [Answer("ok")]) as (d, api):
+        created = await d.api.create_task("Deploy it.", backend="codex", agent={"skills": skills})
+        task = await d.wait(created["id"], within=60)
+    assert task["status"] == "completed", task
+    assert any(marker in json.dumps(r.body) for r in api.main_requests())

@@ -246,6 +246,9 @@ async def test_claude_gets_its_brief_skills_and_mcp_config(tmp_path: Path) -> No
     ]
     options = {"MULTICA_CLAUDE_PATH": str(claude), "MULTICA_SCRIPTED_BACKEND": "0"}
     async with multica_server() as fake, running_daemon(tmp_path, fake.url, **options):
+        # Whole skills, as a server sends them without skill-bundles-v1: a file path that
+        # would leave its skill can only arrive this way (a bundle with one is refused).
+        fake.skills_by_reference = False
         agent = {
             "name": "Reviewer",
             "instructions": "Be terse.",

@@ -262,7 +262,7 @@ class Handlers:
                 # A project's repositories come with the task; else the workspace's own.
                 workspace = self._repos(task.workspace_id)["repos"]
                 fields = {"repos": workspace, **self._resume_fields(task), **task.claim_body()}
-                task.claimed = fields
+                task.claimed = self.fake.shape_claim(fields, request)
                 claimed.append(task.claimed)
                 if self.fake.repeat_claims:
                     claimed.append(task.claimed)

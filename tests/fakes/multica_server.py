@@ -38,18 +38,22 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
 from tests.fakes.loopback import serve_app
+from tests.fakes.multica_gc import GcHandlers, Record
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+from tests.fakes.multica_skills import SkillHandlers, for_claim
 from tests.helpers import eventually
 
 
@@ -74,6 +78,17 @@ class MulticaFake:
     )
     _drops: Counter[str] = field(default_factory=Counter)
     refused_registers: set[str] = field(default_factory=set)
+    issues: dict[str, Record] = field(default_factory=dict)
+    chats: dict[str, Record] = field(default_factory=dict)
+    autopilot_runs: dict[str, Record] = field(default_factory=dict)
+    skill_edits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Skill fields changed after a claim (resolve serves the current version)."""
+    skills_by_reference: bool = True
+    """Send skills as references to a daemon naming `skill-bundles-v1` (False: always whole)."""
+    bundle_tamper: bool = False
+    """Resolve sends bundles whose content no longer matches their hash."""
+    batch_gc_unsupported: bool = False
+    """Answer the batch gc-check route as a server older than it does (a router 404)."""
     cancelled_on_claim: set[str] = field(default_factory=set)
     raw_answers: dict[str, tuple[int, dict[str, str], bytes]] = field(default_factory=dict)
     """Hostile answers: route name → (status, headers, body) sent instead of the route's own."""
@@ -170,6 +185,16 @@ class MulticaFake:
         """A quick-create request: one sentence to turn into an issue."""
         return self.queue(quick_create_prompt=text, **options)
 
+    def set_issue(
+        self, issue_id: str, status: str, updated_at: datetime, workspace_id: str = ""
+    ) -> None:
+        """Put an issue in a status, last changed at `updated_at` (what gc-check answers)."""
+        self.issues[issue_id] = Record(workspace_id or self.workspace_id, status, updated_at)
+
+    def shape_claim(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
+        """A claimed task as this daemon's capabilities have it sent (skills by reference)."""
+        return for_claim(self, body, request)
+
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
         self.runtimes[runtime_id].deleted = True
@@ -233,8 +258,16 @@ class MulticaFake:
     @property
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
-        h = Handlers(self)
+        h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
+        daemon = "/api/daemon"
+        resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
+            Route(resolve, skills.resolve, methods=["POST"]),
+            Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
+            Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
+            Route(daemon + "/chat-sessions/{id}/gc-check", gc.chat, methods=["GET"]),
+            Route(daemon + "/autopilot-runs/{id}/gc-check", gc.autopilot_run, methods=["GET"]),
+            Route(daemon + "/tasks/{id}/gc-check", gc.task, methods=["GET"]),
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
             Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),

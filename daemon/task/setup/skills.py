@@ -1,7 +1,8 @@
 """An agent's inline skills, written where its CLI discovers them (Go `writeSkillFiles`).
 
-Claude Code reads project skills from `<work dir>/.claude/skills/<name>/SKILL.md`; other
-backends get Multica's default place, `.agent_context/skills/`. Names become directory names
+Claude Code reads project skills from `<work dir>/.claude/skills/<name>/SKILL.md`; Codex from
+its per-task home's `skills/` (codex_home.py); other backends get Multica's default place,
+`.agent_context/skills/`. Names become directory names
 (lower case, `-` for anything else), two skills never share a directory, and a supporting
 file's path never leaves its skill's directory (nor follows a link the agent left).
 """
@@ -67,10 +68,16 @@ def write_skills(
     work_dir: Path, backend: str, skills: list[Skill], owner: Owner | None = None
 ) -> list[Path]:
     """Write every skill under the backend's skills directory; return the `SKILL.md` paths."""
+    return write_skill_tree(work_dir, skills_dir(backend), skills, owner)
+
+
+def write_skill_tree(
+    root: Path, base: str, skills: list[Skill], owner: Owner | None = None
+) -> list[Path]:
+    """Write every skill as `root/base/<slug>/SKILL.md` plus its files; the `SKILL.md` paths."""
     written: list[Path] = []
     used: set[str] = set()
     budget = _Budget()
-    base = skills_dir(backend)
     for skill in skills:
         slug = skill_slug(skill.name)
         n = 2
@@ -81,7 +88,7 @@ def write_skills(
         text = skill_text(skill, unique)
         if not budget.take(unique, "SKILL.md", text):
             continue  # its supporting files are of no use without it
-        written.append(write_under(work_dir, f"{base}/{unique}/SKILL.md", text, owner=owner))
+        written.append(write_under(root, f"{base}/{unique}/SKILL.md", text, owner=owner))
         for item in skill.files:
             try:
                 parts = relative_parts(item.path)
@@ -92,5 +99,5 @@ def write_skills(
                 continue  # the content above is the skill; a copy in its files must not win
             if not budget.take(unique, repr("/".join(parts))[:80], item.content):
                 continue
-            write_under(work_dir, "/".join((base, unique, *parts)), item.content, owner=owner)
+            write_under(root, "/".join((base, unique, *parts)), item.content, owner=owner)
     return written

@@ -4,6 +4,7 @@ file, then its brief, environment, prompt and resume choice, as one `RunSpec`.""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 from backends.base import RunObserver, RunSpec
@@ -14,6 +15,7 @@ from daemon.logs import short_id
 from daemon.protocol.models import Task
 from daemon.services import AgentReach
 from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
+from daemon.task.setup.codex_home import CODEX, prepare_codex_home, user_codex_home
 from daemon.task.setup.prompt import build_prompt
 from daemon.task.setup.runtime_brief import write_brief
 from daemon.task.setup.skills import write_skills
@@ -22,6 +24,7 @@ from daemon.task.setup.workspace import (
     prepare_dirs,
     remove_tree,
     resumable_session,
+    unguarded,
     write_mcp_config,
 )
 
@@ -32,14 +35,19 @@ EXIT_WAIT = 5.0
 
 
 def prepare(
-    root: Path, task: Task, backend: str, user: AgentUser | None = None
+    root: Path,
+    task: Task,
+    backend: str,
+    user: AgentUser | None = None,
+    hold: Callable[[Path], bool] = unguarded,
 ) -> tuple[TaskDirs, Path | None]:
     """The task's directories with their markers, its skills, and its MCP file (if any); all
     the agent user's when there is one."""
     owner = user.owner if user else None
-    dirs = prepare_dirs(root, task, owner)
+    dirs = prepare_dirs(root, task, owner, hold)
     try:
-        write_skills(dirs.work_dir, backend, task.agent.skills, owner)
+        if backend != CODEX:  # Codex reads skills from its own home (agent_spec)
+            write_skills(dirs.work_dir, backend, task.agent.skills, owner)
         return dirs, write_mcp_config(dirs, task, owner)
     except BaseException:
         # The run never learns of `dirs`, so it cannot remove the temp dir: that is done here.
@@ -77,6 +85,11 @@ def agent_spec(
     env = agent_env(reach.base_env, task, where)
     if user is not None:
         env = user.environ(env)
+    if backend == CODEX:
+        # The Codex home the agent would have used: its user's, as its environment names it.
+        owner = user.owner if user else None
+        home = prepare_codex_home(dirs.env_root, user_codex_home(env), task.agent.skills, owner)
+        env["CODEX_HOME"] = str(home)
     blocked = blocked_custom_keys(task.agent.custom_env)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.

@@ -6,7 +6,7 @@
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `daemon.private_files.path_part`, which keeps a plain id as it is
+Ids become path components through `daemon.files.private.path_part`, which keeps a plain id as it is
 and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
@@ -17,12 +17,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
-from daemon.private_files import ensure_dir, path_part
+from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
@@ -48,22 +50,38 @@ class TaskDirs:
     reused: bool = False
 
 
+_HOLD_RETRY = 0.05
+
+
+def unguarded(env_root: Path) -> bool:
+    """A `hold` for a daemon without a GC: every directory is free to use."""
+    return True
+
+
 def _agent_id(task: Task) -> str:
     return task.agent_id or task.agent.id
 
 
-def prepare_dirs(root: Path, task: Task, owner: Owner | None = None) -> TaskDirs:
+def prepare_dirs(
+    root: Path, task: Task, owner: Owner | None = None, hold: Callable[[Path], bool] = unguarded
+) -> TaskDirs:
     """Create (or reuse) the task's directories and write the daemon's markers into them.
 
     With `owner` (an agent user's uid and gid) the task's directory and all in it are that
     user's, and the workspace's directory is passable but not listable (0711) on the way.
+    `hold` claims a task directory against the GC (daemon/workdirs/leases.py) before it is
+    used: a prior directory the GC is removing right now is not reused, and a fresh one is
+    waited for until the removal of a stale namesake is over.
     """
     prior = reusable_work_dir(root, task, owner[0] if owner else os.geteuid())
-    if prior is not None:
+    if prior is not None and hold(prior.parent):
         env_root, work = prior.parent, prior
     else:
+        prior = None
         env_root = root / path_part(task.workspace_id) / path_part(task.id)
         work = env_root / "workdir"
+        while not hold(env_root):
+            time.sleep(_HOLD_RETRY)
     ensure_dir(root)
     workspace = env_root.parent.name
     # The root may be a link the operator made; below it, nothing is followed.

@@ -539,7 +539,7 @@ async def test_task_id_cannot_escape_its_path() -> None:
 
 @pytest.mark.anyio
 async def test_headers_are_on_every_request() -> None:
-    """Authorization, platform, version and OS headers ride on every call."""
+    """Authorization, platform, version, OS and capabilities headers ride on every call."""
     h = make_harness()
     h.router.get("/api/daemon/workspaces").mock(return_value=httpx.Response(200, json=[]))
     h.router.post("/api/daemon/heartbeat").mock(return_value=httpx.Response(200, json={}))
@@ -554,6 +554,7 @@ async def test_headers_are_on_every_request() -> None:
         assert headers["X-Client-Platform"] == "daemon"
         assert headers["X-Client-Version"] == VERSION
         assert headers["X-Client-OS"] in ("linux", "macos", "windows")
+        assert headers["X-Client-Capabilities"] == "skill-bundles-v1"
 
 
 @pytest.mark.anyio

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from daemon.files.private import path_part, write_atomic
 from daemon.ops.metrics import Metrics
-from daemon.private_files import path_part, write_atomic
 from daemon.protocol.reports import TerminalReport
 from daemon.state.agent_records import AgentRecord, AgentRecords
 from daemon.state.incidents import Incident, IncidentLog

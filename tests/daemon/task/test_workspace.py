@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from daemon.private_files import path_part
+from daemon.files.private import path_part
 from daemon.protocol.models import Task
 from daemon.task.setup.workspace import (
     ENV_MARKER,

@@ -13,7 +13,7 @@ import pytest
 
 from backends.process.identity import AgentUser
 from daemon.agent_user import SHARED_DIR_MODE
-from daemon.private_files import ensure_dir
+from daemon.files.private import ensure_dir
 from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.service import Workdirs
