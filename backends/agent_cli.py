@@ -13,6 +13,8 @@ class AgentCli:
     """An agent CLI run by path with configured arguments and a default model."""
 
     name = ""
+    min_version = ""
+    """The oldest version this backend works with ("" = any); checked at detection."""
     session_markers: frozenset[str] = frozenset()
     """Variables a running copy of the CLI sets for its children; never passed on."""
 

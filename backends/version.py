@@ -15,6 +15,7 @@ from backends.process.identity import AgentUser
 
 VERSION_TIMEOUT = 10.0
 _VERSION = re.compile(r"\d+(?:\.\d+)+\S*")
+_RELEASE = re.compile(r"\d+(?:\.\d+)*")
 
 
 class _FirstLine:
@@ -38,6 +39,21 @@ def parse_version(line: str) -> str:
     """`2.1.328 (Claude Code)` → `2.1.328`, `codex-cli 0.169.0` → `0.169.0`; else the line."""
     match = _VERSION.search(line)
     return match.group(0) if match else line.strip()
+
+
+def version_at_least(found: str, needed: str) -> bool:
+    """Whether version `found` is `needed` or newer, by numeric release parts (`1.18.2` <
+    `1.18.10`); a pre-release suffix counts as its release, and an unreadable version passes."""
+    have, want = _release(found), _release(needed)
+    if not have or not want:
+        return True
+    width = max(len(have), len(want))
+    return have + (0,) * (width - len(have)) >= want + (0,) * (width - len(want))
+
+
+def _release(version: str) -> tuple[int, ...]:
+    match = _RELEASE.match(version.strip().lstrip("v"))
+    return tuple(int(part) for part in match.group(0).split(".")) if match else ()
 
 
 async def cli_version(

@@ -14,7 +14,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -151,6 +151,14 @@ def _derived(doc: str, default: Any) -> Any:
     return Field(default=default, description=doc, json_schema_extra={"derived": True})
 
 
+class AgentCliSettings(NamedTuple):
+    """One agent CLI's configured executable, extra arguments and default model."""
+
+    path: str
+    args: tuple[str, ...]
+    model: str
+
+
 class Settings(BaseModel):
     """Every setting of the daemon; see the README's configuration table."""
 
@@ -251,6 +259,38 @@ class Settings(BaseModel):
     codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
     codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
     codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
+    claude_idle_watchdog: Duration = _env(
+        "MULTICA_CLAUDE_IDLE_WATCHDOG",
+        "0",
+        "Claude Code's idle window (see Agent backends); 0 = the global",
+    )
+    codex_idle_watchdog: Duration = _env(
+        "MULTICA_CODEX_IDLE_WATCHDOG",
+        "0",
+        "Codex's idle window (see Agent backends); 0 = the global",
+    )
+    opencode_path: str = _env("MULTICA_OPENCODE_PATH", "opencode", "OpenCode executable")
+    opencode_args: Words = _env("MULTICA_OPENCODE_ARGS", "", "Extra OpenCode arguments")
+    opencode_model: str = _env("MULTICA_OPENCODE_MODEL", "", "Default OpenCode model")
+    opencode_idle_watchdog: Duration = _env(
+        "MULTICA_OPENCODE_IDLE_WATCHDOG", "10m", "OpenCode's idle window (see Agent backends)"
+    )
+    gemini_path: str = _env("MULTICA_GEMINI_PATH", "gemini", "Gemini CLI executable")
+    gemini_args: Words = _env("MULTICA_GEMINI_ARGS", "", "Extra Gemini CLI arguments")
+    gemini_model: str = _env("MULTICA_GEMINI_MODEL", "", "Default Gemini model")
+    gemini_idle_watchdog: Duration = _env(
+        "MULTICA_GEMINI_IDLE_WATCHDOG",
+        "0",
+        "Gemini CLI's idle window (see Agent backends); 0 = the global",
+    )
+    hermes_path: str = _env("MULTICA_HERMES_PATH", "hermes", "Hermes Agent executable")
+    hermes_args: Words = _env("MULTICA_HERMES_ARGS", "", "Extra Hermes Agent arguments")
+    hermes_model: str = _env("MULTICA_HERMES_MODEL", "", "Default Hermes model")
+    hermes_idle_watchdog: Duration = _env(
+        "MULTICA_HERMES_IDLE_WATCHDOG",
+        "0",
+        "Hermes Agent's idle window (see Agent backends); 0 = the global",
+    )
     gc_enabled: Flag = _env(
         "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
     )
@@ -291,6 +331,25 @@ class Settings(BaseModel):
         login token from config.json (that one belongs to the Multica server, and would leak
         to whoever can reach the embedded server's port); '' = its generated server.token."""
         return self.token if self.token_source == "MULTICA_DAEMON_TOKEN" else ""
+
+    def agent_cli(self, name: str) -> AgentCliSettings:
+        """The path, arguments and default model configured for one agent CLI backend."""
+        return AgentCliSettings(
+            getattr(self, f"{name}_path"),
+            getattr(self, f"{name}_args"),
+            getattr(self, f"{name}_model"),
+        )
+
+    def idle_window(self, backend: str) -> float:
+        """The idle window for one backend's runs, in seconds (0: no watchdog).
+
+        As in Multica: a backend's own window (`MULTICA_<BACKEND>_IDLE_WATCHDOG`) only ever
+        narrows `MULTICA_AGENT_IDLE_WATCHDOG`, its 0 means the global window, and the global 0
+        turns the watchdog off for every backend."""
+        own = getattr(self, f"{backend}_idle_watchdog", 0.0)
+        if self.idle_watchdog <= 0 or own <= 0:
+            return self.idle_watchdog
+        return min(own, self.idle_watchdog)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

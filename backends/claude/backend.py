@@ -79,6 +79,7 @@ class ClaudeBackend(AgentCli):
     """Runs the Claude Code CLI for a task; resumes sessions and falls back when one is gone."""
 
     name = "claude"
+    min_version = "2.0.0"
     session_markers = SESSION_MARKERS
 
     def __init__(

@@ -69,6 +69,7 @@ class CodexBackend(AgentCli):
     """Runs the Codex CLI for a task; resumes threads and falls back when one is gone."""
 
     name = "codex"
+    min_version = "0.100.0"
     session_markers = SESSION_MARKERS
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:

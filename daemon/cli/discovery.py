@@ -7,6 +7,7 @@ import logging
 import anyio
 
 from backends.base import Backend
+from backends.version import version_at_least
 from daemon.config import Settings
 
 log = logging.getLogger(__name__)
@@ -16,6 +17,8 @@ DETECT_TIMEOUT = 10.0
 
 def candidates(settings: Settings) -> list[Backend]:
     """Every backend the settings make possible, whether or not its CLI is installed."""
+    from backends.acp import AcpBackend
+    from backends.acp.catalog import AGENTS
     from backends.claude import ClaudeBackend
     from backends.codex import CodexBackend
     from backends.command import CommandBackend
@@ -26,6 +29,9 @@ def candidates(settings: Settings) -> list[Backend]:
         ClaudeBackend(s.claude_path, s.claude_args, s.claude_model, detect_as=user),
         CodexBackend(s.codex_path, s.codex_args, s.codex_model, detect_as=user),
     ]
+    for agent in AGENTS:
+        path, args, model = settings.agent_cli(agent.name)
+        found.append(AcpBackend(agent, path, args, model))
     if settings.command_path:
         found.append(CommandBackend(settings.command_path, settings.command_args))
     if settings.scripted_backend:
@@ -46,6 +52,13 @@ async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict
                 log.warning("backend %s: detection failed: %s", backend.name, exc)
         if scope.cancelled_caught:
             log.warning("backend %s: no answer to --version within %ss", backend.name, bound)
+        elif version and not version_at_least(version, needed := _min_version(backend)):
+            log.warning(
+                "backend %s: version %s found, %s or newer needed; not used",
+                backend.name,
+                version,
+                needed,
+            )
         elif version:
             versions[backend.name] = version
             log.info("backend %s: found version %s", backend.name, version)
@@ -56,6 +69,12 @@ async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict
         for backend in backends:
             tg.start_soon(one, backend)
     return versions
+
+
+def _min_version(backend: Backend) -> str:
+    """The oldest CLI version a backend works with ("" = any: the command backend's path)."""
+    needed = getattr(backend, "min_version", "")
+    return needed if isinstance(needed, str) else ""
 
 
 async def available(settings: Settings) -> dict[str, tuple[Backend, str]]:

@@ -163,8 +163,8 @@ async def _run_locked(settings: Settings) -> int:
         found = await available(settings)
         if not found:
             log.error(
-                "no agent backend found: put claude or codex on the PATH (or set "
-                "MULTICA_CLAUDE_PATH / MULTICA_CODEX_PATH), set MULTICA_COMMAND_PATH, or set "
+                "no agent backend found: put claude, codex, opencode or gemini on the PATH (or "
+                "set MULTICA_<TYPE>_PATH), set MULTICA_COMMAND_PATH, or set "
                 "MULTICA_SCRIPTED_BACKEND=1 for the demo backend"
             )
             tg.cancel_scope.cancel()

@@ -76,9 +76,8 @@ class Attempt:
         self.metrics = services.metrics
         self.records = services.records
         settings = services.settings
-        self.policy = WatchdogPolicy(
-            settings.idle_watchdog, settings.tool_watchdog, settings.first_output_timeout
-        )
+        idle = settings.idle_window(backend.name)
+        self.policy = WatchdogPolicy(idle, settings.tool_watchdog, settings.first_output_timeout)
         self.exit_grace = settings.exit_grace
         self.session_id = session_id
         self.pid: int | None = None

@@ -57,6 +57,9 @@ def fast_env(home: Path, server_url: str = SERVER_URL, token: str = "test-token"
         "MULTICA_SCRIPTED_BACKEND": "1",
         "MULTICA_CLAUDE_PATH": str(home / "no-claude"),
         "MULTICA_CODEX_PATH": str(home / "no-codex"),
+        "MULTICA_OPENCODE_PATH": str(home / "no-opencode"),
+        "MULTICA_GEMINI_PATH": str(home / "no-gemini"),
+        "MULTICA_HERMES_PATH": str(home / "no-hermes"),
     }
 
 

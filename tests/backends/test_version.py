@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from backends.version import cli_version, parse_version
+from backends.version import cli_version, parse_version, version_at_least
 from daemon.testing import python
 
 pytestmark = pytest.mark.anyio
@@ -50,3 +50,14 @@ async def test_wedged_cli_is_given_up_within_the_bound(tmp_path: Path) -> None:
     pid = int(await anyio.Path(pidfile).read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_version_order_is_numeric_and_forgiving() -> None:
+    """Releases compare part by part as numbers; a suffix or an unreadable version passes."""
+    assert version_at_least("1.18.10", "1.18.9")
+    assert not version_at_least("1.18.2", "1.18.10")
+    assert version_at_least("0.61.0", "0.61")
+    assert not version_at_least("0.60.9-nightly.1", "0.61.0")
+    assert version_at_least("v2.0.0", "2.0.0")
+    assert version_at_least("/usr/bin/agent", "1.0.0")
+    assert version_at_least("1.0.0", "")

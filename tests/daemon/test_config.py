@@ -186,3 +186,22 @@ def test_a_bad_login_server_url_names_the_file(tmp_path: Path) -> None:
     path = _login(tmp_path, {"server_url": "ftp://nope"})
     with pytest.raises(ConfigError, match=re.escape(str(path))):
         Settings.from_env({"HOME": str(tmp_path)})
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, {"opencode": 600, "gemini": 1800, "claude": 1800, "scripted": 1800}),
+        ({"MULTICA_AGENT_IDLE_WATCHDOG": "4s"}, {"opencode": 4, "gemini": 4}),
+        ({"MULTICA_GEMINI_IDLE_WATCHDOG": "5m"}, {"gemini": 300, "codex": 1800}),
+        ({"MULTICA_OPENCODE_IDLE_WATCHDOG": "0"}, {"opencode": 1800}),
+        ({"MULTICA_OPENCODE_IDLE_WATCHDOG": "2h"}, {"opencode": 1800}),
+        ({"MULTICA_AGENT_IDLE_WATCHDOG": "0"}, {"opencode": 0, "gemini": 0}),
+    ],
+)
+def test_backend_idle_window_narrows_the_global_one(
+    tmp_path: Path, env: dict[str, str], expected: dict[str, float]
+) -> None:
+    """A backend's own window only narrows the global one; its 0 is the global, global 0 off."""
+    s = Settings.from_env({"HOME": str(tmp_path), **env})
+    assert {name: s.idle_window(name) for name in expected} == expected

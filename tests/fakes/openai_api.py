@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from starlette.applications import Starlette
@@ -132,6 +132,11 @@ class FakeOpenAI:
         self._changed = anyio.Event()
         self.closing = anyio.Event()
 
+    @property
+    def started(self) -> float:
+        """When the fake started (monotonic): each request's `t` counts from here."""
+        return self._started
+
     def main_requests(self) -> list[ApiCall]:
         """The agent's own turns (each consumed one script step)."""
         return [r for r in self.requests if r.kind == "main"]
@@ -145,6 +150,21 @@ class FakeOpenAI:
         while len(self.main_requests()) < count:
             await self._changed.wait()
 
+    def call(self, request: Request, kind: str, **fields: Any) -> ApiCall:
+        """A log entry for `request`, numbered and timed."""
+        return ApiCall(
+            seq=len(self.requests) + 1,
+            t=round(time.monotonic() - self._started, 3),
+            method=request.method,
+            path=request.url.path,
+            kind=kind,
+            **fields,
+        )
+
+    def next_step(self) -> Step:
+        """The script's next step, or the default once it is used up."""
+        return self._script.popleft() if self._script else self._default
+
     def record(self, call: ApiCall) -> None:
         self.requests.append(call)
         self._changed.set()
@@ -156,13 +176,10 @@ class FakeOpenAI:
         except ValueError:
             body = {}
         inputs = body.get("input") or []
-        step = self._script.popleft() if self._script else self._default
-        call = ApiCall(
-            seq=len(self.requests) + 1,
-            t=round(time.monotonic() - self._started, 3),
-            method=request.method,
-            path=request.url.path,
-            kind="main",
+        step = self.next_step()
+        call = self.call(
+            request,
+            "main",
             action=type(step).__name__,
             model=str(body.get("model", "")),
             tools=[_tool_name(t) for t in body.get("tools") or []],
@@ -246,37 +263,32 @@ def _reasoning(text: str) -> dict[str, Any]:
     }
 
 
+def sse_data(payload: dict[str, Any]) -> bytes:
+    """One server-sent event carrying `payload`, without an event name."""
+    return f"data: {json.dumps(payload)}\n\n".encode()
+
+
 def _event(data: dict[str, Any]) -> bytes:
     return f"event: {data['type']}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 async def _other(request: Request) -> Response:
     fake: FakeOpenAI = request.app.state.fake
-    fake.record(
-        ApiCall(
-            seq=len(fake.requests) + 1,
-            t=round(time.monotonic() - fake._started, 3),
-            method=request.method,
-            path=request.url.path,
-            kind="other",
-        )
-    )
+    fake.record(fake.call(request, "other"))
     if request.url.path.endswith("/models"):
         return JSONResponse({"object": "list", "data": [], "models": []})
     return JSONResponse({})
 
 
+FakeT = TypeVar("FakeT", bound=FakeOpenAI)
+
+
 @contextlib.asynccontextmanager
-async def fake_openai(
-    script: Iterable[Step] = (), default: Step | None = None
-) -> AsyncIterator[FakeOpenAI]:
-    """Serve the fake on a loopback port; requests past the script get `default`."""
-    fake = FakeOpenAI(script, default or Answer())
-    routes = [
-        Route("/v1/responses", fake.responses, methods=["POST"]),
-        Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"]),
-    ]
-    app = Starlette(routes=routes)
+async def serve_fake(fake: FakeT, *routes: Route) -> AsyncIterator[FakeT]:
+    """Serve a scripted fake on a loopback port: its `routes`, and anything else logged and
+    answered harmlessly."""
+    catch_all = Route("/{path:path}", _other, methods=["GET", "POST", "PUT", "DELETE", "HEAD"])
+    app = Starlette(routes=[*routes, catch_all])
     app.state.fake = fake
     async with serve_app(app) as url:
         fake.url = url
@@ -284,6 +296,14 @@ async def fake_openai(
             yield fake
         finally:
             fake.closing.set()
+
+
+def fake_openai(
+    script: Iterable[Step] = (), default: Step | None = None
+) -> contextlib.AbstractAsyncContextManager[FakeOpenAI]:
+    """Serve the fake on a loopback port; requests past the script get `default`."""
+    fake = FakeOpenAI(script, default or Answer())
+    return serve_fake(fake, Route("/v1/responses", fake.responses, methods=["POST"]))
 
 
 def codex_home(path: Path, base_url: str) -> Path:

@@ -1,0 +1,156 @@
+"""The ACP backend: any agent CLI that speaks the Agent Client Protocol over stdio.
+
+    <path> <acp args> [<model flag> MODEL] [configured args] [task args]
+
+One client serves every such CLI; what differs between them is an `AcpAgent` table entry.
+The CLI starts in its own session (backends/process); `session.AcpSession` drives it through
+one prompt turn. Leaving the context before the turn is answered sends `session/cancel` and
+gives the agent a moment to stop cleanly, then kills the whole tree as for every backend —
+the agents run their shell tools in sessions of their own, which only the tree kill reaches.
+
+Instructions in the spec go first in the prompt, as a text block of their own: ACP has no
+system prompt. The daemon itself gives none (the runtime brief is in the work directory's
+`AGENTS.md`, or `GEMINI.md` for Gemini CLI). An MCP configuration in the spec becomes the
+session's `mcpServers`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from backends.acp.agent import AcpAgent
+from backends.acp.first_start import FirstStarts, data_dir
+from backends.acp.session import AcpSession, Turn
+from backends.agent_cli import AgentCli
+from backends.base import AgentRun, RunSpec
+from backends.process import ProcessRun, ProcessSpec, run_process
+
+log = logging.getLogger(__name__)
+
+CANCEL_WAIT = 1.0
+"""Seconds an agent gets to answer `session/cancel` before its tree is killed."""
+
+
+class AcpBackend(AgentCli):
+    """Runs one ACP agent CLI for a task: one session, one prompt turn."""
+
+    def __init__(
+        self,
+        agent: AcpAgent,
+        path: str = "",
+        args: Sequence[str] = (),
+        model: str = "",
+        *,
+        detect_env: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(path or agent.command, args, model, detect_env=detect_env)
+        self.agent = agent
+        self.name = agent.name
+        self.min_version = agent.min_version
+        self._first_starts = FirstStarts()
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context cancels the turn and kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        model = spec.model or self.model
+        servers = await mcp_servers(spec.mcp_config)
+        prompt = (spec.instructions, spec.prompt)
+        turn = Turn(prompt, str(spec.workdir), spec.resume_session_id, model, servers)
+        session = AcpSession(self.agent, turn)
+        process = ProcessSpec.for_run(
+            spec, self.argv(spec), self.env(spec), session.first_line(), keep_stdin_open=True
+        )
+        key = data_dir(process.env) if self.agent.first_start_alone else ""
+        async with (
+            self._first_starts.turn(key, session.opened) if key else nullcontext(),
+            run_process(process, session) as run,
+        ):
+            try:
+                yield run
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await _cancel(run, session, min(CANCEL_WAIT, spec.kill_grace / 2))
+
+    def argv(self, spec: RunSpec) -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        argv = [self.path, *self.agent.acp_args]
+        model = spec.model or self.model
+        if model and self.agent.model_flag:
+            argv += [self.agent.model_flag, model]
+        argv += self._filter(self.args)
+        argv += self._filter(spec.extra_args)
+        return argv
+
+    def env(self, spec: RunSpec) -> dict[str, str]:
+        """The task's environment plus what the CLI needs unattended, `PWD` the work dir."""
+        # Some CLIs (OpenCode) take PWD over their actual directory to find the project.
+        return {**spec.env, **self.agent.env, "PWD": str(spec.workdir)}
+
+    def _filter(self, args: Sequence[str]) -> list[str]:
+        kept = [a for a in args if a not in self.agent.acp_args]
+        if len(kept) != len(args):
+            log.warning(
+                "%s: ignoring %s in the arguments (always given)", self.name, self.agent.acp_args
+            )
+        return kept
+
+
+async def _cancel(run: ProcessRun, session: AcpSession, wait: float) -> None:
+    """Ask the agent to stop a running turn, and wait (bounded) for its answer."""
+    line = session.cancel_line()
+    if line is None:
+        return
+    try:
+        await run.write_line(line)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        return  # its stdin is gone: only the kill is left
+    with anyio.move_on_after(wait):
+        await session.answered.wait()
+
+
+async def mcp_servers(config: Path | None) -> list[dict[str, Any]]:
+    """The MCP servers of a Claude-style config file as ACP's `mcpServers` list."""
+    if config is None:
+        return []
+    try:
+        raw = json.loads(await anyio.Path(config).read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("acp: cannot read MCP config %s: %s", config, exc)
+        return []
+    servers = raw.get("mcpServers") if isinstance(raw, dict) else None
+    out: list[dict[str, Any]] = []
+    for name, server in (servers or {}).items():
+        if not isinstance(server, dict):
+            continue
+        if isinstance(server.get("url"), str):
+            kind = "sse" if server.get("type") == "sse" else "http"
+            headers = server.get("headers") or {}
+            out.append(
+                {
+                    "type": kind,
+                    "name": name,
+                    "url": server["url"],
+                    "headers": [{"name": k, "value": str(v)} for k, v in headers.items()],
+                }
+            )
+        elif isinstance(server.get("command"), str):
+            env = server.get("env") or {}
+            out.append(
+                {
+                    "name": name,
+                    "command": server["command"],
+                    "args": [str(a) for a in server.get("args") or []],
+                    "env": [{"name": k, "value": str(v)} for k, v in env.items()],
+                }
+            )
+    return out

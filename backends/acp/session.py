@@ -1,0 +1,290 @@
+"""One ACP run as a line parser: the handshake, the session, the prompt, and its answer.
+
+    → initialize                     (our first line, written at spawn)
+    ← answer: the agent's capabilities
+    → session/new                    or, given a session to resume, session/resume when the
+                                     agent offers it, else session/load when it offers that
+    ← answer: the session id         (a refused resume/load: a fresh session/new, said so)
+    → session/set_model              a model the CLI takes no flag for (or the model config
+                                     option, session/set_config_option, where offered)
+    → session/prompt
+    ← session/update notifications   → messages (`updates.SessionUpdates`)
+    ← session/request_permission     answered at once with the allow option
+    ← answer: the stop reason        → the result; stdin is closed and the agent exits
+
+Every request the agent makes is answered at once (`requests`), so it never waits on a
+headless daemon; a granted permission starts the call it was asked for.
+Updates before the prompt is sent (a loaded session replaying its history) are dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+
+from backends.acp import rpc
+from backends.acp.agent import AcpAgent
+from backends.acp.requests import answer_request
+from backends.acp.updates import SessionUpdates
+from backends.acp.usage import turn_usage
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.json_lines import ended_early, str_field
+from backends.resume import fresh_session_notice
+
+log = logging.getLogger(__name__)
+
+PROTOCOL_VERSION = 1
+_CLIENT = {"name": "agent-daemon", "version": "1"}
+_MODEL_SWITCHES = ("session/set_model", "session/set_config_option")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one run asks of the agent: the prompt, where, and which session and model."""
+
+    prompt: Sequence[str]
+    """Text blocks, in order (empty ones are left out)."""
+    cwd: str
+    resume: str = ""
+    model: str = ""
+    mcp_servers: Sequence[Mapping[str, Any]] = ()
+
+
+class AcpSession:
+    """A `LineParser` that drives one agent (its table entry) through one prompt turn."""
+
+    def __init__(self, agent: AcpAgent, turn: Turn) -> None:
+        self.label = agent.label
+        self.provider = agent.provider
+        self.resume = turn.resume
+        self.model = turn.model
+        self.session_id = ""
+        self.opened = anyio.Event()
+        self.answered = anyio.Event()
+        self.prompting = False
+        self._prompt = [{"type": "text", "text": text} for text in turn.prompt if text]
+        self._cwd = turn.cwd
+        self._set_model = not agent.model_flag
+        self._resumes = agent.resumes
+        self._mcp = list(turn.mcp_servers)
+        self._capabilities: dict[str, Any] = {}
+        self._pending: dict[int, str] = {}
+        self._next_id = 0
+        self._updates = SessionUpdates(pending_runs=agent.pending_runs)
+        self._result: RunResult | None = None
+        self._held: list[Message] = []
+        self._speaking = False
+
+    def first_line(self) -> bytes:
+        """The `initialize` request, written to stdin when the agent starts."""
+        return self._request(
+            "initialize",
+            {
+                "protocolVersion": PROTOCOL_VERSION,
+                "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}},
+                "clientInfo": _CLIENT,
+            },
+        )
+
+    def cancel_line(self) -> bytes | None:
+        """`session/cancel` while the prompt runs, else None (nothing to cancel)."""
+        if not self.prompting or self.answered.is_set():
+            return None
+        return rpc.notification("session/cancel", {"sessionId": self.session_id})
+
+    def feed(self, line: str) -> ParseStep:
+        """Handle one line from the agent: answers, its requests, its notifications.
+
+        The status messages of the handshake (the session, a fresh one instead of the one to
+        resume) are held until the agent says something of its own in the turn: answering
+        our handshake is not output, and a CLI may think for many seconds before its first
+        model call, which the daemon's first-output budget, not its idle window, is for."""
+        step = self._handle(line)
+        if not self._speaking:
+            if any(m.type is not MessageType.STATUS for m in step.messages):
+                step.messages[:0] = self._held
+                self._held, self._speaking = [], True
+            else:
+                self._held += step.messages
+                step.messages = []
+        return step
+
+    def _handle(self, line: str) -> ParseStep:
+        if not line.strip():
+            return ParseStep()
+        frame = rpc.read_frame(line)
+        if frame is None:
+            return ParseStep(invalid=True)
+        if frame.kind == "answer":
+            return self._on_answer(frame)
+        if frame.kind == "request":
+            return self._on_request(frame)
+        if frame.method == "session/update" and self.prompting:
+            update = frame.params.get("update")
+            if isinstance(update, dict):
+                return ParseStep(messages=self._updates.apply(update))
+            return ParseStep(invalid=True)
+        return ParseStep()
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """The turn's result; an agent that stopped before answering the prompt failed."""
+        if self._result is not None:
+            return replace(self._result, exit_code=exit_code)
+        what = "answering its prompt" if self.prompting else "starting its session"
+        return ended_early(
+            self.label, what, exit_code, stderr_tail, self._updates.answer(), self.session_id
+        )
+
+    def _request(self, method: str, params: dict[str, Any]) -> bytes:
+        request_id = self._next_id
+        self._next_id += 1
+        self._pending[request_id] = method
+        return rpc.request(request_id, method, params)
+
+    def _on_answer(self, frame: rpc.Frame) -> ParseStep:
+        method = self._pending.pop(frame.id, "") if isinstance(frame.id, int) else ""
+        result = frame.result if isinstance(frame.result, dict) else {}
+        if method == "initialize":
+            if frame.error is not None:
+                return self._fail(f"initialize failed: {rpc.describe_error(frame.error)}")
+            capabilities = result.get("agentCapabilities")
+            self._capabilities = capabilities if isinstance(capabilities, dict) else {}
+            return self._open()
+        if method in ("session/resume", "session/load"):
+            if frame.error is not None:
+                log.warning(
+                    "%s: %s of session %s refused: %s; starting a fresh session",
+                    self.label,
+                    method,
+                    self.resume,
+                    rpc.describe_error(frame.error),
+                )
+                return self._new_session(self._not_found())
+            self.session_id = str_field(result.get("sessionId")) or self.resume
+            return self._opened(result)
+        if method == "session/new":
+            if frame.error is not None:
+                return self._fail(f"session/new failed: {rpc.describe_error(frame.error)}")
+            self.session_id = str_field(result.get("sessionId"))
+            if not self.session_id:
+                return self._fail("session/new answered without a session id")
+            return self._opened(result)
+        if method in _MODEL_SWITCHES:
+            if frame.error is not None:
+                error = rpc.describe_error(frame.error)
+                return self._fail(f"could not switch to model {self.model!r}: {error}")
+            return self._send_prompt()
+        if method == "session/prompt":
+            return self._on_prompt_answer(frame, result)
+        return ParseStep()
+
+    def _open(self) -> ParseStep:
+        if not self.resume:
+            return self._new_session()
+        sessions = self._capabilities.get("sessionCapabilities")
+        base = {"sessionId": self.resume, "cwd": self._cwd, "mcpServers": self._mcp}
+        if self._resumes and isinstance(sessions, dict) and "resume" in sessions:
+            return ParseStep(replies=[self._request("session/resume", base)])
+        if self._resumes and self._capabilities.get("loadSession") is True:
+            return ParseStep(replies=[self._request("session/load", base)])
+        text = f"{self.label} cannot resume session {self.resume}; started a fresh session instead."
+        return self._new_session([Message(MessageType.STATUS, content=text)])
+
+    def _new_session(self, notice: list[Message] | None = None) -> ParseStep:
+        params = {"cwd": self._cwd, "mcpServers": self._mcp}
+        return ParseStep(messages=notice or [], replies=[self._request("session/new", params)])
+
+    def _not_found(self) -> list[Message]:
+        return [Message(MessageType.STATUS, content=fresh_session_notice(self.resume))]
+
+    def _opened(self, result: Mapping[str, Any]) -> ParseStep:
+        self.opened.set()
+        requested, self.model = self.model, self.model or _current_model(result)
+        status = Message(
+            MessageType.STATUS,
+            content=f"{self.label} session {self.session_id}",
+            session_id=self.session_id,
+        )
+        if self._set_model and requested and requested != _current_model(result):
+            method, params = _model_switch(result, self.session_id, requested)
+            return ParseStep(messages=[status], replies=[self._request(method, params)])
+        step = self._send_prompt()
+        step.messages.insert(0, status)
+        return step
+
+    def _send_prompt(self) -> ParseStep:
+        self.prompting = True
+        params = {"sessionId": self.session_id, "prompt": self._prompt}
+        return ParseStep(replies=[self._request("session/prompt", params)])
+
+    def _on_prompt_answer(self, frame: rpc.Frame, result: Mapping[str, Any]) -> ParseStep:
+        messages = self._updates.flush()
+        answer = self._updates.answer()
+        usage = turn_usage(result, self.provider, self.model or "unknown")
+        reason = str_field(result.get("stopReason"))
+        error = ""
+        if frame.error is not None:
+            error = f"session/prompt failed: {rpc.describe_error(frame.error)}"
+        elif reason == "cancelled":
+            error = f"{self.label} cancelled the turn"
+        elif reason == "refusal" and not answer:
+            error = f"{self.label} refused the prompt"
+        elif reason not in ("", "end_turn"):
+            messages.append(Message(MessageType.STATUS, content=f"{self.label} stopped: {reason}"))
+        self._result = RunResult(
+            RunStatus.FAILED if error else RunStatus.COMPLETED,
+            output=answer,
+            error=error,
+            session_id=self.session_id,
+            usage=usage,
+        )
+        messages.append(
+            Message(
+                MessageType.RESULT,
+                content=error or answer,
+                output=answer,
+                session_id=self.session_id,
+                is_error=bool(error),
+                usage=usage,
+            )
+        )
+        self.answered.set()
+        return ParseStep(messages=messages, close_stdin=True)
+
+    def _on_request(self, frame: rpc.Frame) -> ParseStep:
+        reply = answer_request(frame, self.label)
+        granted = [] if reply.granted is None else self._updates.granted(reply.granted)
+        return ParseStep(messages=granted, replies=[reply.line])
+
+    def _fail(self, error: str) -> ParseStep:
+        self._result = RunResult(RunStatus.FAILED, error=error, session_id=self.session_id)
+        self.answered.set()
+        message = Message(MessageType.RESULT, content=error, is_error=True)
+        return ParseStep(messages=[message], close_stdin=True)
+
+
+def _model_switch(
+    result: Mapping[str, Any], session_id: str, model: str
+) -> tuple[str, dict[str, Any]]:
+    """How this agent switches a session's model: a `model` config option when it offers
+    one (OpenCode), else `session/set_model`."""
+    for option in result.get("configOptions") or []:
+        if isinstance(option, dict) and option.get("id") == "model":
+            params = {"sessionId": session_id, "configId": "model", "value": model}
+            return "session/set_config_option", params
+    return "session/set_model", {"sessionId": session_id, "modelId": model}
+
+
+def _current_model(result: Mapping[str, Any]) -> str:
+    """The model a new session runs on, where the agent says (`models` or a config option)."""
+    models = result.get("models")
+    if isinstance(models, dict) and str_field(models.get("currentModelId")):
+        return str_field(models.get("currentModelId"))
+    for option in result.get("configOptions") or []:
+        if isinstance(option, dict) and option.get("id") == "model":
+            return str_field(option.get("currentValue"))
+    return ""

@@ -1,0 +1,29 @@
+"""Gemini CLI (`@google/gemini-cli` on npm) through the ACP backend: `gemini --acp --skip-trust`.
+
+`--acp` replaced `--experimental-acp` (still accepted, deprecated) in the versions this
+backend needs. `--skip-trust` trusts the work directory, which the daemon made for the task:
+in a folder it does not trust the CLI ignores the GEMINI.md there, the runtime brief. The
+model is the CLI's `--model` flag. Gemini asks permission for every shell
+command; the backend grants it once per call, which is also when the call starts running
+(the CLI sends no `in_progress` for it).
+
+Sessions are not resumed although the CLI offers `session/load`: in 0.61.0 the load of a
+session its previous run saved answered "No previous sessions found for this project" more
+often than not, and when it did load, it replayed the old answer after its own answer, where
+it ran into the new turn's text. A task that names a session starts a fresh one, and says so.
+"""
+
+from __future__ import annotations
+
+from backends.acp import AcpAgent
+
+GEMINI = AcpAgent(
+    name="gemini",
+    label="Gemini CLI",
+    command="gemini",
+    acp_args=("--acp", "--skip-trust"),
+    min_version="0.61.0",
+    provider="google",
+    model_flag="--model",
+    resumes=False,
+)

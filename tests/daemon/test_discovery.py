@@ -1,0 +1,54 @@
+"""Which backends discovery offers: a CLI older than its backend needs is left out, saying so."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from backends.acp import AcpBackend
+from backends.gemini import GEMINI
+from daemon.cli.discovery import candidates, detect
+from daemon.config import Settings
+
+pytestmark = pytest.mark.anyio
+
+
+def fake_cli(folder: Path, version: str) -> str:
+    """An executable that answers `--version` like the real CLI does."""
+    path = folder / f"gemini-{version}"
+    path.write_text(f"#!/bin/sh\necho {version}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+async def test_old_cli_is_refused_with_one_line_naming_both_versions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A CLI below the backend's minimum is not offered; the log names found and needed."""
+    agent = replace(GEMINI, min_version="0.61.0")
+    old = AcpBackend(agent, fake_cli(tmp_path, "0.60.2"))
+    with caplog.at_level(logging.WARNING, logger="daemon.cli.discovery"):
+        assert await detect([old]) == {}
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "daemon.cli.discovery"]
+    assert line == "backend gemini: version 0.60.2 found, 0.61.0 or newer needed; not used"
+
+
+async def test_cli_at_the_minimum_is_offered(tmp_path: Path) -> None:
+    """A CLI at (or past) the backend's minimum is offered with its version."""
+    backend = AcpBackend(GEMINI, fake_cli(tmp_path, GEMINI.min_version))
+    assert await detect([backend]) == {"gemini": GEMINI.min_version}
+
+
+def test_acp_agents_are_candidates_under_multica_names(tmp_path: Path) -> None:
+    """OpenCode, Gemini CLI and Hermes are offered under their runtime types, as configured."""
+    settings = Settings.from_env(
+        {"HOME": str(tmp_path), "MULTICA_OPENCODE_PATH": "/opt/oc", "MULTICA_GEMINI_ARGS": "-d"}
+    )
+    found = {b.name: b for b in candidates(settings)}
+    assert {"opencode", "gemini", "hermes"} <= set(found)
+    opencode, gemini = found["opencode"], found["gemini"]
+    assert isinstance(opencode, AcpBackend) and opencode.path == "/opt/oc"
+    assert isinstance(gemini, AcpBackend) and gemini.args == ("-d",)

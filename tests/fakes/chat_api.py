@@ -1,0 +1,203 @@
+"""A scriptable fake of the OpenAI Chat Completions API, for OpenCode run offline.
+
+OpenCode reaches it through an `@ai-sdk/openai-compatible` provider whose `baseURL` is this
+server (`opencode_config`). Each streamed `POST /v1/chat/completions` that offers tools (the
+agent's own turns) takes the next step of the script — the steps of the Responses fake:
+`Answer`, `Shell` (a call of the `bash` tool), `Stall` (`no-bytes`, or `first-chunk`: one text
+chunk, then nothing) and `ApiError`. A request without tools (the session title) gets a short
+answer and is logged as a side request.
+
+    async with fake_chat([Shell("sleep 3"), Answer("done")]) as api:
+        env = opencode_env(tmp_path, api.url)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tests.fakes.openai_api import (
+    Answer,
+    ApiError,
+    FakeOpenAI,
+    Shell,
+    Stall,
+    Step,
+    serve_fake,
+    sse_data,
+)
+
+MODEL = "fake-chat"
+PROVIDER = "fake"
+USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
+
+__all__ = ["MODEL", "USAGE", "Answer", "ApiError", "FakeChat", "Shell", "Stall", "fake_chat"]
+
+
+class FakeChat(FakeOpenAI):
+    """The fake's state (script, request log, URL), answering Chat Completions."""
+
+    async def chat(self, request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            body = {}
+        messages = body.get("messages") or []
+        main = bool(body.get("tools"))
+        step: Step = self.next_step() if main else Answer("Fake title")
+        self.record(
+            self.call(
+                request,
+                "main" if main else "side",
+                action=type(step).__name__,
+                model=str(body.get("model", "")),
+                tools=[str((t.get("function") or {}).get("name")) for t in body.get("tools") or []],
+                n_inputs=len(messages),
+                n_tool_outputs=sum(
+                    isinstance(m, dict) and m.get("role") == "tool" for m in messages
+                ),
+                body=body,
+            )
+        )
+        if isinstance(step, ApiError):
+            error = {"message": step.message, "type": "server_error", "code": None}
+            return JSONResponse({"error": error}, status_code=step.status)
+        if isinstance(step, Stall) and step.when == "no-bytes":
+            await self.closing.wait()
+            return Response(status_code=503)
+        return StreamingResponse(self._chunks(step), media_type="text/event-stream")
+
+    async def _chunks(self, step: Step) -> AsyncIterator[bytes]:
+        chunk_id = "chatcmpl-" + uuid.uuid4().hex[:20]
+        if isinstance(step, Stall):
+            yield _chunk(chunk_id, {"role": "assistant", "content": "Working on it"})
+            await self.closing.wait()
+            return
+        if isinstance(step, Answer):
+            if step.reasoning:
+                yield _chunk(chunk_id, {"role": "assistant", "reasoning_content": step.reasoning})
+            yield _chunk(chunk_id, {"role": "assistant", "content": step.text})
+            finish = "stop"
+        else:
+            assert isinstance(step, Shell)
+            call = {
+                "index": 0,
+                "id": "call_" + uuid.uuid4().hex[:20],
+                "type": "function",
+                "function": {
+                    "name": "bash",
+                    "arguments": json.dumps(
+                        {"command": step.command, "description": "Run the scripted command"}
+                    ),
+                },
+            }
+            yield _chunk(chunk_id, {"role": "assistant", "tool_calls": [call]})
+            finish = "tool_calls"
+        yield _chunk(chunk_id, {}, finish)
+        usage = {
+            "prompt_tokens": USAGE["prompt_tokens"],
+            "completion_tokens": USAGE["completion_tokens"],
+            "total_tokens": USAGE["prompt_tokens"] + USAGE["completion_tokens"],
+            "prompt_tokens_details": {"cached_tokens": USAGE["cached_tokens"]},
+        }
+        yield sse_data(
+            {
+                "id": chunk_id,
+                "object": "chat.completion.chunk",
+                "model": MODEL,
+                "created": int(time.time()),
+                "choices": [],
+                "usage": usage,
+            }
+        )
+        yield b"data: [DONE]\n\n"
+
+
+def _chunk(chunk_id: str, delta: dict[str, Any], finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return sse_data(
+        {
+            "id": chunk_id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": MODEL,
+            "choices": [choice],
+        }
+    )
+
+
+def fake_chat(
+    script: Iterable[Step] = (), default: Step | None = None
+) -> AbstractAsyncContextManager[FakeChat]:
+    """Serve the fake on a loopback port; requests past the script get `default`."""
+    fake = FakeChat(script, default or Answer())
+    return serve_fake(fake, Route("/v1/chat/completions", fake.chat, methods=["POST"]))
+
+
+def opencode_config(path: Path, base_url: str) -> Path:
+    """An OpenCode config file whose only model is the fake, at `base_url`."""
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            PROVIDER: {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Fake",
+                "options": {"baseURL": f"{base_url}/v1", "apiKey": "sk-fake-key-for-tests"},
+                "models": {MODEL: {"name": "Fake chat model"}},
+            }
+        },
+        "model": f"{PROVIDER}/{MODEL}",
+        "small_model": f"{PROVIDER}/{MODEL}",
+        "autoupdate": False,
+        "share": "disabled",
+        # No git snapshot of the work directory before and after every step: seconds of
+        # silence between steps on a loaded machine, and the tests never undo a step.
+        "snapshot": False,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(config, indent=2))
+    return path
+
+
+def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for OpenCode with a fresh HOME under `root`, its model the fake.
+
+    OpenCode installs `@opencode-ai/plugin` into its config directory, in the background, at
+    every start whose lock file does not list it; the config directory here has a lock that
+    does, so it never tries (and npm is offline should a later version try anyway)."""
+    home = root / "home"
+    config_dir = home / ".config" / "opencode"
+    (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
+    lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
+    (config_dir / "package-lock.json").write_text(json.dumps(lock))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "OPENCODE_CONFIG": str(opencode_config(root / "opencode.json", base_url)),
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        # Features the tests do not use, whose start-up work (indexing the work directory's
+        # files, scanning ~/.claude, external skills, plugins, a file watcher) took seconds
+        # before the first model call on a loaded machine (the index alone 4 s): long enough
+        # to look idle to a 4 s watchdog.
+        "OPENCODE_DISABLE_FFF": "1",
+        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
+        "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
+        "npm_config_offline": "true",
+    }
+    env.update(extra)
+    return env
