@@ -83,48 +83,41 @@ def baseline(agent: Path, n: int) -> float:
 @asynccontextmanager
 async def server_process(home: Path) -> AsyncIterator[str]:
     """`agent-daemon server` in its own process (as a separate server would be); its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     env = {
         **os.environ,
         "HOME": str(home),
         "MULTICA_DAEMON_STATE_DIR": str(home / "srv"),
         "MULTICA_DAEMON_TOKEN": TOKEN,
     }
-    argv = [sys.executable, "-m", "daemon", "server", "--listen", f"127.0.0.1:{port}"]
-    proc = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL)
+    async with _serving(["-m", "daemon", "server", "--listen"], env, "/api/tasks") as url:
+        yield url
+
+
+@asynccontextmanager
+async def multica_process() -> AsyncIterator[str]:
+    """The Multica-faithful fake in its own process (no dedupe, no `X-Task-Status`)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    async with _serving(["-m", "tests.benchmarks.multica_process"], env, "/bench/runtimes") as url:
+        yield url
+
+
+@asynccontextmanager
+async def _serving(args: list[str], env: dict[str, str], path: str) -> AsyncIterator[str]:
+    """`python ARGS 127.0.0.1:PORT` (or `... PORT`) once `path` answers; its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    where = f"127.0.0.1:{port}" if args[-1] == "--listen" else str(port)
+    proc = await anyio.open_process(
+        [sys.executable, *args, where], env=env, stdout=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         async with server_client(url) as http:
             with anyio.fail_after(30):
                 while True:
                     try:
-                        await http.get("/api/tasks")
-                        break
-                    except httpx.TransportError:
-                        await anyio.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        await proc.wait()
-
-
-@asynccontextmanager
-async def multica_process() -> AsyncIterator[str]:
-    """The Multica-faithful fake in its own process (no dedupe, no `X-Task-Status`)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    argv = [sys.executable, "-m", "tests.benchmarks.multica_process", str(port)]
-    proc = await anyio.open_process(argv, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient(base_url=url) as http:
-            with anyio.fail_after(30):
-                while True:
-                    try:
-                        await http.get("/bench/runtimes")
+                        await http.get(path)
                         break
                     except httpx.TransportError:
                         await anyio.sleep(0.1)
