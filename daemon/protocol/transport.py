@@ -1,9 +1,9 @@
 """The HTTP transport under the daemon's httpx client: aiohttp's connection pool and parser.
 
-httpx's own transport (httpcore) cost the daemon about 1.3 ms of CPU per request on this
-project's 2-core test machine, most of the daemon's work at Multica's pace (every running
-task's transcript each 500 ms, its status each 5 s). aiohttp's C parser and pool do the same
-request in about 0.5 ms. The daemon keeps httpx's API — its client, errors, timeouts and test
+httpx's own transport (httpcore) cost the daemon about 1 ms of CPU per transcript batch on
+this project's 2-core test machine, most of the daemon's work at Multica's pace (every running
+task's transcript each 500 ms, its status each 5 s). Through aiohttp's C parser and pool the
+same batch costs about 0.45 ms. The daemon keeps httpx's API — its client, errors, timeouts and test
 transports (`httpx.MockTransport`, respx) — and only the bytes go through aiohttp.
 
 aiohttp's errors are mapped onto httpx's so that the caller (caller.py) can still tell a
