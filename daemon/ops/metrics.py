@@ -107,6 +107,12 @@ class Metrics:
             "Tasks whose report, transcript rest or usage waits in the durable outbox",
             registry=r,
         )
+        self.transcript_interval = Gauge(
+            f"{p}transcript_interval_seconds",
+            "Seconds between a running task's transcript batches (0.5 unless more than 400 "
+            "tasks run)",
+            registry=r,
+        )
         self.heartbeat_age = Gauge(
             f"{p}last_message_age_seconds",
             "Seconds since the most recent agent message across running tasks",

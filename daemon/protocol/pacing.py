@@ -1,41 +1,67 @@
-"""How often each running task talks to the server: less often per task as more tasks run.
+"""How often each running task talks to the server: at Multica's pace, with a safety valve.
 
-Every running task sends its transcript and asks for its status on its own schedule, so the
-daemon's request rate grew with the number of tasks: 200 agents cost hundreds of requests a
-second, nearly all of the daemon's CPU and most of a small server's. Each interval below is the
-configured one until the running tasks together would exceed a budget of requests a second;
-past that it stretches, so a batch carries more messages instead of more batches being sent.
+Multica's own daemon sends each task's transcript every 500 ms and polls each task's status at
+its interval (5 s) however many tasks run, and so does this one up to 400 running tasks (twice
+the load it is measured at: 200 agents, each request about half a millisecond of the daemon's
+CPU). Past that the intervals stretch so that all tasks together stay within a budget of
+requests a second — a batch then carries more messages instead of more batches going out.
+The valve says in the log when it opens and closes, and the transcript interval is the gauge
+`agent_daemon_transcript_interval_seconds`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-TRANSCRIPT_EVERY = 0.5
-"""Seconds between a task's transcript batches while few tasks run."""
-TRANSCRIPT_BUDGET = 5.0
-"""Transcript batches a second, all running tasks together, before the interval stretches.
+from daemon.ops.metrics import Metrics
 
-Each batch is an HTTP request, about a millisecond and a half of the daemon's CPU whatever it
-carries: at 20 agents printing 10 lines a second, 10 batches a second were a quarter of the
-daemon's work, 5 (a batch every 4 s per task) bring it from about 7.5 % of a core to 5-6 %."""
-STATUS_BUDGET = 10.0
-"""Status polls a second, all running tasks together, before the interval stretches."""
+log = logging.getLogger(__name__)
+
+TRANSCRIPT_EVERY = 0.5
+"""Seconds between a task's transcript batches (Multica's daemon: 500 ms)."""
+TRANSCRIPT_BUDGET = 800.0
+"""Transcript batches a second, all running tasks together, past which the interval stretches
+(above 400 running tasks)."""
+STATUS_BUDGET = 80.0
+"""Status polls a second, all running tasks together, past which the interval stretches
+(above 400 running tasks at the default 5 s)."""
 
 
 class Pacing:
-    """Per-task request intervals that keep the daemon's total request rate bounded."""
+    """Per-task request intervals: the configured ones, stretched only past the valve."""
 
-    def __init__(self, running: Callable[[], int] = lambda: 1) -> None:
+    def __init__(
+        self, running: Callable[[], int] = lambda: 1, metrics: Metrics | None = None
+    ) -> None:
         self._running = running
+        self._metrics = metrics
+        self._stretched = False
+        if metrics is not None:
+            metrics.transcript_interval.set(TRANSCRIPT_EVERY)
 
     def transcript_interval(self) -> float:
-        """Seconds until a task's next transcript batch (0.5 s up to 2 running tasks)."""
-        return self._stretch(TRANSCRIPT_EVERY, TRANSCRIPT_BUDGET)
+        """Seconds until a task's next transcript batch (0.5 s up to 400 running tasks)."""
+        running = self._running()
+        interval = max(TRANSCRIPT_EVERY, running / TRANSCRIPT_BUDGET)
+        stretched = interval > TRANSCRIPT_EVERY
+        changed, self._stretched = stretched != self._stretched, stretched
+        if self._metrics is not None and (stretched or changed):
+            self._metrics.transcript_interval.set(interval)
+        if changed:
+            if stretched:
+                log.warning(
+                    "%d tasks running: transcript batches every %.2fs instead of %.1fs "
+                    "(at most %.0f a second in all)",
+                    running,
+                    interval,
+                    TRANSCRIPT_EVERY,
+                    TRANSCRIPT_BUDGET,
+                )
+            else:
+                log.warning("transcript batches every %.1fs again", TRANSCRIPT_EVERY)
+        return interval
 
     def status_interval(self, every: float) -> float:
-        """Seconds until a task's next status poll: `every`, or longer under load."""
-        return self._stretch(every, STATUS_BUDGET)
-
-    def _stretch(self, every: float, budget: float) -> float:
-        return max(every, self._running() / budget)
+        """Seconds until a task's next status poll: `every`, longer only past the valve."""
+        return max(every, self._running() / STATUS_BUDGET)

@@ -21,8 +21,10 @@ from itertools import islice
 from typing import Any
 
 import anyio
+from anyio.lowlevel import checkpoint_if_cancelled
 
 from backends.base import Message, MessageType
+from daemon.errors import TransientServerError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -30,6 +32,7 @@ from daemon.protocol.batches import (
     BATCH_MESSAGES,
     ENTRY_OVERHEAD,
     QUEUE_FULL,
+    Sent,
     batch_end,
     send_batch,
 )
@@ -50,6 +53,9 @@ __all__ = ["CLOSE_RETRY", "TOOL_OUTPUT_CAP", "Transcript", "TranscriptLimits"]
 
 CLOSE_RETRY = RetryPolicy((1.0,), max_tries=0, growth=1.0, jitter=0.0)
 """The final flush tries again every second until its deadline."""
+IN_FLIGHT = 30.0
+"""Seconds a batch on its way may still take once its run was cancelled: as long as the final
+flush may take (daemon/task/reporter.py `TRANSCRIPT_CLOSE`)."""
 _SENT_TYPES = frozenset(
     {
         MessageType.TEXT,
@@ -176,7 +182,7 @@ class Transcript:
             while self._queue and not self.gone:
                 count = batch_end((size for _, size in self._queue), self._batch_size)
                 batch = [entry for entry, _ in islice(self._queue, count)]
-                sent = await send_batch(self._client, self._task_id, batch, self._metrics)
+                sent = await self._send(batch)
                 if sent.status is not None and self._told is not None:
                     self._told(sent.status)
                 if sent.handled:
@@ -198,6 +204,24 @@ class Transcript:
                     )
                     return False
             return not self._queue
+
+    async def _send(self, batch: list[dict[str, Any]]) -> Sent:
+        """Send one batch; once on its way, the run's end does not cut it.
+
+        Multica stores every batch it reads (no `(task, seq)` dedupe): a batch cut after the
+        server read it, when the agent exits or the server cancels the task, would be sent
+        again by the final flush and stored twice. So the send is shielded, bounded by its own
+        deadline, the caller's (the final flush's) and a stopping daemon's allowance; a batch
+        cut by one of those stays queued, as after a transient failure.
+        """
+        await checkpoint_if_cancelled()  # cancelled before it started: nothing is on its way
+        deadline = min(anyio.current_effective_deadline(), anyio.current_time() + IN_FLIGHT)
+        with (
+            anyio.CancelScope(shield=True, deadline=deadline) as scope,
+            self._budget.bounding(scope, TRANSCRIPT_FLUSH),
+        ):
+            return await send_batch(self._client, self._task_id, batch, self._metrics)
+        return Sent(error=TransientServerError("messages", "cut at its deadline"))
 
     def _forget(self, through: int) -> None:
         """Forget the messages up to `seq` `through`, which the server took or were given up."""

@@ -116,7 +116,7 @@ class Worker:
             reach=reach,
             records=AgentRecords(settings.state_dir / "agents"),
             processes=ProcessRegistry(),
-            pacing=Pacing(lambda: len(self.runs)),
+            pacing=Pacing(lambda: len(self.runs), metrics),
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
         )

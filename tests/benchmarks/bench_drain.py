@@ -7,7 +7,9 @@ lines from a pipe and parses them with `json.loads`. Prints messages/s for both,
 and how many messages the server stored (must equal what was sent).
 Two runs: with the embedded server in the daemon's process, answering it through the app with
 no socket (what `agent-daemon run` does by default), and with the server in its own process
-over loopback HTTP (as against a real server). Targets: ≥ 20,000
+over loopback HTTP (as against a real server), and with the Multica-faithful fake in its own
+process (`multica_process.py`: it stores each batch as sent, so a duplicate would show).
+Targets: ≥ 20,000
 messages/s and ≥ 0.3 of the baseline, zero lost.
 """
 
@@ -28,6 +30,7 @@ import anyio
 import httpx
 
 from daemon.server.in_process import InProcess
+from tests.benchmarks.processes import ROOT
 from tests.helpers import TOKEN, embedded_server, running_daemon, server_client
 
 AGENT = r"""
@@ -80,24 +83,41 @@ def baseline(agent: Path, n: int) -> float:
 @asynccontextmanager
 async def server_process(home: Path) -> AsyncIterator[str]:
     """`agent-daemon server` in its own process (as a separate server would be); its URL."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     env = {
         **os.environ,
         "HOME": str(home),
         "MULTICA_DAEMON_STATE_DIR": str(home / "srv"),
         "MULTICA_DAEMON_TOKEN": TOKEN,
     }
-    argv = [sys.executable, "-m", "daemon", "server", "--listen", f"127.0.0.1:{port}"]
-    proc = await anyio.open_process(argv, env=env, stdout=subprocess.DEVNULL)
+    async with _serving(["-m", "daemon", "server", "--listen"], env, "/api/tasks") as url:
+        yield url
+
+
+@asynccontextmanager
+async def multica_process() -> AsyncIterator[str]:
+    """The Multica-faithful fake in its own process (no dedupe, no `X-Task-Status`)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    async with _serving(["-m", "tests.benchmarks.multica_process"], env, "/bench/runtimes") as url:
+        yield url
+
+
+@asynccontextmanager
+async def _serving(args: list[str], env: dict[str, str], path: str) -> AsyncIterator[str]:
+    """`python ARGS 127.0.0.1:PORT` (or `... PORT`) once `path` answers; its URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    where = f"127.0.0.1:{port}" if args[-1] == "--listen" else str(port)
+    proc = await anyio.open_process(
+        [sys.executable, *args, where], env=env, stdout=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         async with server_client(url) as http:
             with anyio.fail_after(30):
                 while True:
                     try:
-                        await http.get("/api/tasks")
+                        await http.get(path)
                         break
                     except httpx.TransportError:
                         await anyio.sleep(0.1)
@@ -105,6 +125,40 @@ async def server_process(home: Path) -> AsyncIterator[str]:
     finally:
         proc.terminate()
         await proc.wait()
+
+
+async def through_multica(agent: Path, n: int, home: Path) -> tuple[float, int]:
+    """Messages/s from queueing to the completed report against the Multica-faithful fake,
+    and how many distinct seqs it stored (it keeps duplicates: they would show as more)."""
+    async with (
+        multica_process() as url,
+        httpx.AsyncClient(base_url=url, timeout=120) as http,
+        running_daemon(
+            home,
+            url,
+            MULTICA_COMMAND_PATH=sys.executable,
+            MULTICA_COMMAND_ARGS=f"{agent} {n}",
+            MULTICA_AGENT_IDLE_WATCHDOG="30m",
+        ),
+    ):
+        with anyio.fail_after(30):
+            while True:  # both runtimes (scripted and command) registered
+                if (await http.get("/bench/runtimes")).json() >= 2:
+                    break
+                await anyio.sleep(0.1)
+        started = time.perf_counter()
+        body = {"count": 1, "message": "go", "provider": "command"}
+        (task_id,) = (await http.post("/bench/queue", json=body)).json()
+        with anyio.fail_after(600):
+            while True:
+                if (await http.get("/bench/tasks")).json()[task_id]["status"] == "completed":
+                    break
+                await anyio.sleep(0.05)
+        elapsed = time.perf_counter() - started
+        rows = (await http.get("/bench/messages")).json()[task_id]
+        seqs = [seq for seq, _, _ in rows]
+        assert sorted(seqs) == list(range(1, len(seqs) + 1)), "seq gaps or duplicates"
+        return n / elapsed, len(seqs)
 
 
 async def through_daemon(
@@ -150,6 +204,7 @@ def main() -> None:
         base = baseline(agent, n)
         rate, stored = anyio.run(through_daemon, agent, n, home / "in-process")
         rate2, stored2 = anyio.run(through_daemon, agent, n, home / "separate", True)
+        rate3, stored3 = anyio.run(through_multica, agent, n, home / "multica")
     print(f"messages:                   {n}")
     print(f"baseline (pipe+json.loads): {base:,.0f} messages/s")
     print(
@@ -159,6 +214,10 @@ def main() -> None:
     print(
         f"daemon, server in its own process:                      {rate2:,.0f} messages/s, "
         f"ratio {rate2 / base:.2f}, stored {stored2} (lost {n - stored2})"
+    )
+    print(
+        f"daemon, Multica-faithful server in its own process:      {rate3:,.0f} messages/s, "
+        f"ratio {rate3 / base:.2f}, stored {stored3} (lost {n - stored3})"
     )
 
 

@@ -94,5 +94,11 @@ def wait_for_runtime(url: str, within: float = 30.0) -> None:
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of the process so far."""
+    return sum(cpu_split(pid))
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU time of the process so far, apart."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick

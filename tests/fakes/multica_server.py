@@ -77,6 +77,7 @@ class MulticaFake:
         default_factory=list
     )
     _drops: Counter[str] = field(default_factory=Counter)
+    _slow: dict[str, float] = field(default_factory=dict)
     refused_registers: set[str] = field(default_factory=set)
     issues: dict[str, Record] = field(default_factory=dict)
     chats: dict[str, Record] = field(default_factory=dict)
@@ -232,6 +233,10 @@ class MulticaFake:
         """Act on the next `count` calls of `route`, then cut the connection, not answering."""
         self._drops[route] += count
 
+    def slow_answers(self, route: str, seconds: float) -> None:
+        """Act on every call of `route` at once, then answer it `seconds` later."""
+        self._slow[route] = seconds
+
     async def finished(self, task_id: str, within: float = 60.0) -> FakeTask:
         """The task once a daemon reported it completed or failed (bounded by `within`)."""
         await eventually(lambda: self.tasks[task_id].status in ("completed", "failed"), within)
@@ -338,6 +343,10 @@ class MulticaFake:
             self.watchers.remove(entry)
             send.close()
 
+    def delay_of(self, route: str) -> float:
+        """Seconds this route's answers are held back (0: none)."""
+        return self._slow.get(route, 0.0)
+
     def take_drop(self, route: str) -> bool:
         """Whether this call's answer is to be dropped (and count it off)."""
         if self._drops[route] <= 0:
@@ -347,22 +356,31 @@ class MulticaFake:
 
 
 class _DroppingApp:
-    """Runs every request to the end, then loses the answer of the calls a test asked to drop."""
+    """Runs every request to the end, then loses (or holds back) the answer of the calls a test
+    asked to drop (or slow down)."""
 
     def __init__(self, fake: MulticaFake, app: Starlette) -> None:
         self.fake = fake
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        raw = (
-            self.fake.raw_answers.get(route_of(scope["path"])) if scope["type"] == "http" else None
-        )
+        route = route_of(scope["path"]) if scope["type"] == "http" else ""
+        raw = self.fake.raw_answers.get(route) if route else None
         if raw is not None:
             status, headers, body = raw
-            self.fake.requests.append(SeenRequest(route_of(scope["path"]), scope["path"], None))
+            self.fake.requests.append(SeenRequest(route, scope["path"], None))
             await Response(body, status_code=status, headers=headers)(scope, receive, send)
             return
-        if scope["type"] != "http" or not self.fake.take_drop(route_of(scope["path"])):
+        if delay := self.fake.delay_of(route):
+
+            async def late(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    await anyio.sleep(delay)  # the handler has acted; only the answer waits
+                await send(message)
+
+            await self.app(scope, receive, late)
+            return
+        if not route or not self.fake.take_drop(route):
             await self.app(scope, receive, send)
             return
 

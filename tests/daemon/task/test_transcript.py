@@ -226,3 +226,27 @@ async def test_long_text_is_capped_and_batches_fit_the_byte_budget() -> None:
     assert await t.flush()
     assert server.messages(TASK)[-1]["content"].endswith("[5 more bytes not sent]")
     assert max(len(a) for a in server.batches) <= BATCH_BYTES // CONTENT_CAP
+
+
+async def test_a_batch_on_its_way_when_the_run_ends_is_offered_once() -> None:
+    """Cancelling the periodic flush mid-request lets that batch finish; the final flush sends
+    only what came after it."""
+    server = FakeTaskServer()
+    server.hold = anyio.Event()
+    t = Transcript(server, TASK, Metrics(), interval=0.01)
+    t.add(text("a"))
+
+    async def stream_until_sending() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(t.run)
+            await server.sending.wait()
+            t.add(text("b"))
+            tg.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stream_until_sending)
+        await anyio.sleep(0.05)
+        server.hold.set()
+    await t.close(within=5)
+    assert [m["seq"] for batch in server.batches for m in batch] == [1, 2]
+    assert [m["seq"] for m in server.messages(TASK)] == [1, 2]
