@@ -144,32 +144,39 @@ class ProcessRun:
                     chunk = await stdout.receive(_READ_CHUNK)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     break
-                await self._deliver([await self._handle_line(line) for line in framer.feed(chunk)])
+                await self._deliver(await self._parse_lines(framer.feed(chunk)))
             if (last := framer.flush()) is not None:
-                await self._deliver([await self._handle_line(last)])
+                await self._deliver(await self._parse_lines([last]))
         finally:
             if framer.cut_lines:
                 log.warning("pid %d: %d stdout line(s) cut", self.pid, framer.cut_lines)
             self._inbox.close_sender()
             self._stdout_done.set()
 
-    async def _handle_line(self, raw: bytes) -> list[Message]:
-        try:
-            step = self._parser.feed(clean_line(raw))
-        except Exception:  # a parser bug must not end the run; the line is counted as bad
-            log.exception("pid %d: parser failed on a line; skipped", self.pid)
-            self._spec.observer.invalid_line()
-            return []
-        if step.invalid:
-            self._spec.observer.invalid_line()
-        for reply in step.replies:
-            await self._queue_stdin(reply if reply.endswith(b"\n") else reply + b"\n")
-        if step.close_stdin:
-            await self._queue_stdin(None)
-        return step.messages
+    async def _parse_lines(self, lines: list[bytes]) -> list[Message]:
+        """The messages of one read's lines, their replies queued for stdin in order.
 
-    async def _deliver(self, parsed: list[list[Message]]) -> None:
-        batch = [message for messages in parsed for message in messages]
+        One call per read, and no await unless a line has a reply: at a few lines a read,
+        a coroutine per line was a visible share of the pump."""
+        batch: list[Message] = []
+        feed, observer = self._parser.feed, self._spec.observer
+        for raw in lines:
+            try:
+                step = feed(clean_line(raw))
+            except Exception:  # a parser bug must not end the run; the line is counted as bad
+                log.exception("pid %d: parser failed on a line; skipped", self.pid)
+                observer.invalid_line()
+                continue
+            if step.invalid:
+                observer.invalid_line()
+            for reply in step.replies:
+                await self._queue_stdin(reply if reply.endswith(b"\n") else reply + b"\n")
+            if step.close_stdin:
+                await self._queue_stdin(None)
+            batch += step.messages
+        return batch
+
+    async def _deliver(self, batch: list[Message]) -> None:
         if not batch:
             return
         self._queued += len(batch)
