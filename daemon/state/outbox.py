@@ -132,9 +132,6 @@ class Outbox:
         self._metrics = metrics
         self._unwritten: dict[str, Leftover] = {}
         ensure_dir(self.directory)
-        # The names of the files on disk, kept as this outbox writes and removes them: the
-        # depth is read every health tick, and listing the directory each time cost CPU.
-        self._stored = {path.name for path in self.directory.glob("*.json")}
         self._update_depth()
 
     def put(self, report: Leftover) -> bool:
@@ -157,7 +154,6 @@ class Outbox:
             )
             return False
         self._unwritten.pop(report.task_id, None)
-        self._stored.add(self._path(report.task_id).name)
         self._update_depth()
         log.warning(
             "outbox: kept %s for task %s (%d transcript messages, %d usage entries)",
@@ -172,9 +168,7 @@ class Outbox:
         """Every waiting report, oldest file first, then those only in memory (which replace
         an older file of the same task); unreadable files are logged and set aside."""
         found = []
-        paths = sorted(self.directory.glob("*.json"), key=_mtime)
-        self._stored = {path.name for path in paths}
-        for path in paths:
+        for path in sorted(self.directory.glob("*.json"), key=_mtime):
             try:
                 report = _load(path.read_text(encoding="utf-8"))
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -182,7 +176,6 @@ class Outbox:
                 log.error("outbox: unreadable %s, renamed to .bad: %s", path.name, exc)
                 with contextlib.suppress(OSError):
                     path.replace(path.with_suffix(".bad"))
-                self._stored.discard(path.name)
                 continue
             if report.task_id not in self._unwritten:
                 found.append(report)
@@ -190,14 +183,13 @@ class Outbox:
 
     def depth(self) -> int:
         """How many tasks have something waiting, on disk or in memory."""
-        return len(self._stored | {self._path(task_id).name for task_id in self._unwritten})
+        names = {path.name for path in self.directory.glob("*.json")}
+        return len(names | {self._path(task_id).name for task_id in self._unwritten})
 
     def remove(self, task_id: str) -> None:
         """Forget the report for `task_id` (the server took it, or refused it for good)."""
         self._unwritten.pop(task_id, None)
-        path = self._path(task_id)
-        path.unlink(missing_ok=True)
-        self._stored.discard(path.name)
+        self._path(task_id).unlink(missing_ok=True)
         self._update_depth()
 
     async def flush(self, client: TaskServer) -> int:

@@ -134,24 +134,6 @@ def test_depth_is_published_as_a_metric(tmp_path: Path) -> None:
     assert again.registry.get_sample_value("agent_daemon_outbox_depth") == 1
 
 
-def test_depth_is_kept_without_listing_the_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The health tick reads the depth twice a second: it comes from memory, kept as the outbox
-    writes and removes its files, not from a listing of the directory each time."""
-    outbox = Outbox(tmp_path / "outbox", Metrics())
-    listings = []
-    real_glob = Path.glob
-    monkeypatch.setattr(Path, "glob", lambda self, *a: listings.append(self) or real_glob(self, *a))
-    outbox.put(complete("t-1"))
-    outbox.put(complete("t-2"))
-    outbox.put(complete("t-2"))  # replaced, still one task
-    outbox.remove("t-1")
-    outbox.remove("t-3")  # nothing stored: nothing changes
-    assert [outbox.depth() for _ in range(3)] == [1, 1, 1]
-    assert listings == []
-
-
 def test_unreadable_file_is_set_aside_and_the_rest_still_read(tmp_path: Path) -> None:
     """A damaged file is renamed `.bad` (out of the depth); good reports still come back."""
     outbox = Outbox(tmp_path / "outbox", Metrics())
