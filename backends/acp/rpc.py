@@ -13,7 +13,6 @@ from typing import Any
 
 from backends.json_lines import json_object, str_field
 
-PARSE_ERROR = -32700
 METHOD_NOT_FOUND = -32601
 
 

@@ -107,10 +107,6 @@ class SessionUpdates:
         """The agent's text since its last tool call ended: the answer the run reports."""
         return "".join(self._answer)
 
-    def running_tools(self) -> list[str]:
-        """Ids of the tool calls started and not ended."""
-        return [call_id for call_id, tool in self._tools.items() if tool.running]
-
     def _chunk(self, kind: MessageType, update: Mapping[str, Any]) -> list[Message]:
         content = update.get("content")
         text = str_field(content.get("text")) if isinstance(content, dict) else ""
