@@ -2,8 +2,10 @@
 
 Nothing else in the daemon reads `os.environ` for its own settings. Each field is declared
 once: its type names its kind (how the text is parsed, what an error asks for) and `_env`
-its variable, default and description; the README's configuration table and
-deploy/systemd/agent-daemon.env are checked against (or generated from) it.
+its variable, default and description. An agent CLI's settings are one field each
+(`_agent_cli`), read from four variables declared once for every CLI (`_cli_variables`).
+The README's configuration table and deploy/systemd/agent-daemon.env are checked against (or
+generated from) them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from typing import Annotated, Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field
-from pydantic.fields import FieldInfo
 
 from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
@@ -151,12 +152,52 @@ def _derived(doc: str, default: Any) -> Any:
     return Field(default=default, description=doc, json_schema_extra={"derived": True})
 
 
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One environment variable: the value it sets, its default as text, its description
+    and how its text is read."""
+
+    key: str
+    """The settings field it sets, or an agent CLI's part of one (`claude_path`)."""
+    var: str
+    default: str
+    doc: str
+    kind: Kind
+
+
 class AgentCliSettings(NamedTuple):
-    """One agent CLI's configured executable, extra arguments and default model."""
+    """One agent CLI's configured executable, extra arguments, default model and idle window."""
 
     path: str
     args: tuple[str, ...]
     model: str
+    idle_watchdog: float
+    """Its own idle window in seconds; 0 = the global one (see `Settings.idle_window`)."""
+
+
+def _agent_cli(label: str, *, models: str = "", idle: str = "0") -> Any:
+    """A field holding one agent CLI's settings (`AgentCliSettings`), read from the four
+    variables `_cli_variables` declares after the field's name (the backend's). `label` is the
+    CLI's name for people, `models` whose models it runs (default: `label`), `idle` the default
+    of its own idle window."""
+    extra: dict[str, Any] = {"agent_cli": label, "models": models or label, "idle": idle}
+    return Field(description=f"{label}'s settings", json_schema_extra=extra)
+
+
+def _cli_variables(name: str, label: str, models: str, idle: str) -> list[Variable]:
+    """`MULTICA_<NAME>_PATH`, `_ARGS`, `_MODEL` and `_IDLE_WATCHDOG`, in the order of
+    `AgentCliSettings`; each sets its part of the field `name` (through `<name>_<part>`)."""
+    var = f"MULTICA_{name.upper()}"
+    # A backend's own 0 means the global window: the description says so where 0 is the default.
+    window = f"{label}'s idle window (see Agent backends)"
+    if idle == "0":
+        window += "; 0 = the global"
+    return [
+        Variable(f"{name}_path", f"{var}_PATH", name, f"{label} executable", TEXT),
+        Variable(f"{name}_args", f"{var}_ARGS", "", f"Extra {label} arguments", WORDS),
+        Variable(f"{name}_model", f"{var}_MODEL", "", f"Default {models} model", TEXT),
+        Variable(f"{name}_idle_watchdog", f"{var}_IDLE_WATCHDOG", idle, window, DURATION),
+    ]
 
 
 class Settings(BaseModel):
@@ -253,44 +294,11 @@ class Settings(BaseModel):
     scripted_backend: Flag = _env(
         "MULTICA_SCRIPTED_BACKEND", "0", "`1` registers the `scripted` backend (tests, demos)"
     )
-    claude_path: str = _env("MULTICA_CLAUDE_PATH", "claude", "Claude Code executable")
-    claude_args: Words = _env("MULTICA_CLAUDE_ARGS", "", "Extra Claude Code arguments")
-    claude_model: str = _env("MULTICA_CLAUDE_MODEL", "", "Default Claude model")
-    codex_path: str = _env("MULTICA_CODEX_PATH", "codex", "Codex executable")
-    codex_args: Words = _env("MULTICA_CODEX_ARGS", "", "Extra Codex arguments")
-    codex_model: str = _env("MULTICA_CODEX_MODEL", "", "Default Codex model")
-    claude_idle_watchdog: Duration = _env(
-        "MULTICA_CLAUDE_IDLE_WATCHDOG",
-        "0",
-        "Claude Code's idle window (see Agent backends); 0 = the global",
-    )
-    codex_idle_watchdog: Duration = _env(
-        "MULTICA_CODEX_IDLE_WATCHDOG",
-        "0",
-        "Codex's idle window (see Agent backends); 0 = the global",
-    )
-    opencode_path: str = _env("MULTICA_OPENCODE_PATH", "opencode", "OpenCode executable")
-    opencode_args: Words = _env("MULTICA_OPENCODE_ARGS", "", "Extra OpenCode arguments")
-    opencode_model: str = _env("MULTICA_OPENCODE_MODEL", "", "Default OpenCode model")
-    opencode_idle_watchdog: Duration = _env(
-        "MULTICA_OPENCODE_IDLE_WATCHDOG", "10m", "OpenCode's idle window (see Agent backends)"
-    )
-    gemini_path: str = _env("MULTICA_GEMINI_PATH", "gemini", "Gemini CLI executable")
-    gemini_args: Words = _env("MULTICA_GEMINI_ARGS", "", "Extra Gemini CLI arguments")
-    gemini_model: str = _env("MULTICA_GEMINI_MODEL", "", "Default Gemini model")
-    gemini_idle_watchdog: Duration = _env(
-        "MULTICA_GEMINI_IDLE_WATCHDOG",
-        "0",
-        "Gemini CLI's idle window (see Agent backends); 0 = the global",
-    )
-    hermes_path: str = _env("MULTICA_HERMES_PATH", "hermes", "Hermes Agent executable")
-    hermes_args: Words = _env("MULTICA_HERMES_ARGS", "", "Extra Hermes Agent arguments")
-    hermes_model: str = _env("MULTICA_HERMES_MODEL", "", "Default Hermes model")
-    hermes_idle_watchdog: Duration = _env(
-        "MULTICA_HERMES_IDLE_WATCHDOG",
-        "0",
-        "Hermes Agent's idle window (see Agent backends); 0 = the global",
-    )
+    claude: AgentCliSettings = _agent_cli("Claude Code", models="Claude")
+    codex: AgentCliSettings = _agent_cli("Codex")
+    opencode: AgentCliSettings = _agent_cli("OpenCode", idle="10m")
+    gemini: AgentCliSettings = _agent_cli("Gemini CLI", models="Gemini")
+    hermes: AgentCliSettings = _agent_cli("Hermes Agent", models="Hermes")
     gc_enabled: Flag = _env(
         "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
     )
@@ -333,12 +341,10 @@ class Settings(BaseModel):
         return self.token if self.token_source == "MULTICA_DAEMON_TOKEN" else ""
 
     def agent_cli(self, name: str) -> AgentCliSettings:
-        """The path, arguments and default model configured for one agent CLI backend."""
-        return AgentCliSettings(
-            getattr(self, f"{name}_path"),
-            getattr(self, f"{name}_args"),
-            getattr(self, f"{name}_model"),
-        )
+        """The path, arguments, default model and idle window configured for one agent CLI."""
+        cli = getattr(self, name)
+        assert isinstance(cli, AgentCliSettings), name
+        return cli
 
     def idle_window(self, backend: str) -> float:
         """The idle window for one backend's runs, in seconds (0: no watchdog).
@@ -346,7 +352,8 @@ class Settings(BaseModel):
         As in Multica: a backend's own window (`MULTICA_<BACKEND>_IDLE_WATCHDOG`) only ever
         narrows `MULTICA_AGENT_IDLE_WATCHDOG`, its 0 means the global window, and the global 0
         turns the watchdog off for every backend."""
-        own = getattr(self, f"{backend}_idle_watchdog", 0.0)
+        cli = getattr(self, backend, None)
+        own = cli.idle_watchdog if isinstance(cli, AgentCliSettings) else 0.0
         if self.idle_watchdog <= 0 or own <= 0:
             return self.idle_watchdog
         return min(own, self.idle_watchdog)
@@ -357,12 +364,11 @@ class Settings(BaseModel):
         env = dict(os.environ if environ is None else environ)
         home = Path(env.get("HOME") or Path.home())
         values: dict[str, Any] = {"home": home}
-        for name, field in _variables():
-            var, _, _ = _declared(field)
-            raw = env.get(var)
-            if raw is None or (raw == "" and name != "server_url"):
+        for variable in _variables():
+            raw = env.get(variable.var)
+            if raw is None or (raw == "" and variable.key != "server_url"):
                 continue
-            values[name] = _parse(field, raw)
+            values[variable.key] = _parse(variable, raw)
         profile_dir(home, values.get("profile", ""))  # a bad name stops start-up, whatever reads it
         fill_from_config(values, home, normalize_server_url)
         values.setdefault("device_name", socket.gethostname())
@@ -370,38 +376,42 @@ class Settings(BaseModel):
         values.setdefault("state_dir", state_home / "agent-daemon")
         profile = values.get("profile", "")
         values.setdefault("workspaces_root", default_workspaces_root(home, profile))
-        for name, field in _variables():
-            if name not in values:
-                values[name] = _parse(field, _declared(field)[1])
+        for variable in _variables():
+            if variable.key not in values:
+                values[variable.key] = _parse(variable, variable.default)
         values["agent_identity"] = resolve_agent_user(values["agent_user"])
+        for name, field in cls.model_fields.items():
+            if field.annotation is AgentCliSettings:
+                parts = (values.pop(f"{name}_{part}") for part in AgentCliSettings._fields)
+                values[name] = AgentCliSettings(*parts)
         return cls(**values)
 
 
-def _variables() -> list[tuple[str, FieldInfo]]:
-    """The settings fields read from a variable of their own (not derived ones)."""
-    return [
-        (name, field)
-        for name, field in Settings.model_fields.items()
-        if isinstance(field.json_schema_extra, dict) and "env" in field.json_schema_extra
-    ]
+def _variables() -> list[Variable]:
+    """Every variable the settings read, in declaration order (derived fields have none)."""
+    found: list[Variable] = []
+    for name, field in Settings.model_fields.items():
+        extra = field.json_schema_extra
+        if not isinstance(extra, dict):
+            continue
+        if "env" in extra:
+            kind = next((m for m in field.metadata if isinstance(m, Kind)), TEXT)
+            var, default = str(extra["env"]), str(extra["env_default"])
+            found.append(Variable(name, var, default, field.description or "", kind))
+        elif "agent_cli" in extra:
+            label, models, idle = (str(extra[k]) for k in ("agent_cli", "models", "idle"))
+            found += _cli_variables(name, label, models, idle)
+    return found
 
 
-def _parse(field: FieldInfo, raw: str) -> Any:
-    kind = next((m for m in field.metadata if isinstance(m, Kind)), TEXT)
+def _parse(variable: Variable, raw: str) -> Any:
     try:
-        return kind.convert(raw)
+        return variable.kind.convert(raw)
     except ValueError as exc:
-        var = _declared(field)[0]
-        raise ConfigError(f"{var}={raw!r} is invalid: expected {kind.syntax}") from exc
-
-
-def _declared(field: FieldInfo) -> tuple[str, str, str]:
-    """(variable, default as text, description) of one settings field."""
-    extra = field.json_schema_extra
-    assert isinstance(extra, dict)
-    return str(extra["env"]), str(extra["env_default"]), field.description or ""
+        expected = variable.kind.syntax
+        raise ConfigError(f"{variable.var}={raw!r} is invalid: expected {expected}") from exc
 
 
 def env_vars() -> list[tuple[str, str, str]]:
     """(variable, default, description) for every setting, in declaration order."""
-    return [_declared(field) for _, field in _variables()]
+    return [(v.var, v.default, v.doc) for v in _variables()]

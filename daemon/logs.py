@@ -1,6 +1,6 @@
 """Log setup: one handler on the root logger, greppable text lines or one JSON object a line.
 
-Text lines read `2026-11-25T21:52:33.123Z INFO daemon.worker.worker: claimed task 1a2b3c4d
+Text lines read `2026-11-25T21:52:33.123Z INFO daemon.worker.runs: task 1a2b3c4d: claimed
 backend=claude`: the message carries what a human greps for. JSON lines carry the same
 `time`, `level`, `logger` and `message` plus every `extra={...}` field (task_id, backend,
 ...), so log pipelines can filter on them without parsing the message.

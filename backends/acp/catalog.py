@@ -1,8 +1,9 @@
 """The ACP agents the daemon offers, by the runtime type Multica's server knows them as.
 
 An agent whose only difference is its entry is declared here; one with more to say (why ACP,
-its quirks) has a folder of its own. Each needs its `MULTICA_<NAME>_PATH`, `_ARGS`, `_MODEL`
-and `_IDLE_WATCHDOG` settings (daemon/config.py) to be found by discovery.
+its quirks) has a folder of its own. Each needs its settings field in daemon/config.py
+(`<name>: AgentCliSettings = _agent_cli(...)`: its `MULTICA_<NAME>_PATH`, `_ARGS`, `_MODEL`
+and `_IDLE_WATCHDOG`) to be found by discovery.
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ def candidates(settings: Settings) -> list[Backend]:
     from backends.command import CommandBackend
     from backends.scripted import ScriptedBackend
 
-    s, user = settings, settings.agent_identity
+    claude, codex, user = settings.claude, settings.codex, settings.agent_identity
     found: list[Backend] = [
-        ClaudeBackend(s.claude_path, s.claude_args, s.claude_model, detect_as=user),
-        CodexBackend(s.codex_path, s.codex_args, s.codex_model, detect_as=user),
+        ClaudeBackend(claude.path, claude.args, claude.model, detect_as=user),
+        CodexBackend(codex.path, codex.args, codex.model, detect_as=user),
     ]
     for agent in AGENTS:
-        path, args, model = settings.agent_cli(agent.name)
-        found.append(AcpBackend(agent, path, args, model))
+        cli = settings.agent_cli(agent.name)
+        found.append(AcpBackend(agent, cli.path, cli.args, cli.model))
     if settings.command_path:
         found.append(CommandBackend(settings.command_path, settings.command_args))
     if settings.scripted_backend:

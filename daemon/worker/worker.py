@@ -1,8 +1,8 @@
 """The daemon's lifecycle: start up, claim and run tasks, shut down in two stages.
 
 A little past 300 lines on purpose: it reads top-down as one lifecycle (`run → startup → serve
-→ shutdown`), and its own parts (pickup, registration, token renewal, summary) are already
-modules beside it.
+→ shutdown`), and its own parts (the running tasks, pickup, registration, token renewal,
+summary) are already modules beside it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from backends.base import Backend
 from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
-from daemon.logs import short_id
 from daemon.multica_home import daemon_id
 from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
@@ -41,6 +40,7 @@ from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
+from daemon.worker.runs import Runs
 from daemon.worker.summary import Summary
 from daemon.worker.token_renewal import renew_once, renewal_loop
 
@@ -99,7 +99,7 @@ class Worker:
         self.registration = Registration(
             client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
         )
-        self.runs: dict[str, TaskRun] = {}
+        self.runs = Runs(budget, self._ended)
         self.summary = Summary()
         self.provider_failures = ProviderFailures(metrics)
         self.outbox_interval = options.outbox_interval
@@ -126,7 +126,6 @@ class Worker:
         self._starting = anyio.CancelScope()
         url = reach.server_url
         self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
-        self._idle = anyio.Event()
         self.gc = GcLoop(
             settings,
             client,
@@ -170,8 +169,7 @@ class Worker:
             profile=self.settings.profile,
             server_circuit=self.circuit.state,
             outbox_depth=self.outbox.depth(),
-            # A copy of the runs: one that finishes mid-build must not change the tuple.
-            runs=tuple(run.snapshot() for run in list(self.runs.values())),
+            runs=self.runs.snapshot(),
             disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
         )
@@ -205,9 +203,7 @@ class Worker:
     def stop_now(self) -> None:
         """Second stage: cancel every running task now (each is still reported)."""
         self.request_stop()
-        self.budget.stop()
-        for run in list(self.runs.values()):
-            run.stop("shutdown")
+        self.runs.stop()
 
     async def startup(self) -> None:
         """Kill what a crashed run left, register, flush the outbox, recover orphans."""
@@ -248,7 +244,7 @@ class Worker:
                 tg.start_soon(processes.reap_adopted)
             async with anyio.create_task_group() as group:
                 await self._claim_loop(group)
-                await self._drain_running()
+                await self.runs.drain(self.settings.shutdown_grace)
             tg.cancel_scope.cancel()
 
     async def shutdown(self) -> None:
@@ -298,27 +294,10 @@ class Worker:
             free = self.settings.max_concurrent_tasks - len(self.runs)
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 with boundary:
-                    for task in self.pickup.claimed(self._admit(await self._claim(free), free)):
-                        self._launch(group, task)
+                    for task in self.pickup.claimed(self.runs.admit(await self._claim(free), free)):
+                        backend = self.registration.backend_for(task)
+                        self.runs.launch(group, task, backend, self.services)
             await self.pickup.wait()
-
-    def _admit(self, tasks: list[Task], free: int) -> list[Task]:
-        """The claimed tasks that may start: each id once, none already running, at most
-        `free`. Runs are keyed by task id: a second run of one id would share its work dir,
-        its slot count and its reports, and one run's sweep would kill the other's agent."""
-        admitted: dict[str, Task] = {}
-        for task in tasks:
-            if task.id in self.runs or task.id in admitted:
-                log.warning("task %s: claimed again while it runs: refused", short_id(task.id))
-            elif len(admitted) >= free:
-                log.warning(
-                    "task %s: the claim brought more than the %d tasks asked for: refused",
-                    short_id(task.id),
-                    free,
-                )
-            else:
-                admitted[task.id] = task
-        return list(admitted.values())
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
@@ -333,50 +312,14 @@ class Worker:
                 log.warning("claim failed: %s", exc)
         return []
 
-    def _launch(self, group: TaskGroup, task: Task) -> None:
-        backend = self.registration.backend_for(task)
-        run = TaskRun(task, backend, self._free_slot(), self.services)
-        self.runs[task.id] = run
-        self.metrics.tasks_claimed.labels(backend.name).inc()
-        log.info("task %s: claimed backend=%s", short_id(task.id), backend.name)
-        self._idle = anyio.Event()
-        group.start_soon(self._run_one, run, name=f"task {short_id(task.id)}")
-
-    def _free_slot(self) -> int:
-        """The lowest slot no running task holds (Multica's `MULTICA_TASK_SLOT`, from 0)."""
-        taken = {r.slot for r in self.runs.values()}
-        return next(n for n in range(len(taken) + 1) if n not in taken)
-
-    async def _run_one(self, run: TaskRun) -> None:
-        outcome: Outcome | None = None
-        try:
-            outcome = await run.run()
-        except Exception:
-            # `run` fails its own task on any error; this guards the rest of the daemon from a
-            # defect in that very path (deciding or reporting), which must not end the runs' group.
-            log.exception("task %s: run ended by an unexpected error", run.id)
-        finally:
-            self.runs.pop(run.task.id, None)
-            self.summary.add(outcome)
-            if outcome is not None:
-                self.provider_failures.record(
-                    run.task.id,
-                    run.backend.name,
-                    outcome.failure_reason,
-                    outcome.limit_resets,
-                )
-            self.pickup.wake()
-            if not self.runs:
-                self._idle.set()
-
-    async def _drain_running(self) -> None:
-        """Let running tasks finish within the shutdown grace, then cancel the rest."""
-        if not self.runs:
-            return
-        grace = self.settings.shutdown_grace
-        log.info("waiting up to %ss for %d running tasks", grace, len(self.runs))
-        with anyio.move_on_after(grace):
-            await self._idle.wait()
-        if self.runs:
-            log.warning("shutdown grace over: cancelling %d tasks", len(self.runs))
-            self.stop_now()
+    def _ended(self, run: TaskRun, outcome: Outcome | None) -> None:
+        """A run left its slot: count its ending, keep a provider's failure, claim again."""
+        self.summary.add(outcome)
+        if outcome is not None:
+            self.provider_failures.record(
+                run.task.id,
+                run.backend.name,
+                outcome.failure_reason,
+                outcome.limit_resets,
+            )
+        self.pickup.wake()

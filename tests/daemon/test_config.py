@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.config import Settings, normalize_server_url
+from daemon.config import AgentCliSettings, Settings, normalize_server_url
 from daemon.errors import ConfigError
 
 
@@ -205,3 +205,20 @@ def test_backend_idle_window_narrows_the_global_one(
     """A backend's own window only narrows the global one; its 0 is the global, global 0 off."""
     s = Settings.from_env({"HOME": str(tmp_path), **env})
     assert {name: s.idle_window(name) for name in expected} == expected
+
+
+def test_an_agent_clis_variables_make_its_settings(tmp_path: Path) -> None:
+    """MULTICA_<NAME>_PATH, _ARGS, _MODEL and _IDLE_WATCHDOG set that CLI's settings alone."""
+    env = {
+        "HOME": str(tmp_path),
+        "MULTICA_GEMINI_PATH": "/opt/gemini",
+        "MULTICA_GEMINI_ARGS": "--sandbox 'a b'",
+        "MULTICA_GEMINI_MODEL": "gemini-pro",
+        "MULTICA_GEMINI_IDLE_WATCHDOG": "5m",
+    }
+    s = Settings.from_env(env)
+    assert s.agent_cli("gemini") == AgentCliSettings(
+        "/opt/gemini", ("--sandbox", "a b"), "gemini-pro", 300
+    )
+    assert s.opencode == AgentCliSettings("opencode", (), "", 600)
+    assert (s.claude.path, s.codex.path, s.hermes.path) == ("claude", "codex", "hermes")
