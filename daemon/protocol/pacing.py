@@ -74,8 +74,12 @@ class Pacing:
         return max(every, self._running() / STATUS_BUDGET)
 
 
-def until_beat(every: float, now: float | None = None) -> float:
-    """Seconds from `now` (the event loop's clock) to the next multiple of `every`: tasks waiting
-    for the same interval wake on the same beat, whenever each of them started."""
+def until_beat(every: float, now: float | None = None, *, at_least: float = 0.0) -> float:
+    """Seconds from `now` (the event loop's clock) to the next multiple of `every` at least
+    `at_least` away: tasks waiting for the same interval wake on the same beat, whenever each
+    of them started."""
     now = anyio.current_time() if now is None else now
-    return every - now % every
+    wait = every - now % every
+    while wait < at_least:
+        wait += every
+    return wait

@@ -64,7 +64,9 @@ async def poll_status(
     due = due or Wakeup()
     while True:
         every = interval()
-        woken = await due.wait(until_beat(every))
+        # At least half an interval: a task that just started is not polled before its first
+        # transcript answer (every 0.5 s) could name its status.
+        woken = await due.wait(until_beat(every, at_least=every / 2))
         told = news.within(every) if news is not None else None
         if told is not None and (told in TERMINAL_STATUSES or not woken):
             status = told
