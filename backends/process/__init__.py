@@ -1,7 +1,7 @@
 """Agent processes: spawning one, finding its tree, killing it, and sweeping after a crash.
 
 * `spawn` — `run_process`: the agent in its own session, its pipes, framed lines (`lines`)
-  handed to the run's consumer through an `inbox`, as its `spec` (`ProcessSpec`) says;
+  read and parsed by the run's consumer as it takes them, as its `spec` (`ProcessSpec`) says;
 * `tree` — who descends from whom, who carries the tracking tag, who is still the same process;
 * `registry` — one daemon's agents, each run's members seen while it ran, its adopted orphans;
 * `kill` — the one kill routine (SIGTERM by group, a grace, SIGKILL), for live runs and sweeps,

@@ -44,6 +44,7 @@ from daemon.protocol.limits import (
     cap,
     clean,
 )
+from daemon.protocol.pacing import until_beat
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
 
@@ -171,9 +172,9 @@ class Transcript:
         return [entry for entry, _ in self._queue]
 
     async def run(self) -> None:
-        """Flush every interval until cancelled."""
+        """Flush on every beat of the interval until cancelled."""
         while True:
-            await anyio.sleep(self._interval())
+            await anyio.sleep(until_beat(self._interval()))
             await self.flush()
 
     async def flush(self) -> bool:

@@ -7,7 +7,13 @@ import logging
 import pytest
 
 from daemon.ops.metrics import Metrics
-from daemon.protocol.pacing import STATUS_BUDGET, TRANSCRIPT_BUDGET, TRANSCRIPT_EVERY, Pacing
+from daemon.protocol.pacing import (
+    STATUS_BUDGET,
+    TRANSCRIPT_BUDGET,
+    TRANSCRIPT_EVERY,
+    Pacing,
+    until_beat,
+)
 
 GAUGE = "agent_daemon_transcript_interval_seconds"
 
@@ -46,3 +52,11 @@ def test_the_valve_says_so_in_the_log_and_the_gauge_and_closes_again(
     assert len(lines) == 2
     assert lines[0].startswith("1000 tasks running: transcript batches every 1.25s")
     assert lines[1] == "transcript batches every 0.5s again"
+
+
+def test_the_wait_ends_on_the_next_beat_at_least_as_far_as_asked() -> None:
+    """Beats are the multiples of the interval, whenever the waiting task started."""
+    assert until_beat(5.0, now=101.0) == pytest.approx(4.0)
+    assert until_beat(5.0, now=104.0) == pytest.approx(1.0)
+    assert until_beat(5.0, now=104.0, at_least=2.5) == pytest.approx(6.0)
+    assert until_beat(0.5, now=100.0) == pytest.approx(0.5)

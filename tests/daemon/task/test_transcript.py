@@ -15,6 +15,7 @@ from daemon.protocol.limits import BATCH_BYTES, CONTENT_CAP
 from daemon.shutdown import ShutdownBudget
 from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript, TranscriptLimits
 from daemon.testing import FakeTaskServer
+from tests.helpers import eventually
 
 pytestmark = pytest.mark.anyio
 
@@ -250,3 +251,34 @@ async def test_a_batch_on_its_way_when_the_run_ends_is_offered_once() -> None:
     await t.close(within=5)
     assert [m["seq"] for batch in server.batches for m in batch] == [1, 2]
     assert [m["seq"] for m in server.messages(TASK)] == [1, 2]
+
+
+class TimedServer(FakeTaskServer):
+    """Notes when each batch arrives, on the event loop's clock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.arrivals: list[float] = []
+
+    async def send_messages(self, task_id: str, messages: Any, *, retry: bool = True) -> None:
+        self.arrivals.append(anyio.current_time())
+        await super().send_messages(task_id, messages, retry=retry)
+
+
+async def test_transcripts_started_apart_flush_on_one_shared_beat() -> None:
+    """Two runs started 0.15 s apart send their batches together on the interval's beat: one
+    wake-up of the daemon for both, not one each."""
+    every = 0.4
+    server = TimedServer()
+    first, second = (Transcript(server, f"task-{n}", Metrics(), interval=every) for n in (1, 2))
+    first.add(text("a"))
+    second.add(text("b"))
+    await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.run)
+        await anyio.sleep(0.15)
+        tg.start_soon(second.run)
+        await eventually(lambda: len(server.arrivals) >= 2, within=5)
+        tg.cancel_scope.cancel()
+    earlier, later = server.arrivals
+    assert later - earlier < 0.1  # on their own timers they were 0.15 s apart
