@@ -28,7 +28,7 @@ from daemon.errors import (
 from daemon.protocol import jsonin
 from daemon.protocol.answers import ACCEPT_ENCODING
 from daemon.protocol.models import Task, WireModel, Workspace
-from daemon.protocol.transport import AiohttpTransport
+from daemon.protocol.transport import Http1Transport
 
 M = TypeVar("M", bound=WireModel)
 _WORKSPACES = TypeAdapter(list[Workspace])
@@ -66,13 +66,13 @@ def make_http_client(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
-    """An httpx client with the protocol's headers and timeouts over aiohttp's transport
+    """An httpx client with the protocol's headers and timeouts over the HTTP/1.1 transport
     (transport.py); `transport` replaces it (the in-process embedded server, tests)."""
     return _CookielessClient(
         base_url=base_url.rstrip("/"),
         headers={**protocol_headers(token, version), "Accept-Encoding": ACCEPT_ENCODING},
         timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-        transport=transport or AiohttpTransport(POOL_LIMITS),
+        transport=transport or Http1Transport(POOL_LIMITS),
     )
 
 
