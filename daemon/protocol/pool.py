@@ -30,6 +30,7 @@ class ConnectionPool:
         self._idle: dict[Origin, deque[Connection]] = {}
         self._open = 0
         self._waiting: deque[anyio.Event] = deque()
+        self._closed = False
 
     async def acquire(
         self, origin: Origin, *, wait: float | None, connect_within: float | None
@@ -57,7 +58,7 @@ class ConnectionPool:
     async def release(self, connection: Connection, origin: Origin, *, reusable: bool) -> None:
         """Give back a connection whose answer was read to its end: kept for the next
         request if `reusable` (the answer said keep-alive) and nothing past it was read."""
-        if not reusable or connection.has_unread:
+        if not reusable or connection.has_unread or self._closed:
             await self.discard(connection)
             return
         idle = self._idle.setdefault(origin, deque())
@@ -80,7 +81,8 @@ class ConnectionPool:
             await connection.aclose()
 
     async def aclose(self) -> None:
-        """Close every idle connection."""
+        """Close every idle connection; those in use are closed when given back."""
+        self._closed = True
         idle, self._idle = self._idle, {}
         for connections in idle.values():
             for connection in connections:
@@ -93,9 +95,12 @@ class ConnectionPool:
             self._waiting.append(event)
             try:
                 await event.wait()
-            finally:
+            except BaseException:
                 if event in self._waiting:
                     self._waiting.remove(event)
+                elif event.is_set():  # woken, but leaving: the next waiter gets the turn
+                    self._wake()
+                raise
             connection = await self._take_idle(origin)
             if connection is not None:
                 return connection
@@ -121,8 +126,8 @@ class ConnectionPool:
         for connections in self._idle.values():
             if connections:
                 await self.discard(connections.popleft())
-                return True
-        return False
+                break
+        return self._open < self._most  # another request may have taken it meanwhile
 
     def _idle_count(self) -> int:
         return sum(len(connections) for connections in self._idle.values())

@@ -19,6 +19,7 @@ doubt is never sent again to a server that does not deduplicate).
 from __future__ import annotations
 
 import ssl
+import time
 import urllib.request
 from collections.abc import AsyncIterator
 
@@ -35,6 +36,7 @@ _ONE_SEND = 64 * 1024
 """Bodies up to this go out in the same `send` as the head (one copy, one write)."""
 _PORTS = {"http": 80, "https": 443}
 _STREAM_ERRORS = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+_Route = tuple[Origin, httpx.AsyncBaseTransport | None]
 
 
 class Http1Transport(httpx.AsyncBaseTransport):
@@ -43,18 +45,19 @@ class Http1Transport(httpx.AsyncBaseTransport):
 
     def __init__(self, limits: httpx.Limits) -> None:
         self._limits = limits
-        self._pool = ConnectionPool(limits, self._connect, anyio.current_time)
+        # The pool's clock only ages idle connections: the plain monotonic clock does, without
+        # anyio's look-up of the running event loop on every request.
+        self._pool = ConnectionPool(limits, self._connect, time.monotonic)
         self._ssl: ssl.SSLContext | None = None
-        self._routes: dict[tuple[str, str, int | None], httpx.AsyncBaseTransport | None] = {}
+        self._routes: dict[tuple[str, str, int | None], _Route] = {}
         self._proxies: dict[str, httpx.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
         key = (url.scheme, url.host, url.port)
-        route = self._routes[key] if key in self._routes else self._route(key)
-        if route is not None:
-            return await route.handle_async_request(request)
-        origin = (url.scheme, url.host, url.port or _PORTS[url.scheme])
+        origin, proxy = self._routes[key] if key in self._routes else self._route(key)
+        if proxy is not None:
+            return await proxy.handle_async_request(request)
         timeout = request.extensions.get("timeout", {})
         head = request_head(request.method, url.raw_path, request.headers.raw)
         body = await request.aread()
@@ -149,8 +152,9 @@ class Http1Transport(httpx.AsyncBaseTransport):
             self._ssl = httpx.create_ssl_context()
         return self._ssl
 
-    def _route(self, key: tuple[str, str, int | None]) -> httpx.AsyncBaseTransport | None:
-        """The proxy transport for an origin, or None to go direct; looked up once per origin.
+    def _route(self, key: tuple[str, str, int | None]) -> _Route:
+        """An origin's (scheme, host, port), and the proxy transport it goes through (None:
+        direct); looked up once per origin.
 
         The proxy settings are read from the process environment here, the one place outside
         daemon/config.py that does: they are the standard variables every HTTP client honours
@@ -161,7 +165,7 @@ class Http1Transport(httpx.AsyncBaseTransport):
         proxies = urllib.request.getproxies_environment()
         proxy = proxies.get(scheme) or proxies.get("all")
         netloc = f"{host}:{port}" if port else host
-        route = None
+        transport = None
         # Public in urllib, missing from its type stubs.
         bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
         if proxy and not bypass(netloc, proxies):
@@ -169,8 +173,8 @@ class Http1Transport(httpx.AsyncBaseTransport):
                 self._proxies[proxy] = httpx.AsyncHTTPTransport(
                     proxy=proxy, limits=self._limits, verify=self._tls()
                 )
-            route = self._proxies[proxy]
-        self._routes[key] = route
+            transport = self._proxies[proxy]
+        route = self._routes[key] = ((scheme, host, port or _PORTS[scheme]), transport)
         return route
 
 

@@ -45,6 +45,21 @@ async def test_a_server_closing_idle_connections_never_fails_a_request() -> None
     assert (server.connections, len(server.requests)) == (3, 3)
 
 
+async def test_a_connection_idle_past_the_keepalive_expiry_is_not_reused() -> None:
+    """An idle connection older than `keepalive_expiry` is closed, though the server would
+    still take it."""
+    limits = httpx.Limits(max_connections=4, keepalive_expiry=0.1)
+    async with (
+        raw_server(answer_each(ok())) as server,
+        httpx.AsyncClient(base_url=server.url, transport=Http1Transport(limits)) as http,
+    ):
+        await http.get("/a")
+        await http.get("/b")
+        await anyio.sleep(0.25)
+        await http.get("/c")
+    assert (server.connections, len(server.requests)) == (2, 3)
+
+
 async def test_an_answer_left_unread_closes_its_connection() -> None:
     """An answer past the caller's cap is not read on: its connection is closed, the next
     request gets a new one."""
@@ -90,6 +105,33 @@ async def test_a_cancelled_request_closes_its_connection() -> None:
             await closed.wait()
         assert (await http.get("/a")).status_code == 200
     assert server.connections == 2
+
+
+async def test_past_the_connection_limit_a_request_waits_for_a_connection() -> None:
+    """Three requests at once through one connection: each waits its turn, all succeed."""
+
+    async def slow(peer: RawPeer, server: RawServer) -> None:
+        while (request := await peer.read_request()) is not None:
+            server.requests.append(request)
+            await anyio.sleep(0.05)
+            await peer.send(ok())
+
+    answers: list[int] = []
+    async with (
+        raw_server(slow) as server,
+        httpx.AsyncClient(
+            base_url=server.url, transport=Http1Transport(httpx.Limits(max_connections=1))
+        ) as http,
+    ):
+
+        async def get() -> None:
+            answers.append((await http.get("/a")).status_code)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(3):
+                tg.start_soon(get)
+    assert answers == [200, 200, 200]
+    assert server.connections == 1
 
 
 async def test_past_the_connection_limit_a_request_waits_then_times_out() -> None:
