@@ -60,38 +60,19 @@ class Http1Transport(httpx.AsyncBaseTransport):
             return await proxy.handle_async_request(request)
         timeout = request.extensions.get("timeout", {})
         head = request_head(request.method, url.raw_path, request.headers.raw)
+        streamed = not isinstance(request.stream, httpx.ByteStream)  # httpx said: chunked
         body = await request.aread()
-        if not isinstance(request.stream, httpx.ByteStream):  # streamed: httpx said chunked
+        if streamed:
             body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
         connection = await self._pool.acquire(
             origin, wait=timeout.get("pool"), connect_within=timeout.get("connect")
         )
-        sending = True
-        content = None
-        write, read = timeout.get("write"), timeout.get("read")
         try:
-            with anyio.CancelScope(deadline=_deadline(write)) as scope:
-                if len(body) <= _ONE_SEND:
-                    await connection.send(head + body)
-                else:
-                    await connection.send(head)
-                    await connection.send(body)
-                sending = False
-                if read != write:
-                    # When equal (the daemon's timeouts) the answer's clock starts with the
-                    # request, a few µs early, and there is no second timer to set.
-                    scope.deadline = _deadline(read)
-                answer = await receive_answer_head(
-                    connection, head_request=request.method == "HEAD"
-                )
-                if _is_small(answer):
-                    content = await connection.receive_exactly(answer.length or 0)
-            if scope.cancelled_caught:
-                raise TimeoutError
-        except BaseException as exc:
+            answer, content = await _exchange(
+                connection, head, body, timeout, head_request=request.method == "HEAD"
+            )
+        except BaseException:
             await self._pool.discard(connection)
-            if isinstance(exc, Exception):
-                raise _mapped(exc, sending=sending) from exc
             raise
         extensions = {"http_version": answer.version, "reason_phrase": answer.reason}
         if content is not None:
@@ -219,6 +200,42 @@ class _Body(httpx.AsyncByteStream):
             )
         else:
             await self._pool.discard(self._connection)
+
+
+async def _exchange(
+    connection: Connection,
+    head: bytes,
+    body: bytes,
+    limits: dict[str, float | None],
+    *,
+    head_request: bool,
+) -> tuple[AnswerHead, bytes | None]:
+    """Write one request and read its answer's head, and its body too when small and plain
+    (else None: it is streamed). Within the write and read timeouts of `limits` (httpx's
+    timeout extension): one cancel scope, its deadline moved once the request is written."""
+    write, read = limits.get("write"), limits.get("read")
+    sending = True
+    content = None
+    try:
+        with anyio.CancelScope(deadline=_deadline(write)) as scope:
+            if len(body) <= _ONE_SEND:
+                await connection.send(head + body)
+            else:
+                await connection.send(head)
+                await connection.send(body)
+            sending = False
+            if read != write:
+                # When equal (the daemon's timeouts) the answer's clock starts with the
+                # request, a few µs early, and there is no second timer to set.
+                scope.deadline = _deadline(read)
+            answer = await receive_answer_head(connection, head_request=head_request)
+            if _is_small(answer):
+                content = await connection.receive_exactly(answer.length or 0)
+        if scope.cancelled_caught:
+            raise TimeoutError
+    except Exception as exc:
+        raise _mapped(exc, sending=sending) from exc
+    return answer, content
 
 
 def _is_small(answer: AnswerHead) -> bool:

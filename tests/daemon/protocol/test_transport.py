@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import anyio
@@ -46,6 +46,18 @@ async def test_a_request_and_its_answer_go_through_as_httpx_gives_them() -> None
     assert answer.status_code == 201
     assert answer.headers["X-Task-Status"] == "running"
     assert answer.json() == {"bytes": len(body), "auth": "Bearer tok"}
+
+
+async def test_a_streamed_request_body_goes_out_chunked() -> None:
+    """A body httpx only knows as an iterator (no length) is sent with chunked framing."""
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b'{"a": '
+        yield b"1}"
+
+    async with serve_app(APP) as url, make_http_client(url, "", "1") as http:
+        answer = await http.post("/echo", content=parts())
+    assert answer.json() == {"bytes": 8, "auth": None}
 
 
 async def test_a_refused_connection_surely_never_reached_the_server() -> None:
