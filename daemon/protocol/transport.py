@@ -3,11 +3,14 @@
 Every running task sends its transcript each 500 ms and its status each 5 s (Multica's pace),
 so what one request costs in CPU bounds how many tasks a daemon runs. Measured on this
 project's 2-core test machine against the Multica-faithful test server, 20 tasks each sending a
-5-message batch every 500 ms: a request through httpcore (httpx's own transport) cost about
-1 ms of the daemon's CPU, through aiohttp's pool and C parser about 0.6 ms, and through this
-transport (one `send` of head and body, one read of a small answer) about 0.3 ms. The daemon
-keeps httpx's API — its client, errors, timeouts, and test transports (`httpx.MockTransport`,
-respx) — and only the bytes go through here (wire format: http1.py; keep-alive: pool.py).
+5-message batch every 500 ms through `ServerClient` (process CPU per request, median of 3):
+about 1 ms through httpcore (httpx's own transport), 0.66 ms through aiohttp's pool and C
+parser, 0.49 ms through this transport. Of those 0.49 ms about 0.1 ms is httpx's client and the
+daemon's caller around the transport (the same calls over `httpx.MockTransport`), and the rest
+is what one bare exchange on anyio streams costs (one `send` of head and body, one read of a
+small answer): the bytes here add next to nothing to it. The daemon keeps httpx's API — its
+client, errors, timeouts, and test transports (`httpx.MockTransport`, respx) — and only the
+bytes go through here (wire format: http1.py; keep-alive: pool.py, connection.py).
 
 Failures keep whether the request may have reached the server, which the caller (caller.py)
 needs: no connection or a request not fully written is `ConnectError`/`ConnectTimeout`/

@@ -42,11 +42,11 @@ TASK_STATUS_HEADER = "X-Task-Status"
 """On a messages answer, the task's status then (this project's server; Multica sends none)."""
 READ_TIMEOUT = 30.0
 POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-"""A few connections, kept alive. httpcore hands each request a connection by scanning every
-queued request against every pooled connection: with its default 100 connections and 200
-running tasks that scan took most of the daemon's CPU (py-spy under bench_load 200x1), and the
-connection bursts overran the server's accept queue (ConnectTimeout). Loopback or LAN requests
-take milliseconds, so 16 connections carry hundreds of requests a second."""
+"""A few connections, kept alive. With 200 running tasks a connection per request in a burst
+overran the server's accept queue (ConnectTimeout); loopback or LAN requests take
+milliseconds, so 16 connections carry hundreds of requests a second. Few also keep httpcore
+cheap where it carries a proxied origin: it scans every queued request against every pooled
+connection (with its default 100 it took most of the daemon's CPU at 200 running tasks)."""
 _ERROR_TEXT_LIMIT = 300
 
 
