@@ -2,15 +2,16 @@
 
 Every running task sends its transcript each 500 ms and its status each 5 s (Multica's pace),
 so what one request costs in CPU bounds how many tasks a daemon runs. Measured on this
-project's 2-core test machine against the Multica-faithful test server, 20 tasks each sending a
-5-message batch every 500 ms through `ServerClient` (process CPU per request, median of 3):
-about 1 ms through httpcore (httpx's own transport), 0.66 ms through aiohttp's pool and C
-parser, 0.49 ms through this transport. Of those 0.49 ms about 0.1 ms is httpx's client and the
-daemon's caller around the transport (the same calls over `httpx.MockTransport`), and the rest
-is what one bare exchange on anyio streams costs (one `send` of head and body, one read of a
-small answer): the bytes here add next to nothing to it. The daemon keeps httpx's API — its
-client, errors, timeouts, and test transports (`httpx.MockTransport`, respx) — and only the
-bytes go through here (wire format: http1.py; keep-alive: pool.py, connection.py).
+project's 2-core test machine against the Multica-faithful server (tests/benchmarks/
+bench_request.py: process CPU per request, median of 3 alternating runs), paced like the
+daemon (20 tasks, a 5-message batch each 500 ms): about 1 ms through httpcore (httpx's own
+transport), 0.8 ms through aiohttp's pool and C parser, 0.55 ms through this transport — of
+which about 0.2 ms is httpx's client and the daemon's caller around it, and most of the rest
+the anyio stream and the socket calls of one exchange (one `send` of head and body, one read
+of a small answer). One request right after another costs about 0.4 ms through either of the
+last two. The daemon keeps httpx's API — its client, errors, timeouts, and test transports
+(`httpx.MockTransport`, respx) — and only the bytes go through here (wire format: http1.py;
+keep-alive: pool.py, connection.py).
 
 Failures keep whether the request may have reached the server, which the caller (caller.py)
 needs: no connection or a request not fully written is `ConnectError`/`ConnectTimeout`/
