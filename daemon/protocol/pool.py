@@ -3,6 +3,7 @@ an idle one reused only while it is fresh and still open."""
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -26,7 +27,7 @@ class ConnectionPool:
         self._clock = clock
         self._most = limits.max_connections
         self._most_idle = limits.max_keepalive_connections
-        self._expiry = 5.0 if limits.keepalive_expiry is None else limits.keepalive_expiry
+        self._expiry = limits.keepalive_expiry if limits.keepalive_expiry is not None else math.inf
         self._idle: dict[Origin, deque[Connection]] = {}
         self._open = 0
         self._waiting: deque[anyio.Event] = deque()
