@@ -1,171 +1,269 @@
-"""The HTTP transport under the daemon's httpx client: aiohttp's connection pool and parser.
+"""The HTTP transport under the daemon's httpx client: HTTP/1.1 with keep-alive on anyio streams.
 
-httpx's own transport (httpcore) cost the daemon about 1 ms of CPU per transcript batch on
-this project's 2-core test machine, most of the daemon's work at Multica's pace (every running
-task's transcript each 500 ms, its status each 5 s). Through aiohttp's C parser and pool the
-same batch costs about 0.45 ms. The daemon keeps httpx's API — its client, errors, timeouts and test
-transports (`httpx.MockTransport`, respx) — and only the bytes go through aiohttp.
+Every running task sends its transcript each 500 ms and its status each 5 s (Multica's pace),
+so what one request costs in CPU bounds how many tasks a daemon runs. Measured on this
+project's 2-core test machine against the Multica-faithful server (tests/benchmarks/
+bench_request.py: process CPU per request, median of 3 alternating runs), paced like the
+daemon (20 tasks, a 5-message batch each 500 ms): about 1 ms through httpcore (httpx's own
+transport), 0.8 ms through aiohttp's pool and C parser, 0.55 ms through this transport — of
+which about 0.2 ms is httpx's client and the daemon's caller around it, and most of the rest
+the anyio stream and the socket calls of one exchange (one `send` of head and body, one read
+of a small answer). One request right after another costs about 0.4 ms through either of the
+last two. The daemon keeps httpx's API — its client, errors, timeouts, and test transports
+(`httpx.MockTransport`, respx) — and only the bytes go through here (wire format: http1.py;
+keep-alive: pool.py, connection.py).
 
-aiohttp's errors are mapped onto httpx's so that the caller (caller.py) can still tell a
-request that surely never reached the server (`ConnectError`, `ConnectTimeout`) from one that
-may have (`ReadError`, `ReadTimeout`, `RemoteProtocolError`): a transcript batch in doubt is
-never sent again to a server that does not deduplicate.
+Failures keep whether the request may have reached the server, which the caller (caller.py)
+needs: no connection or a request not fully written is `ConnectError`/`ConnectTimeout`/
+`PoolTimeout`/`WriteError`/`WriteTimeout` (surely unsent); anything after the request went
+out is `ReadError`/`ReadTimeout`/`RemoteProtocolError` (maybe stored: a transcript batch in
+doubt is never sent again to a server that does not deduplicate).
 """
 
 from __future__ import annotations
 
-import io
 import ssl
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+import time
+import urllib.request
+from collections.abc import AsyncIterator
 
-import aiohttp
+import anyio
 import httpx
-import yarl
-from aiohttp.helpers import get_env_proxy_for_url
+from anyio.abc import ByteStream
 
-_LARGE_BODY = 1024 * 1024
+from daemon.protocol.connection import Connection
+from daemon.protocol.http1 import AnswerHead, BodyReader, receive_answer_head, request_head
+from daemon.protocol.pool import ConnectionPool, Origin
+
 _SMALL_ANSWER = 64 * 1024
-_ENCODING = "Content-Encoding"
-_Proxy = tuple[yarl.URL | None, aiohttp.BasicAuth | None]
-_SKIPPED = frozenset({"connection", "content-length", "transfer-encoding"})
-"""Request headers aiohttp sets itself."""
+_ONE_SEND = 64 * 1024
+"""Bodies up to this go out in the same `send` as the head (one copy, one write)."""
+_PORTS = {"http": 80, "https": 443}
+_STREAM_ERRORS = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
+_Route = tuple[Origin, httpx.AsyncBaseTransport | None]
 
 
-class AiohttpTransport(httpx.AsyncBaseTransport):
-    """An httpx transport sending each request through one aiohttp session."""
+class Http1Transport(httpx.AsyncBaseTransport):
+    """An httpx transport speaking HTTP/1.1 over a keep-alive pool of anyio streams; origins
+    behind a proxy (HTTP(S)_PROXY, NO_PROXY) go through httpx's own transport."""
 
     def __init__(self, limits: httpx.Limits) -> None:
         self._limits = limits
-        self._session: aiohttp.ClientSession | None = None
+        # The pool's clock only ages idle connections: the plain monotonic clock does, without
+        # anyio's look-up of the running event loop on every request.
+        self._pool = ConnectionPool(limits, self._connect, time.monotonic)
         self._ssl: ssl.SSLContext | None = None
-        self._proxies: dict[tuple[str, str, int | None], _Proxy] = {}
-
-    def _open(self) -> aiohttp.ClientSession:
-        # Made on the first request: aiohttp binds its session to the running event loop.
-        if self._ssl is None:
-            # httpx's own verification: certifi's bundle, SSL_CERT_FILE / SSL_CERT_DIR.
-            self._ssl = httpx.create_ssl_context()
-        connector = aiohttp.TCPConnector(
-            limit=self._limits.max_connections or 0,
-            keepalive_timeout=self._limits.keepalive_expiry or 5.0,
-            ssl=self._ssl,
-        )
-        # No `trust_env`: with it aiohttp looks up the proxy and reads ~/.netrc in a worker
-        # thread on every request, a third of the transport's cost; `_proxy` looks once.
-        # No cookies: the protocol has none.
-        self._session = aiohttp.ClientSession(
-            connector=connector, cookie_jar=aiohttp.DummyCookieJar(), auto_decompress=False
-        )
-        return self._session
-
-    def _proxy(self, url: httpx.URL) -> _Proxy:
-        """The proxy (and its credentials) HTTP(S)_PROXY and NO_PROXY name for `url`'s origin,
-        looked up once (httpx honours them too)."""
-        origin = (url.scheme, url.host, url.port)
-        if origin not in self._proxies:
-            try:
-                self._proxies[origin] = get_env_proxy_for_url(yarl.URL(str(url)))
-            except LookupError:
-                self._proxies[origin] = (None, None)
-        return self._proxies[origin]
+        self._routes: dict[tuple[str, str, int | None], _Route] = {}
+        self._proxies: dict[str, httpx.AsyncHTTPTransport] = {}
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        session = self._session or self._open()
-        proxy, proxy_auth = self._proxy(request.url)
+        url = request.url
+        key = (url.scheme, url.host, url.port)
+        origin, proxy = self._routes[key] if key in self._routes else self._route(key)
+        if proxy is not None:
+            return await proxy.handle_async_request(request)
         timeout = request.extensions.get("timeout", {})
-        headers = [(k, v) for k, v in request.headers.multi_items() if k not in _SKIPPED]
-        body = request.content
-        # Past 1 MiB aiohttp wants a file-like body, written in chunks between other work.
-        data = io.BytesIO(body) if len(body) > _LARGE_BODY else body or None
-        with _mapped_errors():
-            answer = await session.request(
-                request.method,
-                str(request.url),
-                headers=headers,
-                data=data,
-                allow_redirects=False,
-                compress=None,
-                proxy=proxy,
-                proxy_auth=proxy_auth,
-                timeout=aiohttp.ClientTimeout(
-                    total=None,
-                    connect=timeout.get("pool"),
-                    sock_connect=timeout.get("connect"),
-                    sock_read=timeout.get("read"),
-                ),
+        head = request_head(request.method, url.raw_path, request.headers.raw)
+        streamed = not isinstance(request.stream, httpx.ByteStream)  # httpx said: chunked
+        body = await request.aread()
+        if streamed:
+            body = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body) if body else b"0\r\n\r\n"
+        connection = await self._pool.acquire(
+            origin, wait=timeout.get("pool"), connect_within=timeout.get("connect")
+        )
+        try:
+            answer, content = await _exchange(
+                connection, head, body, timeout, head_request=request.method == "HEAD"
             )
-        heard = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in answer.raw_headers]
-        extensions = {
-            "http_version": b"HTTP/1.1",
-            "reason_phrase": (answer.reason or "").encode("latin-1"),
-        }
-        length = answer.content_length
-        if length is not None and length <= _SMALL_ANSWER and not answer.headers.get(_ENCODING):
+        except BaseException:
+            await self._pool.discard(connection)
+            raise
+        extensions = {"http_version": answer.version, "reason_phrase": answer.reason}
+        if content is not None:
             # Nearly every answer: a few hundred bytes, plain, its length said up front. Read
-            # at once (aiohttp reads no more than the length), it spares the caller a streamed
-            # read (daemon/protocol/answers.py), a fifth of a request's cost.
-            with _mapped_errors():
-                payload = await answer.read()
+            # at once, it spares the caller a streamed read (daemon/protocol/answers.py).
+            await self._pool.release(connection, origin, reusable=answer.keep_alive)
             return httpx.Response(
                 answer.status,
-                headers=heard,
-                content=payload,
+                headers=answer.headers,
+                content=content,
                 request=request,
                 extensions=extensions,
             )
         # Anything else is streamed as it arrives, never read whole here: the caller counts it
         # against its cap and inflates it itself.
+        body_stream = _Body(self._pool, connection, origin, answer, timeout.get("read"))
         return httpx.Response(
             answer.status,
-            headers=heard,
-            stream=_Body(answer),
+            headers=answer.headers,
+            stream=body_stream,
             request=request,
             extensions=extensions,
         )
 
     async def aclose(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        await self._pool.aclose()
+        proxies, self._proxies = self._proxies, {}
+        for transport in proxies.values():
+            await transport.aclose()
+
+    async def _connect(self, origin: Origin, within: float | None) -> Connection:
+        scheme, host, port = origin
+        try:
+            with anyio.fail_after(within):
+                stream: ByteStream
+                if scheme == "https":
+                    # Not `standard_compatible`: closing does not wait for the server's TLS
+                    # close_notify (every body here is framed by HTTP, never by the close).
+                    stream = await anyio.connect_tcp(
+                        host,
+                        port,
+                        tls=True,
+                        ssl_context=self._tls(),
+                        tls_hostname=host,
+                        tls_standard_compatible=False,
+                    )
+                else:
+                    stream = await anyio.connect_tcp(host, port)
+        except TimeoutError as exc:
+            raise httpx.ConnectTimeout(f"no connection to {host}:{port} in time") from exc
+        except (*_STREAM_ERRORS, anyio.EndOfStream) as exc:
+            raise httpx.ConnectError(f"{host}:{port}: {exc or type(exc).__name__}") from exc
+        return Connection(stream)
+
+    def _tls(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            # httpx's own verification: certifi's bundle, SSL_CERT_FILE / SSL_CERT_DIR.
+            self._ssl = httpx.create_ssl_context()
+        return self._ssl
+
+    def _route(self, key: tuple[str, str, int | None]) -> _Route:
+        """An origin's (scheme, host, port), and the proxy transport it goes through (None:
+        direct); looked up once per origin.
+
+        The proxy settings are read from the process environment here, the one place outside
+        daemon/config.py that does: they are the standard variables every HTTP client honours
+        (httpx reads them the same way, through urllib), not settings of the daemon."""
+        scheme, host, port = key
+        if scheme not in _PORTS or not host:
+            raise httpx.UnsupportedProtocol(f"not an http(s) URL: {scheme}://{host}")
+        proxies = urllib.request.getproxies_environment()
+        proxy = proxies.get(scheme) or proxies.get("all")
+        netloc = f"{host}:{port}" if port else host
+        transport = None
+        # Public in urllib, missing from its type stubs.
+        bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+        if proxy and not bypass(netloc, proxies):
+            if proxy not in self._proxies:
+                self._proxies[proxy] = httpx.AsyncHTTPTransport(
+                    proxy=proxy, limits=self._limits, verify=self._tls()
+                )
+            transport = self._proxies[proxy]
+        route = self._routes[key] = ((scheme, host, port or _PORTS[scheme]), transport)
+        return route
 
 
 class _Body(httpx.AsyncByteStream):
-    """An answer's body as aiohttp reads it, raw (compressed bodies stay compressed)."""
+    """An answer's body as it arrives, raw (compressed bodies stay compressed)."""
 
-    def __init__(self, answer: aiohttp.ClientResponse) -> None:
+    def __init__(
+        self,
+        pool: ConnectionPool,
+        connection: Connection,
+        origin: Origin,
+        answer: AnswerHead,
+        timeout: float | None,
+    ) -> None:
+        self._pool = pool
+        self._connection = connection
+        self._origin = origin
         self._answer = answer
+        self._reader = BodyReader(connection, answer)
+        self._timeout = timeout
+        self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _mapped_errors():
-            async for chunk in self._answer.content.iter_any():
+        while not self._reader.done:
+            try:
+                with anyio.fail_after(self._timeout):
+                    chunk = await self._reader.read()
+            except Exception as exc:
+                raise _mapped(exc, sending=False) from exc
+            if chunk:
                 yield chunk
 
     async def aclose(self) -> None:
         # A body read to its end gives the connection back to the pool; one cut short (past
         # its cap, a cancelled call) closes it, so no half-read answer is reused.
-        if self._answer.content.at_eof():
-            self._answer.release()
+        if self._closed:
+            return
+        self._closed = True
+        if self._reader.done:
+            await self._pool.release(
+                self._connection, self._origin, reusable=self._answer.keep_alive
+            )
         else:
-            self._answer.close()
+            await self._pool.discard(self._connection)
 
 
-@contextmanager
-def _mapped_errors() -> Iterator[None]:
-    """aiohttp's errors as httpx's, keeping whether the request may have reached the server."""
+async def _exchange(
+    connection: Connection,
+    head: bytes,
+    body: bytes,
+    limits: dict[str, float | None],
+    *,
+    head_request: bool,
+) -> tuple[AnswerHead, bytes | None]:
+    """Write one request and read its answer's head, and its body too when small and plain
+    (else None: it is streamed). Within the write and read timeouts of `limits` (httpx's
+    timeout extension): one cancel scope, its deadline moved once the request is written."""
+    write, read = limits.get("write"), limits.get("read")
+    sending = True
+    content = None
     try:
-        yield
-    except aiohttp.ClientConnectorError as exc:  # no connection was made: nothing was sent
-        raise httpx.ConnectError(str(exc)) from exc
-    except aiohttp.ConnectionTimeoutError as exc:
-        raise httpx.ConnectTimeout(str(exc)) from exc
-    except aiohttp.SocketTimeoutError as exc:
-        raise httpx.ReadTimeout(str(exc)) from exc
-    except aiohttp.ServerDisconnectedError as exc:  # the request may have been read
-        raise httpx.RemoteProtocolError(str(exc) or "server disconnected") from exc
-    except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError) as exc:
-        raise httpx.UnsupportedProtocol(str(exc)) from exc
-    except aiohttp.ClientResponseError as exc:  # an answer that is not HTTP
-        raise httpx.RemoteProtocolError(str(exc)) from exc
-    except (aiohttp.ClientError, TimeoutError) as exc:  # reset or cut while under way
-        raise httpx.ReadError(str(exc) or type(exc).__name__) from exc
+        with anyio.CancelScope(deadline=_deadline(write)) as scope:
+            if len(body) <= _ONE_SEND:
+                await connection.send(head + body)
+            else:
+                await connection.send(head)
+                await connection.send(body)
+            sending = False
+            if read != write:
+                # When equal (the daemon's timeouts) the answer's clock starts with the
+                # request, a few µs early, and there is no second timer to set.
+                scope.deadline = _deadline(read)
+            answer = await receive_answer_head(connection, head_request=head_request)
+            if _is_small(answer):
+                content = await connection.receive_exactly(answer.length or 0)
+        if scope.cancelled_caught:
+            raise TimeoutError
+    except Exception as exc:
+        raise _mapped(exc, sending=sending) from exc
+    return answer, content
+
+
+def _is_small(answer: AnswerHead) -> bool:
+    return answer.length is not None and answer.length <= _SMALL_ANSWER and not answer.encoded
+
+
+def _deadline(seconds: float | None) -> float:
+    return anyio.current_time() + seconds if seconds is not None else float("inf")
+
+
+def _mapped(exc: Exception, *, sending: bool) -> Exception:
+    """A failure of a request under way as httpx's error, keeping whether it may have reached
+    the server (`sending`: not all of it was written)."""
+    if isinstance(exc, httpx.TransportError):
+        return exc
+    if isinstance(exc, TimeoutError):
+        if sending:
+            return httpx.WriteTimeout("the request was not written in time")
+        return httpx.ReadTimeout("no answer in time")
+    detail = str(exc) or type(exc).__name__
+    if sending:
+        return httpx.WriteError(detail)
+    if isinstance(exc, anyio.EndOfStream):
+        return httpx.RemoteProtocolError(
+            "the server closed the connection before the end of its answer"
+        )
+    return httpx.ReadError(detail)

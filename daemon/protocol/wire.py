@@ -28,7 +28,7 @@ from daemon.errors import (
 from daemon.protocol import jsonin
 from daemon.protocol.answers import ACCEPT_ENCODING
 from daemon.protocol.models import Task, WireModel, Workspace
-from daemon.protocol.transport import AiohttpTransport
+from daemon.protocol.transport import Http1Transport
 
 M = TypeVar("M", bound=WireModel)
 _WORKSPACES = TypeAdapter(list[Workspace])
@@ -42,11 +42,11 @@ TASK_STATUS_HEADER = "X-Task-Status"
 """On a messages answer, the task's status then (this project's server; Multica sends none)."""
 READ_TIMEOUT = 30.0
 POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-"""A few connections, kept alive. httpcore hands each request a connection by scanning every
-queued request against every pooled connection: with its default 100 connections and 200
-running tasks that scan took most of the daemon's CPU (py-spy under bench_load 200x1), and the
-connection bursts overran the server's accept queue (ConnectTimeout). Loopback or LAN requests
-take milliseconds, so 16 connections carry hundreds of requests a second."""
+"""A few connections, kept alive. With 200 running tasks a connection per request in a burst
+overran the server's accept queue (ConnectTimeout); loopback or LAN requests take
+milliseconds, so 16 connections carry hundreds of requests a second. Few also keep httpcore
+cheap where it carries a proxied origin: it scans every queued request against every pooled
+connection (with its default 100 it took most of the daemon's CPU at 200 running tasks)."""
 _ERROR_TEXT_LIMIT = 300
 
 
@@ -66,13 +66,13 @@ def make_http_client(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> httpx.AsyncClient:
-    """An httpx client with the protocol's headers and timeouts over aiohttp's transport
+    """An httpx client with the protocol's headers and timeouts over the HTTP/1.1 transport
     (transport.py); `transport` replaces it (the in-process embedded server, tests)."""
     return _CookielessClient(
         base_url=base_url.rstrip("/"),
         headers={**protocol_headers(token, version), "Accept-Encoding": ACCEPT_ENCODING},
         timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-        transport=transport or AiohttpTransport(POOL_LIMITS),
+        transport=transport or Http1Transport(POOL_LIMITS),
     )
 
 

@@ -1,14 +1,18 @@
-"""The aiohttp transport under the daemon's httpx client: answers as httpx gives them, and
-failures that keep whether the request may have reached the server."""
+"""The HTTP/1.1 transport under the daemon's httpx client: answers as httpx gives them, TLS
+and proxies as httpx honours them, and failures that keep whether the request may have
+reached the server."""
 
 from __future__ import annotations
 
 import json
 import socket
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import anyio
 import httpx
 import pytest
+import trustme
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -17,6 +21,7 @@ from starlette.routing import Route
 from daemon.protocol.caller import _UNSENT
 from daemon.protocol.wire import make_http_client
 from tests.fakes.loopback import serve_app
+from tests.fakes.raw_http import RawPeer, RawServer, answer_each, ok, raw_server
 
 pytestmark = pytest.mark.anyio
 
@@ -34,13 +39,25 @@ APP = Starlette(routes=[Route("/echo", echo, methods=["POST"])])
 
 
 async def test_a_request_and_its_answer_go_through_as_httpx_gives_them() -> None:
-    """Headers, status, body and a 2 MiB request body (past aiohttp's 1 MiB bytes limit)."""
+    """Headers, status, body and a 2 MiB request body (written in parts)."""
     body = json.dumps({"text": "x" * (2 * 1024 * 1024)}).encode()
     async with serve_app(APP) as url, make_http_client(url, "tok", "1") as http:
         answer = await http.post("/echo", content=body)
     assert answer.status_code == 201
     assert answer.headers["X-Task-Status"] == "running"
     assert answer.json() == {"bytes": len(body), "auth": "Bearer tok"}
+
+
+async def test_a_streamed_request_body_goes_out_chunked() -> None:
+    """A body httpx only knows as an iterator (no length) is sent with chunked framing."""
+
+    async def parts() -> AsyncIterator[bytes]:
+        yield b'{"a": '
+        yield b"1}"
+
+    async with serve_app(APP) as url, make_http_client(url, "", "1") as http:
+        answer = await http.post("/echo", content=parts())
+    assert answer.json() == {"bytes": 8, "auth": None}
 
 
 async def test_a_refused_connection_surely_never_reached_the_server() -> None:
@@ -76,3 +93,89 @@ async def test_a_connection_closed_after_the_request_may_have_reached_it() -> No
         tg.cancel_scope.cancel()
     assert got.is_set()
     assert not isinstance(caught.value, _UNSENT)
+
+
+async def test_an_answer_that_never_comes_is_a_read_timeout() -> None:
+    """The server reads the request and stays silent: `ReadTimeout` at the read timeout, an
+    error that may have reached the server."""
+
+    async def silent(peer: RawPeer, server: RawServer) -> None:
+        await peer.read_request()
+        await anyio.sleep(30)
+
+    async with raw_server(silent) as server, make_http_client(server.url, "", "1") as http:
+        with pytest.raises(httpx.ReadTimeout) as caught:
+            await http.post("/x", content=b"{}", timeout=0.2)
+    assert not isinstance(caught.value, _UNSENT)
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.fixture
+def no_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """The process environment without any proxy variable (the test sets its own)."""
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    yield monkeypatch
+
+
+async def test_an_origin_behind_a_proxy_goes_through_it(
+    no_proxy_settings: pytest.MonkeyPatch,
+) -> None:
+    """HTTP_PROXY names a proxy: the request reaches it in absolute form."""
+    async with raw_server(answer_each(ok(b"proxied"))) as proxy:
+        no_proxy_settings.setenv("HTTP_PROXY", proxy.url)
+        async with make_http_client("http://origin.invalid:8080", "", "1") as http:
+            answer = await http.get("/api/x?y=1")
+    assert answer.content == b"proxied"
+    assert proxy.requests[0].startswith(b"GET http://origin.invalid:8080/api/x?y=1 HTTP/1.1")
+
+
+async def test_an_origin_named_in_no_proxy_goes_direct(
+    no_proxy_settings: pytest.MonkeyPatch,
+) -> None:
+    """NO_PROXY exempts an origin from HTTP_PROXY."""
+    async with (
+        raw_server(answer_each(ok(b"proxied"))) as proxy,
+        raw_server(answer_each(ok(b"direct"))) as origin,
+    ):
+        no_proxy_settings.setenv("HTTP_PROXY", proxy.url)
+        no_proxy_settings.setenv("NO_PROXY", "127.0.0.1")
+        async with make_http_client(origin.url, "", "1") as http:
+            answer = await http.get("/x")
+    assert answer.content == b"direct"
+    assert proxy.connections == 0
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A certificate authority's file, and a key and certificate it signed for 127.0.0.1."""
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    ca_file, key, cert = tmp_path / "ca.pem", tmp_path / "key.pem", tmp_path / "cert.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    issued.private_key_pem.write_to_path(str(key))
+    issued.cert_chain_pems[0].write_to_path(str(cert))
+    return ca_file, key, cert
+
+
+async def test_https_is_verified_against_ssl_cert_file(
+    tls_files: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose certificate SSL_CERT_FILE's authority signed is reached over TLS; the
+    same server is refused without it (`ConnectError`: nothing was sent)."""
+    ca_file, key, cert = tls_files
+    async with serve_app(APP, ssl_keyfile=str(key), ssl_certfile=str(cert)) as url:
+        https = url.replace("http://", "https://")
+        monkeypatch.setenv("SSL_CERT_FILE", str(ca_file))
+        async with make_http_client(https, "tok", "1") as http:
+            answer = await http.post("/echo", content=b"{}")
+            again = await http.post("/echo", content=b"{}")
+        monkeypatch.delenv("SSL_CERT_FILE")
+        async with make_http_client(https, "tok", "1") as http:
+            with pytest.raises(httpx.ConnectError) as caught:
+                await http.post("/echo", content=b"{}")
+    assert answer.json() == again.json() == {"bytes": 2, "auth": "Bearer tok"}
+    assert isinstance(caught.value, _UNSENT)
