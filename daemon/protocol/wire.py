@@ -41,12 +41,15 @@ DEDUPE_HEADER = "X-Message-Dedupe"
 TASK_STATUS_HEADER = "X-Task-Status"
 """On a messages answer, the task's status then (this project's server; Multica sends none)."""
 READ_TIMEOUT = 30.0
-POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16)
-"""A few connections, kept alive. With 200 running tasks a connection per request in a burst
-overran the server's accept queue (ConnectTimeout); loopback or LAN requests take
-milliseconds, so 16 connections carry hundreds of requests a second. Few also keep httpcore
-cheap where it carries a proxied origin: it scans every queued request against every pooled
-connection (with its default 100 it took most of the daemon's CPU at 200 running tasks)."""
+POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16, keepalive_expiry=4.0)
+"""A few connections, kept alive, each idle one for less than the 5 s after which uvicorn (and
+other servers) close it: a request written into a connection the server closes at that moment
+is lost, and whether it was read is then in doubt. With 200 running tasks a connection per
+request in a burst overran the server's accept queue (ConnectTimeout); loopback or LAN
+requests take milliseconds, so 16 connections carry hundreds of requests a second. Few also
+keep httpcore cheap where it carries a proxied origin: it scans every queued request against
+every pooled connection (with its default 100 it took most of the daemon's CPU at 200 running
+tasks)."""
 _ERROR_TEXT_LIMIT = 300
 
 
