@@ -53,7 +53,9 @@ RAMP = 90.0
 """The most starting every agent may take (200 Python children on a small machine)."""
 SETTLE = 3.0
 AGENT = Path(__file__).with_name("paced_agent.py")
-_REQUESTS = re.compile(r'^agent_daemon_server_requests_total\{endpoint="(\w+)",.*\} (\S+)$')
+_REQUESTS = re.compile(
+    r'^agent_daemon_server_requests_total\{endpoint="(\w+)",outcome="(\w+)"\} (\S+)$'
+)
 QUEUE_AT_ONCE = 50
 """Tasks queued per call: the fake's wake-up buffer per control connection holds 100."""
 
@@ -178,12 +180,16 @@ def _wait_all_over(http: httpx.Client) -> None:
 
 
 def _requests(metrics_url: str) -> dict[str, float]:
-    """The daemon's server requests so far, by endpoint."""
+    """The daemon's server requests so far, by endpoint (those not answered `ok` also under
+    `endpoint/outcome`)."""
     counts: Counter[str] = Counter()
     for line in httpx.get(metrics_url, timeout=10).text.splitlines():
         found = _REQUESTS.match(line)
         if found:
-            counts[found.group(1)] += float(found.group(2))
+            endpoint, outcome, value = found.groups()
+            counts[endpoint] += float(value)
+            if outcome != "ok":
+                counts[f"{endpoint}/{outcome}"] += float(value)
     return dict(counts)
 
 
