@@ -17,7 +17,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice
+from itertools import islice, takewhile
 from typing import Any
 
 import anyio
@@ -178,10 +178,19 @@ class Transcript:
             await self.flush()
 
     async def flush(self) -> bool:
-        """Send everything queued; False if something is still unsent (server trouble)."""
+        """Send everything queued when the flush began; False if some of it is still unsent
+        (server trouble).
+
+        Messages that arrive while it sends wait for the next flush: on the shared beat the
+        daemon's requests go out together and take longer to answer, and sending what came
+        meanwhile at once made up to 40 % more requests, each with a message or two."""
         async with self._lock:
-            while self._queue and not self.gone:
-                count = batch_end((size for _, size in self._queue), self._batch_size)
+            if not self._queue:
+                return True
+            last = self._queue[-1][0]["seq"]
+            while self._queue and self._queue[0][0]["seq"] <= last and not self.gone:
+                due = takewhile(lambda item: item[0]["seq"] <= last, self._queue)
+                count = batch_end((size for _, size in due), self._batch_size)
                 batch = [entry for entry, _ in islice(self._queue, count)]
                 sent = await self._send(batch)
                 if sent.status is not None and self._told is not None:
@@ -204,7 +213,7 @@ class Transcript:
                         sent.error,
                     )
                     return False
-            return not self._queue
+            return not self.gone
 
     async def _send(self, batch: list[dict[str, Any]]) -> Sent:
         """Send one batch; once on its way, the run's end does not cut it.

@@ -117,6 +117,9 @@ async def test_drop_during_a_send_keeps_the_newer_messages() -> None:
         for i in range(6, 9):
             t.add(text(f"m{i}"))  # the cap drops 1, 2 and 3 from the queue
         release.set()
+    assert server.seqs(TASK) == [1, 2, 3, 4, 5]
+    assert t.unsent == 3  # 6-8 go with the next flush
+    assert await t.flush()
     assert server.seqs(TASK) == [1, 2, 3, 4, 5, 6, 7, 8]
     assert t.unsent == 0
 
@@ -282,3 +285,22 @@ async def test_transcripts_started_apart_flush_on_one_shared_beat() -> None:
         tg.cancel_scope.cancel()
     earlier, later = server.arrivals
     assert later - earlier < 0.1  # on their own timers they were 0.15 s apart
+
+
+async def test_messages_arriving_during_a_flush_wait_for_the_next_one() -> None:
+    """A flush sends what was queued when it began; what the agent prints while that batch is
+    on its way goes with the next flush, not in an extra request right after."""
+    server = FakeTaskServer()
+    server.hold = anyio.Event()
+    t = transcript(server)
+    t.add(text("a"))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.flush)
+        await server.sending.wait()
+        t.add(text("b"))
+        t.add(text("c"))
+        server.hold.set()
+    assert [[m["content"] for m in batch] for batch in server.batches] == [["a"]]
+    assert t.unsent == 2
+    assert await t.flush()
+    assert [m["content"] for m in server.batches[-1]] == ["b", "c"]
