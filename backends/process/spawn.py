@@ -151,17 +151,21 @@ class ProcessRun:
     async def _read(self, keep: bool = True) -> bool:
         """Read one chunk of stdout and parse its lines into the batch (or only parse them);
         False once stdout has closed."""
-        stdout = self._process.stdout
-        assert stdout is not None
         self._reading = True
-        try:
-            chunk = await stdout.receive(_READ_CHUNK)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            chunk = None
+        try:  # one reader at a time, to the end of the parse: the parser's state is shared
+            return await self._read_chunk(keep)
         finally:
             self._reading = False
             if self._read_over is not None:
                 self._read_over.set()
+
+    async def _read_chunk(self, keep: bool) -> bool:
+        stdout = self._process.stdout
+        assert stdout is not None
+        try:
+            chunk = await stdout.receive(_READ_CHUNK)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            chunk = None
         lines = self._framer.feed(chunk) if chunk is not None else []
         if chunk is None and (last := self._framer.flush()) is not None:
             lines.append(last)
