@@ -448,3 +448,49 @@ sys.stdin.read()
 
 def _members_include(registry: ProcessRegistry, pid: int, wanted: list[ProcIdentity]) -> bool:
     return set(wanted) <= set(registry.members(pid))
+
+
+_ASKS = 1200
+"""More questions than the agent's stdin pipe (64 KiB of 4 KiB answers) and the stdin queue
+(1,024) hold together, so the consumer's parse waits for room."""
+_ASKING_AGENT = f"""
+import sys, time
+sys.stdout.write("ask\\n" * {_ASKS} + "m1\\nm2\\n"); sys.stdout.flush()
+time.sleep(0.5)
+sys.stdout.write("late\\n"); sys.stdout.flush()
+time.sleep(1.0)
+left = {_ASKS} * 4096
+while left > 0:
+    left -= len(sys.stdin.buffer.read1(1 << 20))
+"""
+
+
+class _AskingParser(LinesParser):
+    """Every `ask` line wants a 4 KiB answer on the agent's stdin."""
+
+    def feed(self, line: str) -> ParseStep:
+        step = super().feed(line)
+        if line == "ask":
+            step.replies.append(b"x" * 4095)
+        return step
+
+
+@pytest.mark.anyio
+async def test_the_pump_reads_only_after_the_consumers_read_and_parse_are_done(
+    tmp_path: Path,
+) -> None:
+    """The result is asked for while the consumer's parse waits for room on stdin: the pump
+    that takes over stdout waits for that parse, so the line printed later comes after it."""
+    spec = spec_for(_ASKING_AGENT, tmp_path, keep_stdin_open=True)
+    seen: list[str] = []
+    async with run_process(spec, _AskingParser()) as run:
+
+        async def consume() -> None:
+            seen.extend([message.content async for message in run.messages()])
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(consume)
+            await anyio.sleep(1.0)  # `late` is printed; the consumer's parse still waits
+            with anyio.fail_after(20):
+                assert (await run.result()).exit_code == 0
+    assert seen == ["ask"] * _ASKS + ["m1", "m2", "late"]
