@@ -213,7 +213,7 @@ class Transcript:
                         sent.error,
                     )
                     return False
-            return not self.gone
+            return True
 
     async def _send(self, batch: list[dict[str, Any]]) -> Sent:
         """Send one batch; once on its way, the run's end does not cut it.

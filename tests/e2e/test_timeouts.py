@@ -6,6 +6,7 @@ machine, and the lower bounds are what the windows guarantee.
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,19 @@ async def test_busy_tool_call_outlasts_the_idle_window(tmp_path: Path) -> None:
 # -- exit grace -----------------------------------------------------------------------------------
 
 
+def lingering_agent(tmp_path: Path, result: dict[str, str]) -> dict[str, str]:
+    """A `command` agent that prints its result, closes stdout and stays alive for a minute."""
+    line = json.dumps({"type": "result", **result})
+    return command_agent(
+        tmp_path / "agent.py",
+        "import os, sys, time\n"
+        "sys.stdin.read()\n"
+        f"print({line!r}, flush=True)\n"
+        "os.close(1)\n"
+        "time.sleep(60)\n",
+    )
+
+
 async def test_agent_that_keeps_stdout_open_after_its_result_completes(tmp_path: Path) -> None:
     """Result sent, stdout left open: killed after the exit grace; the run counts as completed."""
     script = {"steps": [say("done soon"), {"result": {"output": "the answer"}}, {"hang": True}]}
@@ -141,15 +155,7 @@ async def test_agent_that_closes_stdout_but_lingers_after_its_result_completes(
     tmp_path: Path,
 ) -> None:
     """Result sent, stdout closed, process alive: killed after the grace, still completed."""
-    agent = command_agent(
-        tmp_path / "agent.py",
-        "import json, os, sys, time\n"
-        "sys.stdin.read()\n"
-        "print(json.dumps({'type': 'result', 'output': 'the answer', 'session_id': 's-9'}),"
-        " flush=True)\n"
-        "os.close(1)\n"
-        "time.sleep(60)\n",
-    )
+    agent = lingering_agent(tmp_path, {"output": "the answer", "session_id": "s-9"})
     async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="1s", **agent) as d:
         task_id, task, _ = await timed(d, "go", backend="command")
         assert fires(d) == {"exit_grace": 1}
@@ -165,14 +171,7 @@ async def test_grace_longer_than_the_default_exit_wait_is_honoured_after_stdout_
     tmp_path: Path,
 ) -> None:
     """A 6 s grace outlasts the 5 s default exit wait: the agent gets all of it, then completes."""
-    agent = command_agent(
-        tmp_path / "agent.py",
-        "import json, os, sys, time\n"
-        "sys.stdin.read()\n"
-        "print(json.dumps({'type': 'result', 'output': 'the answer'}), flush=True)\n"
-        "os.close(1)\n"
-        "time.sleep(60)\n",
-    )
+    agent = lingering_agent(tmp_path, {"output": "the answer"})
     async with serving_daemon(tmp_path, MULTICA_AGENT_EXIT_GRACE="6s", **agent) as d:
         task_id, task, _ = await timed(d, "go", backend="command")
         (incident,) = incidents(d, task_id)
