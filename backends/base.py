@@ -66,6 +66,9 @@ class Message:
     usage: tuple[Usage, ...] = ()
     heartbeat: bool = False
     """A keep-alive the CLI prints while a tool runs: shown on that tool, never activity."""
+    unrecognised: str = ""
+    """The line this message stands for, when the parser did not recognise it (a CLI whose
+    output changed?): until something is recognised, such a line is no sign of life."""
 
 
 class RunStatus(enum.StrEnum):

@@ -85,7 +85,7 @@ class CodexBackend(AgentCli):
 
         def launch(resume: str) -> Launch:
             # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
-            parser = CodexEventParser(model, resume, baseline if resume else None)
+            parser = CodexEventParser(model, resume, baseline if resume else None, self.version)
             return self._spec(spec, resume), parser
 
         async with start_session(self.name, thread, launch) as run:

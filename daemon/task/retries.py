@@ -9,6 +9,7 @@ import math
 import anyio
 
 from backends.base import Backend, RunSpec
+from backends.json_lines import UNRECOGNISED_REASON, unrecognised_error
 from daemon.logs import short_id
 from daemon.services import Services
 from daemon.snapshot import AttemptSnapshot
@@ -85,6 +86,8 @@ class Retries:
             if ending is not None or result.verdict is None:
                 return ending or Ending(session, final=result.final, result=result.result)
             verdict, tool_calls = result.verdict, self._activity.tool_calls
+            if verdict.scope == "unrecognised":
+                return self._unrecognised(result)
             next_spec, delay, why_not = next_attempt(
                 spec, retry_policy, self.retry, session, tool_calls
             )
@@ -106,6 +109,23 @@ class Retries:
                 cut = AttemptResult(session_id=session, interrupted=True)
                 return self._ending(cut, limit) or Ending(session, wall_clock=limit)
             spec = next_spec
+
+    def _unrecognised(self, result: AttemptResult) -> Ending:
+        """A CLI that spoke only in lines its parser does not know: not retried (it would say
+        the same), failed naming the CLI, its version and the first such line."""
+        verdict = result.verdict
+        assert verdict is not None
+        self._incidents.record(
+            verdict.scope, verdict.threshold, "fail", self.retry, self.pid, verdict=verdict
+        )
+        # An agent CLI keeps what it last answered to `--version`; other backends have none.
+        version = str(getattr(self.backend, "version", ""))
+        error = unrecognised_error(
+            self.backend.name, version, verdict.unrecognised, verdict.describe()
+        )
+        return Ending(
+            result.session_id, error=error, failure_reason=UNRECOGNISED_REASON, usage=result.usage
+        )
 
     def _ending(self, result: AttemptResult, limit: float) -> Ending | None:
         """How the run ends after this attempt, or None when a watchdog verdict may retry."""
