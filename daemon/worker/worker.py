@@ -38,6 +38,7 @@ from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
+from daemon.worker.cli_watch import CliWatch
 from daemon.worker.pickup import Pickup
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.runs import Runs
@@ -99,6 +100,7 @@ class Worker:
         self.registration = Registration(
             client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
         )
+        self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
         self.runs = Runs(budget, self._ended)
         self.summary = Summary()
         self.provider_failures = ProviderFailures(metrics)
@@ -232,6 +234,7 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.registration.heartbeats)
             tg.start_soon(self.registration.sync_loop)
+            tg.start_soon(self.cli_watch.run)
             tg.start_soon(
                 renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
             )
