@@ -12,7 +12,8 @@ reads fields with `str_field` and `int_field`, so none of that is written twice:
   object — is counted and the first such line kept. One unknown event among known ones is a
   log line in the transcript; a run in which nothing at all was recognised fails as
   `agent_error.unknown`, naming the CLI, its version and that line (`unrecognised_error`): a CLI
-  upgrade that changed the output must never look like an empty success. The messages made
+  upgrade that changed the output must never look like an empty success (plain text alone
+  with a failed exit is left to the parser's own ending: a crash or a refusal, most likely). The messages made
   of such lines carry the line (`Message.unrecognised`), so the daemon can tell, within the
   first-output budget, a CLI that speaks from one whose words it does not know;
 * `json_object`, `str_field`, `int_field` — an object from a line, a field of the wanted type;
@@ -51,6 +52,7 @@ class JsonLinesParser:
         self.unrecognised = 0
         """Lines it did not: an event of an unknown type, a line that is no JSON object."""
         self.first_unrecognised = ""
+        self._unknown_events = 0
         self._line = ""
         self._known = True
 
@@ -83,20 +85,22 @@ class JsonLinesParser:
         """The step for an event this parser does not know: a log line saying `what`, marked
         with the line; the line is counted (and kept, if it is the first)."""
         self._known = False
+        self._unknown_events += 1
         quoted = self._note_unrecognised(self._line)
         return ParseStep(messages=[Message(MessageType.LOG, content=what, unrecognised=quoted)])
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result; a run of which nothing was recognised failed, whatever it said."""
-        if not self.recognised and self.unrecognised:
+        # Plain text and a failed exit is more likely a crash or a refusal (a bad key) than a
+        # new format: left to the parser's own ending, whose stderr tail the text rules name.
+        new_format = self._unknown_events or (self.unrecognised and exit_code == 0)
+        if not self.recognised and new_format:
+            why = f"none of its {self.unrecognised} output lines was recognised"
+            error = unrecognised_error(self.cli, self.version, self.first_unrecognised, why)
+            tail = stderr_tail.strip()
             return RunResult(
                 RunStatus.FAILED,
-                error=unrecognised_error(
-                    self.cli,
-                    self.version,
-                    self.first_unrecognised,
-                    f"none of its {self.unrecognised} output lines was recognised",
-                ),
+                error=f"{error}; stderr: {tail}" if tail else error,
                 exit_code=exit_code,
                 failure_reason=UNRECOGNISED_REASON,
             )

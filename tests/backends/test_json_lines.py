@@ -52,6 +52,24 @@ def test_a_run_of_only_plain_text_fails_naming_the_first_line(cli: str) -> None:
     assert "Welcome to the new interactive mode!" in result.error
 
 
+def test_plain_text_and_a_failed_exit_keep_the_parsers_own_ending() -> None:
+    """Only plain text, then a non-zero exit: a crash or a refusal more likely than a new
+    format, so the ending is the parser's own (its stderr tail for the text rules)."""
+    parser = ClaudeStreamParser(version="2.1.400")
+    parser.feed("Invalid API key")
+    result = parser.finish(1, "Please run /login")
+    assert result.status is RunStatus.FAILED and result.failure_reason != UNRECOGNISED_REASON
+    assert "Please run /login" in result.error
+
+
+def test_the_stderr_tail_is_in_the_error() -> None:
+    """What the CLI said on stderr comes after the first unrecognised line."""
+    parser = CodexEventParser("gpt-5", version="0.200.0")
+    parser.feed(NEW_SHAPE[0])
+    error = parser.finish(2, "deprecated flag --json").error
+    assert error.endswith("; stderr: deprecated flag --json") and "codex 0.200.0" in error
+
+
 def test_one_unknown_event_among_known_ones_is_a_log_line() -> None:
     """A new event type between known ones is logged (marked) and counted; the run completes."""
     parser = ClaudeStreamParser(version="2.1.400")
