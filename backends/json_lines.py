@@ -13,9 +13,9 @@ reads fields with `str_field` and `int_field`, so none of that is written twice:
   log line in the transcript; a run in which nothing at all was recognised fails as
   `agent_error.unknown`, naming the CLI, its version and that line (`unrecognised_error`): a CLI
   upgrade that changed the output must never look like an empty success (plain text alone
-  with a failed exit is left to the parser's own ending: a crash or a refusal, most likely). The messages made
-  of such lines carry the line (`Message.unrecognised`), so the daemon can tell, within the
-  first-output budget, a CLI that speaks from one whose words it does not know;
+  with a failed exit is left to the parser's own ending: a crash or a refusal, most likely).
+  The messages made of such lines carry the line (`Message.unrecognised`), so the daemon can
+  tell, within the first-output budget, a CLI that speaks from one whose words it does not know;
 * `json_object`, `str_field`, `int_field` — an object from a line, a field of the wanted type;
 * `ended_early` — the failed result of a process that ended before its final event.
 """
