@@ -104,6 +104,12 @@ class Browser:
             raise AssertionError(f"{selector}: still {seen!r} after {within}s") from None
         return seen
 
+    async def errors(self) -> list[str]:
+        """What the page's console reported as errors since last asked (a refused request, a
+        script error, a Content-Security-Policy violation)."""
+        logs = await self.call(self.driver.get_log, "browser")
+        return [str(entry["message"]) for entry in logs if entry["level"] == "SEVERE"]
+
     async def shot(self, name: str) -> Path:
         """A PNG of the page now, saved among the test's artifacts."""
         path = self.shots / f"{name}.png"

@@ -111,9 +111,11 @@ async def test_a_task_in_a_long_tool_shows_in_a_tool_and_a_countdown_that_never_
         await eventually(gone, within=30, every=0.05)
         outcome = await browser.wait_for(lambda s: s != [], "#finished tbody td.outcome")
         task = await ended(api, task_id)
+        errors = await browser.errors()
     assert task["status"] == "completed", task
     assert min(lows) > 5, f"the countdown fell to {min(lows)}s of 20s in a 10s tool"
     assert outcome == ["completed"]
+    assert errors == [], "the page logged errors"
 
 
 async def test_a_silent_task_counts_down_to_zero_and_finishes_as_idle_watchdog(

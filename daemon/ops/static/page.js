@@ -121,6 +121,7 @@ function tick() {
   shown.running.forEach((run, i) => {
     const row = rows[i];
     if (!row) return;
+    row.querySelector(".age").textContent = duration(run.age_seconds + since);
     row.querySelector(".idle").textContent = duration(run.idle_seconds + since);
     const bar = row.querySelector(".bar");
     const left = run.fires_in_seconds == null ? null : Math.max(0, run.fires_in_seconds - since);
@@ -142,8 +143,8 @@ function render(doc) {
 }
 
 function setLink(state, text) {
-  const link = $("link");
-  link.dataset.state = state;
+  $("link").dataset.state = state;
+  document.body.dataset.link = state; // the style greys out what an unreachable daemon last said
   setText("link", text);
 }
 
@@ -162,7 +163,7 @@ async function poll() {
   } catch (error) {
     unreachableSince ??= Date.now();
     const out = duration((Date.now() - unreachableSince) / 1000);
-    setLink("offline", `daemon unreachable for ${out} (${error.message}); retrying every second`);
+    setLink("offline", `daemon unreachable for ${out} (${error.message}); retrying`);
   } finally {
     setTimeout(poll, POLL_MS);
   }
