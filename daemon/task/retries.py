@@ -41,6 +41,10 @@ class Retries:
         self._incidents = incidents
         self.retry = 0
         """Retries so far."""
+        self.resumes = 0
+        """Retries that resumed the agent's session."""
+        self.waiting = False
+        """Between attempts: the backoff before the next one."""
         self.attempt: Attempt | None = None
         self.stop_reason = ""
         self._waiting = anyio.CancelScope()
@@ -53,6 +57,15 @@ class Retries:
     def snapshot(self) -> AttemptSnapshot:
         """The current attempt (the last one between attempts), as plain values."""
         return self.attempt.snapshot() if self.attempt else AttemptSnapshot()
+
+    @property
+    def state(self) -> str:
+        """`starting`, `running`, `in a tool` or `retrying`, for operations."""
+        if self.waiting:
+            return "retrying"
+        if self.attempt is None or self.attempt.pid is None:
+            return "starting"
+        return "in a tool" if self._activity.tools else "running"
 
     def stop(self, reason: str) -> None:
         """End the current attempt (or backoff) and the loop, for `reason`."""
@@ -101,10 +114,15 @@ class Retries:
                     session, error=error, failure_reason="idle_watchdog", usage=result.usage
                 )
             self.retry += 1
+            self.resumes += 1 if next_spec.resume_session_id else 0
             why = verdict.scope
             log.warning("task %s: retry %d in %ss after %s", label, self.retry, delay, why)
-            with anyio.CancelScope(deadline=deadline) as self._waiting:
-                await retry_policy.sleep(delay)
+            self.waiting = True
+            try:
+                with anyio.CancelScope(deadline=deadline) as self._waiting:
+                    await retry_policy.sleep(delay)
+            finally:
+                self.waiting = False
             if self.stop_reason or self._waiting.cancelled_caught:
                 cut = AttemptResult(session_id=session, interrupted=True)
                 return self._ending(cut, limit) or Ending(session, wall_clock=limit)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -28,7 +29,7 @@ from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
 from daemon.services import AgentReach, Services
 from daemon.shutdown import CLAIM, ShutdownBudget
-from daemon.snapshot import DaemonSnapshot
+from daemon.snapshot import DaemonSnapshot, FinishedSnapshot
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
@@ -51,6 +52,8 @@ OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
+FINISHED_KEPT = 50
+"""Ended tasks the snapshot shows, the latest ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +106,7 @@ class Worker:
         self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
         self.runs = Runs(budget, self._ended)
         self.summary = Summary()
+        self.finished: deque[FinishedSnapshot] = deque(maxlen=FINISHED_KEPT)
         self.provider_failures = ProviderFailures(metrics)
         self.outbox_interval = options.outbox_interval
         # Off by default: a worker embedded in another process must not adopt its orphans.
@@ -174,6 +178,7 @@ class Worker:
             runs=self.runs.snapshot(),
             disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
+            finished=tuple(self.finished),
         )
 
     async def run(self) -> None:
@@ -318,6 +323,7 @@ class Worker:
     def _ended(self, run: TaskRun, outcome: Outcome | None) -> None:
         """A run left its slot: count its ending, keep a provider's failure, claim again."""
         self.summary.add(outcome)
+        self.finished.append(run.finished(outcome))
         if outcome is not None:
             self.provider_failures.record(
                 run.task.id,

@@ -10,6 +10,7 @@ import pytest
 from backends.claude import ClaudeBackend
 from backends.scripted import Script, ScriptedBackend
 from daemon.config import Settings
+from daemon.protocol.retry import RetryPolicy
 from daemon.task.outcome import Ending
 from daemon.task.retries import Retries
 from daemon.task.transcript import Transcript
@@ -109,3 +110,34 @@ async def test_unrecognised_output_fails_as_unknown_and_is_not_retried(tmp_path:
     assert "claude 2.1.400" in ending.error
     assert NEW_SHAPE[0] in ending.error
     assert runs.retry == 0
+
+
+async def test_the_state_says_starting_running_in_a_tool_and_retrying(tmp_path: Path) -> None:
+    """Before an agent runs, inside a tool call, and in the backoff before a resume: each
+    state is what operations see, and a resumed retry is counted."""
+    settings = settings_in(tmp_path, **IDLE, MULTICA_AGENT_IDLE_RETRIES="1")
+    script = Script().emit("status", session_id="s1").tool("Bash", seconds=0.5).hang()
+    job = task(script.dumps())
+    backoff = RetryPolicy((1.0,), max_tries=2, growth=1.0, jitter=0.0)
+    told = transcript(FakeTaskServer(), job.id)
+    runs = retries(ScriptedBackend(), settings, job.id, transcript=told, retry=backoff)
+    assert runs.state == "starting"
+    seen: list[str] = []
+
+    async def watch() -> None:
+        while True:
+            if not seen or seen[-1] != runs.state:
+                seen.append(runs.state)
+            await anyio.sleep(0.01)  # a sampler, as the health port's tick is
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            ending = await runs.run(run_spec(job, tmp_path, settings))
+            tg.cancel_scope.cancel()
+    # The resumed agent gets the "continue" prompt, which the scripted one answers.
+    assert ending.final is not None and not ending.error
+    assert (runs.retry, runs.resumes) == (1, 1)
+    assert "in a tool" in seen and "retrying" in seen
+    assert seen.index("in a tool") < seen.index("retrying")
+    assert seen[0] == "starting" and "running" in seen[seen.index("retrying") :]
