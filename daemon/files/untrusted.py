@@ -15,18 +15,25 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def read_regular(
-    path: Path | str, limit: int, *, follow: bool = True, dir_fd: int | None = None
+    path: Path | str,
+    limit: int,
+    *,
+    follow: bool = True,
+    dir_fd: int | None = None,
+    check: Callable[[os.stat_result], bool] | None = None,
 ) -> bytes:
     """The bytes of the regular file `path` (relative to `dir_fd` if given), at most `limit`.
 
     Raises `FileNotFoundError` when it is missing, and `OSError` when it is not a regular file
-    (EINVAL), is larger than `limit` (EFBIG), or is a link while `follow` is False (ELOOP).
+    (EINVAL), is larger than `limit` (EFBIG), is a link while `follow` is False (ELOOP), or
+    fails `check` on the file opened (EACCES).
     """
     flags = _READ if follow else _READ | os.O_NOFOLLOW
     fd = os.open(path, flags, dir_fd=dir_fd)
@@ -34,6 +41,8 @@ def read_regular(
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if check is not None and not check(info):
+            raise OSError(errno.EACCES, "not readable by its user", str(path))
         if info.st_size > limit:
             raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
         chunks: list[bytes] = []

@@ -15,9 +15,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from daemon.errors import TaskInputError, TaskTokenError
+from daemon.files.beneath import Owner, ensure_dir_under
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
-from daemon.task.setup.nofollow import Owner, ensure_dir_under
 
 TASK_TOKEN_PREFIX = "mat_"
 TEMP_PREFIX = "multica-task-"

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from backends.codex.backend import CodexBackend, codex_home
+from daemon.files.beneath import Owner, ensure_dir_under, write_under
 from daemon.protocol.models import Skill
-from daemon.task.setup.nofollow import Owner, ensure_dir_under, write_under
 from daemon.task.setup.skills import skill_slug, write_skill_tree
 
 log = logging.getLogger(__name__)

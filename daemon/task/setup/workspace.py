@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
+from daemon.files.beneath import Owner, ensure_dir_under, read_under, write_under
 from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
-from daemon.task.setup.nofollow import Owner, ensure_dir_under, read_under, write_under
 
 ENV_MARKER = ".managed_env.json"
 TASK_MARKER = ".multica/daemon_task_context.json"
