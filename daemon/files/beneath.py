@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 
+from backends.process.identity import AgentUser
 from daemon.files.untrusted import read_regular
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -411,9 +412,9 @@ def _child(dir_fd: int, name: str) -> Iterator[int]:
         os.close(fd)
 
 
-def remove_as(user: Owner, groups: Sequence[int], path: Path) -> bool:
-    """Remove `path` as the user who owns it (`rm -rf --one-file-system`): what that user may
-    not remove stays, whatever a link on the way points at. True when nothing is left."""
+def remove_as(user: AgentUser, path: Path) -> bool:
+    """Remove `path` as `user` (`rm -rf --one-file-system`), for a tree that user made: what
+    it may not remove stays, whatever a link on the way points at. True when all went."""
     rm = shutil.which("rm", path="/usr/bin:/bin") or "rm"
     try:
         done = subprocess.run(
@@ -424,9 +425,7 @@ def remove_as(user: Owner, groups: Sequence[int], path: Path) -> bool:
             capture_output=True,
             timeout=REMOVE_TIMEOUT,
             start_new_session=True,
-            user=user[0],
-            group=user[1],
-            extra_groups=list(groups),
+            **user.spawn_options(),
         )
     except (OSError, subprocess.SubprocessError):
         return False
