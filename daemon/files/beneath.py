@@ -77,16 +77,17 @@ def opened_dir(
     create: bool = False,
     mode: int = 0o700,
     owner: Owner | None = None,
+    follow: bool = False,
 ) -> Iterator[int]:
     """A handle of `anchor/path`, walked down from `anchor` one component at a time.
 
-    `anchor` itself is opened by path (its own last component never a link): the caller vouches
-    that no agent can change what its path names. Below it no link is followed and no other
-    file system entered. With `create`, missing components are made (`mode` whatever the
-    umask, and `owner`'s when given).
+    `anchor` itself is opened by path (its own last component never a link, unless `follow`
+    says no agent could have made it one): the caller vouches that no agent can change what
+    its path names. Below it no link is followed and no other file system entered. With
+    `create`, missing components are made (`mode` whatever the umask, `owner`'s when given).
     """
     parts = relative_parts(path) if path else ()
-    fd = os.open(anchor, _DIR)
+    fd = os.open(anchor, _DIR & ~os.O_NOFOLLOW if follow else _DIR)
     try:
         device = os.fstat(fd).st_dev
         for depth, part in enumerate(parts, 1):
@@ -109,6 +110,16 @@ def opened_dir(
                 os.fchmod(fd, mode)
             if create:
                 _give(fd, owner)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def opened_at(dir_fd: int, name: str) -> Iterator[int]:
+    """A handle of the directory `name` in the open directory (never through a link)."""
+    fd = os.open(name, _DIR, dir_fd=dir_fd)
+    try:
         yield fd
     finally:
         os.close(fd)
@@ -396,20 +407,11 @@ def size_at(dir_fd: int, name: str | None = None) -> int:
     if info is None or not stat.S_ISDIR(info.st_mode):
         return info.st_size if info is not None and stat.S_ISREG(info.st_mode) else 0
     try:
-        with _child(dir_fd, name) as fd:
+        with opened_at(dir_fd, name) as fd:
             walk_at(fd, lambda *_: True, count)
     except OSError:
         pass
     return total
-
-
-@contextmanager
-def _child(dir_fd: int, name: str) -> Iterator[int]:
-    fd = os.open(name, _DIR, dir_fd=dir_fd)
-    try:
-        yield fd
-    finally:
-        os.close(fd)
 
 
 def remove_as(user: AgentUser, path: Path) -> bool:

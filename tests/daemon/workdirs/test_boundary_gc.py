@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from backends.process.identity import AgentUser
+from daemon.files.beneath import remove_under
 from daemon.protocol.gc_check import ParentState
 from daemon.workdirs import gc_meta
 from daemon.workdirs.gc import Collector
@@ -90,6 +91,10 @@ def test_a_folder_chain_past_the_recursion_limit_does_not_break_the_round(
         age_dir(made, 500)
     repos = RepoJanitor(POLICY.repo_ttl, now=lambda: NOW)
     gc = Collector(root, POLICY, FakeLookup(), DirLeases(), repos=repos, now=lambda: NOW)
-    stats = gc.run_round()
-    assert not deep.exists() and not beside.exists()
-    assert stats.orphaned == 2
+    try:
+        stats = gc.run_round()
+        assert not deep.exists() and not beside.exists()
+        assert stats.orphaned == 2
+    finally:
+        # pytest's own clean-up of old temp dirs recurses, and would fail on a chain left here.
+        remove_under(deep.parent, deep.name)
