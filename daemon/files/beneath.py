@@ -34,9 +34,12 @@ import subprocess
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
-from backends.process.identity import AgentUser
 from daemon.files.untrusted import read_regular
+
+if TYPE_CHECKING:
+    from backends.process.identity import AgentUser
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -135,6 +138,21 @@ def ensure_dir_under(
     return anchor.joinpath(*parts)
 
 
+def fresh_dir_under(anchor: Path, prefix: str, owner: Owner | None = None) -> Path:
+    """A new private (0700) directory `anchor/<prefix><random>`, `owner`'s when given."""
+    with opened_dir(anchor) as dir_fd:
+        while True:
+            name = prefix + secrets.token_hex(6)
+            try:
+                os.mkdir(name, 0o700, dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            with opened_at(dir_fd, name) as fd:
+                os.fchmod(fd, 0o700)  # the umask may have taken the owner's bits
+                _give(fd, owner)
+            return anchor / name
+
+
 def write_at(
     dir_fd: int, name: str, data: bytes, mode: int = 0o600, owner: Owner | None = None
 ) -> None:
@@ -172,15 +190,19 @@ def write_under(
     return anchor.joinpath(*dirs, name)
 
 
-def read_at(dir_fd: int, name: str, limit: int, readable_by: Owner | None = None) -> bytes:
+def read_at(
+    dir_fd: int, name: str, limit: int, readable_by: Owner | None = None, *, tail: bool = False
+) -> bytes:
     """The bytes of the regular file `name` in the open directory, at most `limit`, never
     through a link and never blocking (a FIFO, a device: OSError).
 
     With `readable_by`, only a file that user could read itself (by its owner, group and
     mode bits, checked on the very file opened): a hard link to a root-only file, which the
-    agent could plant but not read, is refused (EACCES) rather than copied to it.
+    agent could plant but not read, is refused (EACCES) rather than copied to it. With `tail`,
+    a larger file gives its last `limit` bytes.
     """
-    return read_regular(name, limit, follow=False, dir_fd=dir_fd, check=_readable(readable_by))
+    check = _readable(readable_by)
+    return read_regular(name, limit, follow=False, dir_fd=dir_fd, check=check, tail=tail)
 
 
 def _readable(who: Owner | None) -> Callable[[os.stat_result], bool] | None:

@@ -137,14 +137,10 @@ class Collector:
     def run_round(self) -> GcStats:
         """One pass: every workspace's task directories, then the repository caches."""
         stats = GcStats()
-        try:
-            entries = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except FileNotFoundError:
-            return stats
-        for entry in entries:
+        for ws_dir in subdirs(self.root):
             # Dot directories are the daemon's own caches; a workspace id never starts with one.
-            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                self._workspace(Path(entry.path), stats)
+            if not ws_dir.name.startswith("."):
+                self._workspace(ws_dir, stats)
         self.repos.run(self.root, stats)
         return stats
 

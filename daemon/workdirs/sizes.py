@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from daemon.files.beneath import opened_dir, remove_at, size_at, walk_at
+from daemon.files.beneath import entries_at, opened_dir, remove_at, size_at, walk_at
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +38,12 @@ def subdirs(directory: Path) -> list[Path]:
     """The real subdirectories of `directory` (never a link to one), sorted; none if unreadable.
     `directory` is the daemon's own (the root, a workspace folder): listing it is safe."""
     try:
-        with os.scandir(directory) as entries:
-            found = [e for e in entries if stat.S_ISDIR(e.stat(follow_symlinks=False).st_mode)]
+        # The workspaces root itself may be a link the operator made.
+        with opened_dir(directory, follow=True) as fd:
+            found = [name for name, info in entries_at(fd) if stat.S_ISDIR(info.st_mode)]
     except OSError:
         return []
-    return sorted(Path(e.path) for e in found)
+    return [directory / name for name in found]
 
 
 def artifact_names(patterns: Iterable[str]) -> frozenset[str]:
