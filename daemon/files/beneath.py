@@ -102,8 +102,11 @@ def opened_dir(
             try:
                 child = os.open(part, _DIR, dir_fd=fd)
             except NotADirectoryError:
-                # A file holds the name (a link is ELOOP, left as it is): say so with its path.
+                # A link or a file holds the name (left as it is): say which, with its path.
                 where = str(anchor.joinpath(*parts[:depth]))
+                found = stat_at(fd, part)
+                if found is not None and stat.S_ISLNK(found.st_mode):
+                    raise OSError(errno.ELOOP, "a symbolic link", where) from None
                 raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), where) from None
             os.close(fd)
             fd = child
