@@ -21,6 +21,9 @@ Removal and sizing are iterative, with an explicit stack and only the deepest `M
 handles held: a folder chain thousands deep neither hits the interpreter's recursion limit nor
 the process's file limit. Climbing back past a handle that was let go reopens `..` and checks
 it is the same directory (device and inode) it left, so a folder moved mid-walk stops the walk.
+
+The module is longer than most, on purpose: the boundary is audited in one place, and the
+single steps and the walks share the same handle discipline.
 """
 
 from __future__ import annotations
