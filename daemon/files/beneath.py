@@ -197,7 +197,13 @@ def write_under(
 
 
 def read_at(
-    dir_fd: int, name: str, limit: int, readable_by: Owner | None = None, *, tail: bool = False
+    dir_fd: int,
+    name: str,
+    limit: int,
+    readable_by: Owner | None = None,
+    *,
+    tail: bool = False,
+    follow: bool = False,
 ) -> bytes:
     """The bytes of the regular file `name` in the open directory, at most `limit`, never
     through a link and never blocking (a FIFO, a device: OSError).
@@ -205,10 +211,11 @@ def read_at(
     With `readable_by`, only a file that user could read itself (by its owner, group and
     mode bits, checked on the very file opened): a hard link to a root-only file, which the
     agent could plant but not read, is refused (EACCES) rather than copied to it. With `tail`,
-    a larger file gives its last `limit` bytes.
+    a larger file gives its last `limit` bytes. `follow` lets `name` itself be a link, where
+    no one but the daemon's own user could have made it (the operator's home).
     """
     check = _readable(readable_by)
-    return read_regular(name, limit, follow=False, dir_fd=dir_fd, check=check, tail=tail)
+    return read_regular(name, limit, follow=follow, dir_fd=dir_fd, check=check, tail=tail)
 
 
 def _readable(who: Owner | None) -> Callable[[os.stat_result], bool] | None:

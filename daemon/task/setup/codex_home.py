@@ -117,7 +117,8 @@ def _copy(source: int | None, home_fd: int, name: str, owner: Owner | None) -> N
     if source is None or stat_at(source, name) is None:
         return  # the user has none
     try:
-        data = read_at(source, name, COPY_LIMIT, readable_by=owner)
+        # The operator's own config may be a link (a dotfiles checkout); an agent user's not.
+        data = read_at(source, name, COPY_LIMIT, readable_by=owner, follow=owner is None)
     except OSError as exc:
         log.warning("codex home: %s not copied: %s", name, exc.strerror or exc)
         return
