@@ -145,8 +145,9 @@ def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
     file is read only through a handle (daemon/files/beneath.py), regular, capped and never
     through a link (a FIFO there would hang the attempt's start)."""
     try:
-        with opened_dir(home, follow=reader is None) as fd:
-            text = read_at(fd, "config.toml", _CONFIG_LIMIT, reader).decode("utf-8")
+        mine = reader is None  # the daemon's own user's home: its links are its own
+        with opened_dir(home, follow=mine) as fd:
+            text = read_at(fd, "config.toml", _CONFIG_LIMIT, reader, follow=mine).decode("utf-8")
         config: dict[str, Any] = tomllib.loads(text)
     except (OSError, ValueError):
         return "codex-default"
