@@ -56,8 +56,16 @@ def test_a_chain_deeper_than_the_recursion_limit_and_the_open_handles_is_removed
     """1,100 folders deep: measured and removed with at most `MAX_OPEN` handles held."""
     (tmp_path / "t").mkdir()
     _chain(tmp_path / "t", 1100)
+    before = len(os.listdir("/proc/self/fd"))
+    held: list[int] = []
+
+    def visit(parent: int, name: str, info: os.stat_result) -> None:
+        held.append(len(os.listdir("/proc/self/fd")) - before)
+
     with opened_dir(tmp_path, "t") as fd:
         assert size_at(fd) == 3
+        assert walk_at(fd, lambda *_: True, visit) == []
+    assert held and held[0] <= beneath.MAX_OPEN + 2  # the walk's chain, the anchor, listdir's
     remove_under(tmp_path, "t")
     assert not (tmp_path / "t").exists()
 
