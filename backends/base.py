@@ -138,6 +138,10 @@ class RunSpec:
     """Where the run's processes are recorded (the daemon's one registry); None: the run's own."""
     mcp_config: Path | None = None
     """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
+    mcp: Mapping[str, Any] | None = None
+    """The same MCP configuration as the task gave it, held in memory from setup on: a backend
+    that hands it over in-band (ACP) reads this, never the file, which the agent can replace
+    between attempts (a link to a root-only file would be read by root on the retry)."""
     user: AgentUser | None = None
     """The user every process of the run starts as (None: the daemon's own)."""
 

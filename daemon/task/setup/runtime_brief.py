@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from daemon.files.beneath import Owner, write_under
 from daemon.protocol.models import Task
-from daemon.task.setup.nofollow import Owner, write_under
 from daemon.task.setup.prompt import task_kind
 
 # Gemini CLI loads GEMINI.md, not AGENTS.md, unless its user configured otherwise.
