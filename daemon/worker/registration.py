@@ -12,7 +12,6 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import TaskGroup
 
-import daemon
 from backends.base import Backend
 from daemon.config import Settings
 from daemon.errors import (
@@ -24,6 +23,7 @@ from daemon.errors import (
 )
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
+from daemon.protocol.release import cli_version
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_actions import PendingActions
 
@@ -156,7 +156,7 @@ class Registration:
             for name, (_, version) in self._backends.items()
         ]
         answer = await self._client.register(
-            workspace.id, self.daemon_id, device, daemon.__version__, infos
+            workspace.id, self.daemon_id, device, cli_version(), infos
         )
         runtimes: list[Runtime] = []
         for info, registered in zip(infos, answer.runtimes, strict=False):

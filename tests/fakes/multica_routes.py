@@ -51,6 +51,12 @@ class FakeRuntime:
     name: str
     status: str = "online"
     deleted: bool = False
+    cli_version: str = ""
+    """The daemon's `cli_version` at its last register (kept in the row's metadata)."""
+    version: str = ""
+    """The agent CLI's version as the daemon reported it."""
+    device_info: str = ""
+    """Go's `device_name · version`, what the runtime's page shows as its device."""
 
 
 @dataclass
@@ -171,7 +177,7 @@ class Handlers:
             return error(400, "at least one runtime or failed profile is required")
         if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
             return error(404, "workspace not found")
-        out = [self._upsert(workspace_id, body["daemon_id"], r) for r in body["runtimes"]]
+        out = [self._upsert(workspace_id, body, r) for r in body["runtimes"]]
         return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
 
     def _repos(self, workspace_id: str) -> dict[str, Any]:
@@ -191,10 +197,12 @@ class Handlers:
             return error(404, "workspace not found")
         return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id)})
 
-    def _upsert(self, workspace_id: str, daemon_id: str, runtime: dict[str, Any]) -> dict[str, Any]:
+    def _upsert(
+        self, workspace_id: str, body: dict[str, Any], runtime: dict[str, Any]
+    ) -> dict[str, Any]:
         # One row per (workspace, daemon, provider): a restart gets its runtime back; a deleted
         # runtime's row is gone, so registering again makes a new one.
-        provider = runtime.get("type") or ""
+        daemon_id, provider = body["daemon_id"], runtime.get("type") or ""
         for found in self.fake.live_runtimes(workspace_id):
             if (found.daemon_id, found.provider) == (daemon_id, provider):
                 found.status = "online"
@@ -204,6 +212,11 @@ class Handlers:
                 str(uuid.uuid4()), workspace_id, daemon_id, provider, runtime.get("name") or ""
             )
             self.fake.runtimes[found.id] = found
+        found.name = runtime.get("name") or found.name
+        found.cli_version = body.get("cli_version") or ""
+        found.version = runtime.get("version") or ""
+        device = (body.get("device_name") or "").strip()
+        found.device_info = " · ".join(p for p in (device, found.version) if p)
         return {"id": found.id, "name": found.name, "provider": provider, "status": found.status}
 
     async def deregister(self, request: Request) -> JSONResponse:

@@ -33,6 +33,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.release import cli_version
 from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from daemon.testing import RecordingSleep
@@ -552,7 +553,8 @@ async def test_headers_are_on_every_request() -> None:
         headers = call.request.headers
         assert headers["Authorization"] == f"Bearer {TOKEN}"
         assert headers["X-Client-Platform"] == "daemon"
-        assert headers["X-Client-Version"] == VERSION
+        assert headers["X-Client-Version"] == cli_version(VERSION)
+        assert headers["User-Agent"] == f"agent-daemon/{VERSION}"
         assert headers["X-Client-OS"] in ("linux", "macos", "windows")
         assert headers["X-Client-Capabilities"] == "skill-bundles-v1"
 
@@ -670,7 +672,7 @@ async def test_against_a_real_server_on_loopback() -> None:
     assert len(seen) == 2
     assert seen[1]["authorization"] == f"Bearer {TOKEN}"
     assert seen[1]["x-client-platform"] == "daemon"
-    assert seen[1]["x-client-version"] == VERSION
+    assert seen[1]["x-client-version"] == cli_version(VERSION)
 
 
 @pytest.mark.anyio

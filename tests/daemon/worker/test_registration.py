@@ -14,9 +14,11 @@ import daemon
 from daemon.cli.discovery import available
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.release import cli_version
 from daemon.testing import FakeClock
 from daemon.worker.registration import FAILURE_BACKOFF, Registration
 from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.fakes.multica_versions import FLOORS, meets
 from tests.helpers import daemon_env
 
 pytestmark = pytest.mark.anyio
@@ -93,3 +95,15 @@ async def test_an_unknown_runtime_id_changes_nothing(tmp_path: Path) -> None:
     async with registered(tmp_path) as (fake, registration, _clock):
         await registration.runtime_gone("not-ours")
         assert registers(fake) == 1 and len(registration.runtimes) == 1
+
+
+async def test_registered_runtimes_open_every_feature_multica_gates_on_the_version(
+    tmp_path: Path,
+) -> None:
+    """Each runtime's `cli_version`, as the server stored it, meets every Multica floor."""
+    async with registered(tmp_path) as (fake, registration, _clock):
+        rows = [fake.runtimes[r.id] for r in registration.runtimes]
+        assert rows
+        for row in rows:
+            assert row.cli_version == cli_version()
+            assert all(meets(row.cli_version, floor) for floor in FLOORS.values())
