@@ -9,11 +9,12 @@ The agent gets the prompt on stdin, which is then closed, and prints one JSON ob
 
 `type` is a `MessageType` (text, thinking, tool_use, tool_result, status, error, log, result);
 `content`, `tool`, `call_id`, `output` and `session_id` are strings, `input` an object,
-`is_error` a boolean. `usage` is one object or a list of them: `provider`, `model` and token
-counts (`input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens`, or the
-Anthropic API's `cache_read_input_tokens` and `cache_creation_input_tokens`). A `result` with
-an `error` fails the run. Exit 0 completes the run with the result's output (without one, the
-text printed); any other exit fails it.
+`is_error` a boolean. A `tool_result` needs no `tool`: the transcript names it after the call
+its `call_id` ends (without ids, the oldest call without one). `usage` is one object or a list
+of them: `provider`, `model` and token counts (`input_tokens`, `output_tokens`,
+`cache_read_tokens`, `cache_write_tokens`, or the Anthropic API's `cache_read_input_tokens` and
+`cache_creation_input_tokens`). A `result` with an `error` fails the run. Exit 0 completes the
+run with the result's output (without one, the text printed); any other exit fails it.
 
 A line that is a JSON object with a known `type` becomes that message; any other line — not
 JSON, or JSON without a known type — is a `text` message carrying the line, so a plain script

@@ -7,6 +7,7 @@ from typing import Any
 
 from backends.base import Message, MessageType, RunStatus, Usage
 from backends.command.lineproto import TEXT_OUTPUT_LIMIT, LineProtocolParser, describe_exit
+from tests.backends.support import as_transcribed
 
 
 def feed(parser: LineProtocolParser, event: dict[str, Any] | str) -> list[Message]:
@@ -143,3 +144,21 @@ def test_joined_text_is_bounded_to_its_end() -> None:
     assert output.startswith("[earlier output cut]\n")
     assert output.endswith("\nthe end")
     assert len(output) <= TEXT_OUTPUT_LIMIT + 100
+
+
+def test_tool_results_are_named_after_their_calls_once_transcribed() -> None:
+    """An agent of the line protocol may leave `tool` off a result: it reaches the transcript
+    under its call's name, by `call_id`, or first in first out for calls without one."""
+    parser = LineProtocolParser()
+    lines = [
+        {"type": "tool_use", "tool": "Bash", "call_id": "c1"},
+        {"type": "tool_use", "tool": "Read", "call_id": "c2"},
+        {"type": "tool_use", "tool": "Grep"},
+        {"type": "tool_result", "call_id": "c2", "output": "text"},
+        {"type": "tool_result", "call_id": "c1", "output": "ok"},
+        {"type": "tool_result", "output": "match"},
+        {"type": "tool_result", "tool": "Own", "call_id": "c3", "output": "named"},
+    ]
+    sent = [m for line in lines for m in feed(parser, line)]
+    named = [m.tool for m in as_transcribed(sent) if m.type is MessageType.TOOL_RESULT]
+    assert named == ["Read", "Bash", "Grep", "Own"]
