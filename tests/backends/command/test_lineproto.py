@@ -116,6 +116,24 @@ def test_nonzero_exit_fails_with_the_stderr_tail() -> None:
     assert result.error == "exit code 3: fatal: no such file"
 
 
+def test_a_failing_exit_names_the_agents_last_error_event() -> None:
+    """An agent that said why in `error` messages fails with the last of them, not with
+    "no error output" or its stderr noise."""
+    parser = LineProtocolParser()
+    feed(parser, {"type": "error", "content": "retrying the API"})
+    feed(parser, {"type": "error", "content": "invalid API key\n"})
+    feed(parser, {"type": "text", "content": "giving up"})
+    assert parser.finish(3, "").error == "exit code 3: invalid API key"
+    assert parser.finish(3, "DEBUG: shutting down\n").error == "exit code 3: invalid API key"
+
+
+def test_a_failing_exit_names_the_last_stderr_line() -> None:
+    """Without an error message, the last line the agent wrote on stderr says why (the end of
+    a traceback is its exception)."""
+    tail = "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'token'\n\n"
+    assert LineProtocolParser().finish(1, tail).error == "exit code 1: KeyError: 'token'"
+
+
 def test_a_result_error_is_preferred_to_stderr_and_fails_even_on_exit_zero() -> None:
     """The result line's error explains the failure; an explicit error is never a success."""
     parser = LineProtocolParser()
