@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from tests.fakes.multica_server import MulticaFake
 
 CLAIM_CAP = 32
+IMPORT_BATCH = 10
+"""Go's `maxLocalSkillImportBatch`: imports one heartbeat hands a batch-capable daemon."""
 TASK_TOKEN_PREFIX = "mat_"
 # `retryAttemptCeiling` and `retryDelayForAttempt` of Go's task service: a provider network
 # failure gets three attempts, the last one deferred.
@@ -178,6 +180,9 @@ class Handlers:
         if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
             return error(404, "workspace not found")
         out = [self._upsert(workspace_id, body, r) for r in body["runtimes"]]
+        legacy = body.get("legacy_daemon_ids") or []
+        for row in out:
+            self._merge_legacy(self.fake.runtimes[row["id"]], legacy)
         return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
 
     def _repos(self, workspace_id: str) -> dict[str, Any]:
@@ -219,6 +224,22 @@ class Handlers:
         found.device_info = " · ".join(p for p in (device, found.version) if p)
         return {"id": found.id, "name": found.name, "provider": provider, "status": found.status}
 
+    def _merge_legacy(self, registered: FakeRuntime, legacy_ids: list[Any]) -> None:
+        """Go's `mergeLegacyRuntimes`: a runtime of the same workspace and provider registered
+        under a daemon id this machine had before (matched without case) gives its tasks to
+        the new runtime, and its row is deleted."""
+        wanted = {str(i).strip().lower() for i in legacy_ids if str(i).strip()}
+        for old in self.fake.live_runtimes(registered.workspace_id):
+            if old.id == registered.id or old.provider != registered.provider:
+                continue
+            if old.daemon_id.lower() not in wanted:
+                continue
+            for task in self.fake.tasks.values():
+                if task.runtime_id == old.id:
+                    task.runtime_id = registered.id
+            old.deleted = True
+            self.fake.merged_runtimes[old.id] = registered.id
+
     async def deregister(self, request: Request) -> JSONResponse:
         body, refused = await self._read(request)
         if refused is not None:
@@ -242,7 +263,20 @@ class Handlers:
         runtime = self.fake.runtimes.get(runtime_id)
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
-        return JSONResponse({"status": "ok", **self.fake.pending})
+        return JSONResponse({"status": "ok", **self.fake.pending, **self._imports(body)})
+
+    def _imports(self, body: dict[str, Any]) -> dict[str, Any]:
+        # Go pops a batch only for a daemon that says it reads one; the singular field carries
+        # the first either way, for daemons that know only that field.
+        queue, batched = self.fake.skill_imports, body.get("supports_batch_import") is True
+        taken = queue[: IMPORT_BATCH if batched else 1]
+        del queue[: len(taken)]
+        if not taken:
+            return {}
+        answer: dict[str, Any] = {"pending_local_skill_import": taken[0]}
+        if batched:
+            answer["pending_local_skill_imports"] = taken
+        return answer
 
     async def claim(self, request: Request) -> JSONResponse:
         body, refused = await self._read(request)

@@ -409,7 +409,7 @@ async def test_register_sends_the_protocol_body() -> None:
         )
     )
     runtimes = [RuntimeInfo(name="Claude", type="claude", version="2.0")]
-    answer = await h.client.register("ws", "d1", "box", "0.1.0", runtimes)
+    answer = await h.client.register("ws", "d1", "box", "0.1.0", runtimes, ["box.local"])
     assert [r.id for r in answer.runtimes] == ["rt1"]
     assert json.loads(route.calls.last.request.content) == {
         "workspace_id": "ws",
@@ -417,6 +417,7 @@ async def test_register_sends_the_protocol_body() -> None:
         "device_name": "box",
         "cli_version": "0.1.0",
         "runtimes": [{"name": "Claude", "type": "claude", "version": "2.0", "status": "online"}],
+        "legacy_daemon_ids": ["box.local"],
     }
 
 
