@@ -19,6 +19,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from daemon.errors import RoundBoundary
+from daemon.logs import short_id
 from daemon.protocol import jsonin
 from daemon.wakeup import Wakeup
 
@@ -143,7 +144,7 @@ class ControlChannel:
         if isinstance(message, dict) and message.get("type") == TASK_AVAILABLE:
             payload = message.get("payload")
             task = payload.get("task_id") if isinstance(payload, dict) else None
-            log.debug("control channel: task %s available", str(task)[:8])
+            log.debug("control channel: task %s available", short_id(str(task)))
             self._wakeup.set()
 
     def _failed(self, exc: Exception) -> None:

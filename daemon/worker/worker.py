@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -20,7 +21,7 @@ from backends.base import Backend
 from backends.process import ProcessRegistry
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
-from daemon.multica_home import daemon_id
+from daemon.multica_home import daemon_id, legacy_daemon_ids
 from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
@@ -90,8 +91,10 @@ class Worker:
         self.metrics = metrics
         self.circuit = circuit
         self.status = "starting"
-        self.daemon_id = daemon_id(
-            settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
+        earlier = settings.state_dir / "daemon_id"
+        self.daemon_id = daemon_id(settings.home, settings.daemon_id, settings.profile, earlier)
+        legacy = legacy_daemon_ids(
+            settings.home, socket.gethostname(), settings.profile, self.daemon_id, earlier
         )
         self.workdirs = Workdirs(
             settings.workspaces_root,
@@ -101,7 +104,12 @@ class Worker:
             user=settings.agent_identity,
         )
         self.registration = Registration(
-            client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
+            client,
+            settings,
+            self.backends,
+            self.daemon_id,
+            on_repos=self.workdirs.learned,
+            legacy_ids=legacy,
         )
         self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
         self.runs = Runs(budget, self._ended)

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from daemon.cli.status_view import base_url, render
+from daemon.logs import short_id
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from tests.daemon_child import run_cli
@@ -82,7 +83,7 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     assert header.split() == [
         "TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS", "IN", "FLIGHT", "WATCHDOG"
     ]  # fmt: skip
-    (row,) = [line for line in lines if line.startswith(task_id[:8])]
+    (row,) = [line for line in lines if line.startswith(short_id(task_id))]
     assert " scripted " in row
     assert "Bash c7 (" in row
     assert "tool 1h0m0s, fires in " in row
@@ -123,7 +124,7 @@ async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
     async with serving_daemon(tmp_path, health=True) as d:
         code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
     assert (code, err) == (0, "")
-    assert out == f"ok: live and ready (daemon {d.worker.daemon_id[:8]} on {d.health_url})\n"
+    assert out == f"ok: live and ready (daemon {short_id(d.worker.daemon_id)} on {d.health_url})\n"
 
 
 async def test_check_exits_1_with_the_reason_while_the_circuit_is_open(tmp_path: Path) -> None:
