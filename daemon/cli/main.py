@@ -29,7 +29,7 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.server.auth import TOKEN_FILE, ensure_token
+from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
 from daemon.services import AgentReach
@@ -191,7 +191,7 @@ async def _run_locked(settings: Settings) -> int:
             worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
             health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
-            health.attach(worker.snapshot, worker.request_stop)
+            health.attach(worker.snapshot, worker.request_stop, token=token)
             await worker.run()
         tg.cancel_scope.cancel()
     return 0
@@ -222,7 +222,8 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
-    return await status(args.addr or settings.health_addr, as_json=args.json)
+    token = await anyio.to_thread.run_sync(_own_token, settings)
+    return await status(args.addr or settings.health_addr, as_json=args.json, token=token)
 
 
 async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
@@ -250,6 +251,19 @@ async def _wait_for_signal() -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
         async for _ in received:
             return
+
+
+def _own_token(settings: Settings) -> str:
+    """The daemon's token as this user can read it ('' when it cannot): the health port then
+    shows full task and workspace ids instead of handles. Never creates a token file."""
+    if not settings.embedded:
+        return settings.token
+    if settings.embedded_token:
+        return settings.embedded_token
+    try:
+        return read_token(settings.state_dir / TOKEN_FILE)
+    except ConfigError:
+        return ""
 
 
 async def _embedded_token(settings: Settings) -> str:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from daemon.cli.status_view import base_url, render
+from daemon.ops.handles import LENGTH
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from tests.daemon_child import run_cli
@@ -31,6 +32,11 @@ SCRIPT = {
 def cli_env(home: Path) -> dict[str, str]:
     """A minimal environment for the CLI; the address always comes from --addr."""
     return {"HOME": str(home), "PATH": os.environ.get("PATH", "")}
+
+
+def own_env(home: Path, d: RunningDaemon) -> dict[str, str]:
+    """The CLI's environment holding the daemon's token, as an operator's shell has it."""
+    return {**cli_env(home), "MULTICA_DAEMON_TOKEN": d.settings.token}
 
 
 def addr(health_url: str) -> str:
@@ -67,7 +73,7 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     ) as d:
         task_id = await with_tool_in_flight(d)
         code, out, err = await run_cli(
-            "status", "--addr", addr(d.health_url), env=cli_env(tmp_path)
+            "status", "--addr", addr(d.health_url), env=own_env(tmp_path, d)
         )
     lines = out.splitlines()
     assert (code, err) == (0, "")
@@ -93,13 +99,24 @@ async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
     async with serving_daemon(tmp_path, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d:
         task_id = await with_tool_in_flight(d)
         code, out, _ = await run_cli(
-            "status", "--json", "--addr", addr(d.health_url), env=cli_env(tmp_path)
+            "status", "--json", "--addr", addr(d.health_url), env=own_env(tmp_path, d)
         )
     doc = json.loads(out)
     assert code == 0
     assert doc["daemon_id"] == d.worker.daemon_id
     assert [t["id"] for t in doc["tasks"]] == [task_id]
     assert doc["tasks"][0]["tools_in_flight"][0]["call_id"] == "c7"
+
+
+async def test_status_without_the_token_names_tasks_by_handle(tmp_path: Path) -> None:
+    """A user without the daemon's token sees each task by its handle, never by its id."""
+    async with serving_daemon(tmp_path, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d:
+        task_id = await with_tool_in_flight(d)
+        code, out, _ = await run_cli("status", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    assert code == 0
+    assert task_id[:8] not in out
+    row = next(line for line in out.splitlines() if "Bash c7 (" in line)
+    assert len(row.split()[0]) == LENGTH and row.split()[0].isalpha()
 
 
 async def test_status_names_the_multica_profile(tmp_path: Path) -> None:
