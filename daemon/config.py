@@ -289,6 +289,11 @@ class Settings(BaseModel):
         "",
         "User (name or uid) a root daemon runs every agent as; empty = the daemon's own",
     )
+    agent_allow_root: Flag = _env(
+        "MULTICA_AGENT_ALLOW_ROOT",
+        "0",
+        "`1` lets a root daemon of a remote server run agents as root (they can read its token)",
+    )
     command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
     command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")
     scripted_backend: Flag = _env(

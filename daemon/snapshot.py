@@ -105,3 +105,5 @@ class DaemonSnapshot:
     provider_failures: tuple[ProviderFailure, ...] = ()
     disk: DiskSnapshot | None = None
     """The workspaces root at the last GC round (None before one, or with GC off)."""
+    agents_as_root: bool = False
+    """Agents run as root (a root daemon without MULTICA_AGENT_USER): they can read its token."""

@@ -16,7 +16,7 @@ import anyio
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
-from daemon.agent_user import take_over
+from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.status_view import check, status
@@ -133,6 +133,10 @@ def _count(text: str) -> int:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon, holding its state directory: the embedded server if wanted, the worker."""
+    # First of all: a refusal leaves no lock, no port, no log behind.
+    root_warning = refuse_root_agents(
+        settings.agent_identity, embedded=settings.embedded, allowed=settings.agent_allow_root
+    )
     # Before any agent exists: they run as our user and could otherwise read our token in
     # /proc/<pid>/environ.
     hide_from_agents()
@@ -140,15 +144,17 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     with state_dir_lock(settings.state_dir):
         if settings.agent_identity is not None:
             take_over(settings.agent_identity, settings.workspaces_root, settings.state_dir)
-        return await _run_locked(settings)
+        return await _run_locked(settings, root_warning)
 
 
-async def _run_locked(settings: Settings) -> int:
+async def _run_locked(settings: Settings, root_warning: str | None = None) -> int:
     metrics = Metrics()
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
         # First: the health port is the single-instance lock, and serves `starting` from here.
         health_port = await tg.start(health.serve)
+        if root_warning is not None:
+            log.warning("%s", root_warning)
         url, token = settings.server_url, settings.token
         embedded = InProcess()
         if settings.embedded:

@@ -87,6 +87,13 @@ async def check(addr: str, *, out: TextIO | None = None, err: TextIO | None = No
         return 1
     daemon_id = str(ready.get("daemon_id", ""))
     print(f"ok: live and ready (daemon {short_id(daemon_id)} on {base})", file=out or sys.stdout)
+    if ready.get("agents_as_root"):
+        # Healthy all the same: the operator chose it (or runs the local embedded server).
+        print(
+            "agent-daemon: warning: agents run as root and can read the daemon's token; "
+            "set MULTICA_AGENT_USER",
+            file=err or sys.stderr,
+        )
     return 0
 
 
@@ -144,7 +151,7 @@ def render(doc: Mapping[str, Any]) -> str:
         + (f"  profile {doc['profile']}" if doc.get("profile") else ""),
         f"server     {doc.get('server_url') or '-'}  circuit {doc.get('server_circuit', '?')}  "
         f"outbox {doc.get('outbox_depth', 0)}",
-        f"agents     {agents or '-'}",
+        f"agents     {agents or '-'}" + ("  (as root)" if doc.get("agents_as_root") else ""),
         f"workspaces {workspaces or '-'}",
         f"tasks      {doc.get('active_task_count', 0)} active, "
         f"{doc.get('running_task_count', 0)} running, "

@@ -276,7 +276,8 @@ class HealthServer:
         if doc["server_circuit"] == "open":
             reason = "server circuit open: the server keeps failing"
             return _doc(503, {"status": "not_ready", "reason": reason})
-        return _doc(200, {"status": "ready", "daemon_id": doc["daemon_id"]})
+        ready = {"status": "ready", "daemon_id": doc["daemon_id"]}
+        return _doc(200, {**ready, "agents_as_root": doc["agents_as_root"]})
 
     def _scrape(self) -> Reply:
         return Reply(200, self._metrics.exposition(), METRICS_CONTENT_TYPE)

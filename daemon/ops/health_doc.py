@@ -78,6 +78,7 @@ def health_document(
         "tasks": [],
         "disk": None,
         "provider_failures": [],
+        "agents_as_root": False,
     }
     if snapshot is None:
         return doc
@@ -108,6 +109,7 @@ def health_document(
             {"backend": f.backend, "reason": f.reason, "at": f.at, "resets": f.resets}
             for f in snapshot.provider_failures
         ],
+        agents_as_root=snapshot.agents_as_root,
     )
     return doc
 

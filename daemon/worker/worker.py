@@ -8,6 +8,7 @@ summary) are already modules beside it.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -172,6 +173,7 @@ class Worker:
             runs=self.runs.snapshot(),
             disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
+            agents_as_root=os.geteuid() == 0 and self.settings.agent_identity is None,
         )
 
     async def run(self) -> None:

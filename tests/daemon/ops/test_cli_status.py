@@ -11,6 +11,7 @@ import anyio
 import httpx
 import pytest
 
+from backends.process.identity import AgentUser
 from daemon.cli.status_view import base_url, render
 from daemon.ops.handles import LENGTH
 from daemon.ops.health import HealthServer
@@ -27,6 +28,12 @@ SCRIPT = {
         {"result": {"output": "done"}},
     ]
 }
+
+
+ROOT_WARNING = (
+    "agent-daemon: warning: agents run as root and can read the daemon's token; "
+    "set MULTICA_AGENT_USER\n"
+)
 
 
 def cli_env(home: Path) -> dict[str, str]:
@@ -81,7 +88,8 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     assert d.worker.daemon_id in out
     assert f"server     {d.settings.server_url}  circuit closed  outbox 0" in lines
     assert "tasks      1 active, 1 running, 20 slots" in lines
-    assert f"agents     scripted {d.worker.backends['scripted'][1]}" in lines
+    as_root = "  (as root)" if os.geteuid() == 0 else ""
+    assert f"agents     scripted {d.worker.backends['scripted'][1]}{as_root}" in lines
     (workspace,) = d.worker.workspaces
     assert f"workspaces {workspace['name'] or workspace['id']} (1 runtimes)" in lines
     header = next(line for line in lines if line.startswith("TASK"))
@@ -139,8 +147,22 @@ async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
     """A registered daemon with a closed circuit passes `check`."""
     async with serving_daemon(tmp_path, health=True) as d:
         code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, ROOT_WARNING if os.geteuid() == 0 else "")
     assert out == f"ok: live and ready (daemon {d.worker.daemon_id[:8]} on {d.health_url})\n"
+
+
+@pytest.mark.root
+async def test_check_warns_when_agents_run_as_root(tmp_path: Path, agent_user: AgentUser) -> None:
+    """A root daemon without an agent user passes `check` with a warning line saying its agents
+    run as root; with MULTICA_AGENT_USER it passes silently."""
+    async with serving_daemon(tmp_path, health=True) as d:
+        as_root = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    with_user = tmp_path / "with-user"
+    with_user.mkdir()
+    async with serving_daemon(with_user, health=True, MULTICA_AGENT_USER=agent_user.name) as d:
+        as_user = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(with_user))
+    assert (as_root[0], as_root[2]) == (0, ROOT_WARNING)
+    assert (as_user[0], as_user[2]) == (0, "")
 
 
 async def test_check_exits_1_with_the_reason_while_the_circuit_is_open(tmp_path: Path) -> None:
