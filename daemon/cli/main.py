@@ -16,6 +16,7 @@ import anyio
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
+from daemon.agent_pool import AgentPool
 from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
@@ -142,8 +143,10 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     hide_from_agents()
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
-        if settings.agent_identity is not None:
-            take_over(settings.agent_identity, settings.workspaces_root, settings.state_dir)
+        for user in settings.agent_pool:
+            take_over(user, settings.workspaces_root, settings.state_dir)
+        # What a previous run left behind under an agent uid dies before any task gets it.
+        await anyio.to_thread.run_sync(AgentPool(settings.agent_pool).sweep_all)
         return await _run_locked(settings, root_warning)
 
 

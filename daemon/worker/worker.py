@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 
 from backends.base import Backend
 from backends.process import ProcessRegistry
+from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.multica_home import daemon_id
@@ -120,6 +121,7 @@ class Worker:
             pacing=Pacing(lambda: len(self.runs), metrics),
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
+            agent_users=AgentPool(settings.agent_pool),
         )
         self.outbox = self.services.outbox
         self.budget = budget
