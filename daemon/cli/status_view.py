@@ -12,6 +12,7 @@ import httpx
 from daemon.addresses import is_loopback, join_host_port, split_host_port
 from daemon.logs import short_id
 from daemon.ops.handles import LENGTH
+from daemon.ops.health import view_key
 from daemon.protocol import jsonin
 from daemon.times import format_duration
 from daemon.workdirs.sizes import format_bytes
@@ -51,13 +52,14 @@ async def status(
     """Print the daemon and its running tasks; 1 with one line on stderr when unreachable.
 
     With the daemon's `token` the health port names tasks and workspaces by their ids, else
-    by handles. The token goes to a loopback address only: `--addr` may name another host,
-    and the port speaks plain HTTP.
+    by handles. Only a key made from the token is sent (`view_key`), and to a loopback
+    address only: `--addr` may name another host, and the port speaks plain HTTP.
     """
     out = out or sys.stdout
     try:
         base = base_url(addr)
-        headers = {"Authorization": f"Bearer {token}"} if token and _is_loopback(base) else {}
+        shown = token and _is_loopback(base)
+        headers = {"Authorization": f"Bearer {view_key(token)}"} if shown else {}
         async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT, headers=headers) as http:
             code, doc = await _get(http, "/health")
         if code != 200:

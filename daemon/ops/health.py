@@ -16,6 +16,7 @@ STOPPING=1 when it stops.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -254,13 +255,18 @@ class HealthServer:
         return _doc(200, doc)
 
     def _authorized(self, headers: Mapping[str, str]) -> bool:
-        """True when the request bears the daemon's token (`Authorization: Bearer ...`)."""
+        """True when the request bears the daemon's token, or the view key made from it
+        (`Authorization: Bearer ...`)."""
         token = self._token
         given = headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
         if not token or scheme.lower() != "bearer":
             return False
-        return hmac.compare_digest(value.strip().encode(), token.encode())
+        value = value.strip()
+        return any(
+            hmac.compare_digest(value.encode(), known.encode())
+            for known in (token, view_key(token))
+        )
 
     def _healthz(self) -> Reply:
         age = self._clock() - self._alive_at
@@ -310,6 +316,13 @@ class HealthServer:
         self._stop()
         self.tick()
         return True
+
+
+def view_key(token: str) -> str:
+    """What `agent-daemon status` sends for the full view: made from the daemon's token but
+    useless as one, so a process squatting on the health port while the daemon is down
+    learns nothing it could take to the server."""
+    return hmac.new(token.encode(), b"agent-daemon health view", hashlib.sha256).hexdigest()
 
 
 def _status_line(doc: dict[str, Any]) -> str:

@@ -8,13 +8,14 @@ import socket
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 
 from backends.process.identity import AgentUser
 from daemon.cli.status_view import base_url, render
 from daemon.ops.handles import LENGTH
-from daemon.ops.health import HealthServer
+from daemon.ops.health import HealthServer, view_key
 from daemon.ops.metrics import Metrics
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
@@ -231,3 +232,39 @@ async def test_unusable_address_is_one_line_and_exit_1(tmp_path: Path, bad: str)
     code, out, err = await run_cli("check", "--addr", bad, env=cli_env(tmp_path))
     assert (code, out) == (1, "")
     assert len(err.splitlines()) == 1 and repr(bad) in err
+
+
+def _squatter(sock: socket.socket, heard: list[bytes]) -> None:
+    """Answer one request on `sock` with an empty health document, keeping what it heard."""
+    conn, _ = sock.accept()
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        heard.append(data)
+        body = b'{"status":"running"}'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+
+
+async def test_status_sends_a_key_made_from_the_token_never_the_token(tmp_path: Path) -> None:
+    """Whatever listens on the health address (a process squatting on it while the daemon is
+    down) hears the view key, never the daemon's token; the daemon accepts that key."""
+    heard: list[bytes] = []
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _squatter, sock, heard)
+            env = {**cli_env(tmp_path), "MULTICA_DAEMON_TOKEN": "the-real-token"}
+            code, _, err = await run_cli("status", "--addr", f"127.0.0.1:{port}", env=env)
+    assert code == 0, err
+    (request,) = heard
+    assert b"the-real-token" not in request
+    assert f"Authorization: Bearer {view_key('the-real-token')}".encode() in request
