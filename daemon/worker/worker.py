@@ -8,6 +8,7 @@ summary) are already modules beside it.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 from collections import deque
@@ -19,6 +20,7 @@ from anyio.abc import TaskGroup
 
 from backends.base import Backend
 from backends.process import ProcessRegistry
+from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.multica_home import daemon_id, legacy_daemon_ids
@@ -133,6 +135,7 @@ class Worker:
             pacing=Pacing(lambda: len(self.runs), metrics),
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
+            agent_users=AgentPool(settings.agent_pool),
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -187,6 +190,7 @@ class Worker:
             disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
             finished=tuple(self.finished),
+            agents_as_root=os.geteuid() == 0 and self.settings.agent_identity is None,
         )
 
     async def run(self) -> None:

@@ -122,7 +122,10 @@ async def test_the_health_document_has_gos_shapes(tmp_path: Path) -> None:
     async with (
         multica_server() as fake,
         running_daemon(tmp_path, fake.url, health=True) as d,
-        httpx.AsyncClient(base_url=d.health_url) as probe,
+        # With the daemon's token: without it workspaces and runtimes go by handles.
+        httpx.AsyncClient(
+            base_url=d.health_url, headers={"Authorization": f"Bearer {d.settings.token}"}
+        ) as probe,
     ):
         doc = (await probe.get("/health")).json()
     (runtime,) = fake.live_runtimes()
