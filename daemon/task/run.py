@@ -188,11 +188,12 @@ class TaskRun:
         return ending
 
     def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
-        """While the agent runs, its token may check out repositories into its work dir."""
+        """While the agent runs, its token may check out repositories into its work dir, as
+        the user the agent runs as."""
         workdirs = self._services.workdirs
         if workdirs is None:
             return nullcontext()
-        return workdirs.task_window(self.task, dirs.work_dir)
+        return workdirs.task_window(self.task, dirs.work_dir, self._user)
 
     def _spec(self, dirs: TaskDirs) -> RunSpec:
         """The agent's spec, with how it reaches the daemon: its slot, the health port."""

@@ -103,7 +103,7 @@ class Worker:
             reach.base_env,
             client.workspace_repos,
             metrics,
-            user=settings.agent_identity,
+            shared=settings.agent_identity is not None,
         )
         self.registration = Registration(
             client,

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import ExitStack, asynccontextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.agent_pool import sweep
 from daemon.cli.tasks_api import TasksApi
 from tests.daemon_child import DaemonChild, daemon_child
-from tests.fakes.system_user import AGENT_USER_CAPABILITIES, system_user, with_only
+from tests.fakes.system_user import AGENT_USER_CAPABILITIES, with_only
 from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.root]
@@ -57,18 +56,6 @@ peek)
     ;;
 esac
 """
-
-
-@pytest.fixture
-def two_users() -> Iterator[tuple[AgentUser, AgentUser]]:
-    """Two system users made for the test."""
-    with ExitStack() as stack:
-        users = stack.enter_context(system_user()), stack.enter_context(system_user())
-        try:
-            yield users
-        finally:
-            for user in users:  # a failed test leaves nothing running under a reused uid
-                sweep(user.uid)
 
 
 @asynccontextmanager
