@@ -1,10 +1,12 @@
 """A stand-in `copilot` executable written by a test: it answers `--version` as Copilot CLI
 does, and otherwise plays a script — an output line (a string), or a pause of so many seconds
-(a number) — then exits 0. Its lines are the shapes of tests/fixtures/copilot."""
+(a number) — then exits 0. Its lines are the shapes of tests/fixtures/copilot. Also the
+environment that runs the real CLI offline (`copilot_env`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -64,3 +66,22 @@ def shell_done(call: str, output: str) -> str:
 
 def result(code: int = 0) -> str:
     return json.dumps({"type": "result", "sessionId": SESSION, "exitCode": code})
+
+
+# Not a real key: Copilot CLI masks its provider key's value wherever it appears in its
+# output, so a short one ("x") would mangle every event name holding that letter.
+FAKE_KEY = "sk-fake-copilot-tests"
+
+
+def copilot_env(root: Path, base_url: str) -> dict[str, str]:
+    """The environment that runs the real CLI offline against a fake Chat Completions API
+    (`tests/fakes/chat_api.py`): its own provider, no GitHub login, no update check."""
+    return {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": str(root / "home"),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_BASE_URL": f"{base_url}/v1",
+        "COPILOT_PROVIDER_API_KEY": FAKE_KEY,
+        "COPILOT_MODEL": "fake-chat",
+        "COPILOT_AUTO_UPDATE": "false",
+    }
