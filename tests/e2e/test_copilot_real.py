@@ -9,6 +9,7 @@ as the reason, only when the CLI is not installed.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -95,6 +96,30 @@ async def test_tool_longer_than_the_window_completes(tmp_path: Path) -> None:
     assert "sleep 10" in str(uses[0]["input"]) and "slept" in results[0]["output"]
     assert incidents(d) == []
     assert api.main_requests()[1].n_tool_outputs == 1
+    # The runtime brief reached the model: the CLI loaded AGENTS.md from the work directory.
+    assert "Multica Agent Runtime" in json.dumps(api.main_requests()[0].body)
+
+
+async def test_a_second_task_resumes_the_first_session(tmp_path: Path) -> None:
+    """A task naming the first one's session continues it: same session, the first turn in
+    the second request."""
+    async with copilot_daemon(tmp_path, [Answer("First."), Answer("Second.")]) as (d, api):
+        first = await d.wait(await d.submit("One.", backend="copilot"), within=120)
+        second_id = await d.submit("Two.", backend="copilot", prior_session_id=first["session_id"])
+        second = await d.wait(second_id, within=120)
+    assert (second["status"], second["output"]) == ("completed", "Second."), second
+    assert second["session_id"] == first["session_id"]
+    assert "First." in json.dumps(api.main_requests()[1].body)
+
+
+async def test_a_session_the_cli_does_not_know_is_started_fresh(tmp_path: Path) -> None:
+    """`--resume` of an unknown session fails at once; the same run starts a fresh session."""
+    gone = "0b0e9a55-1111-4222-8333-944455556666"
+    async with copilot_daemon(tmp_path, [Answer("Fresh.")]) as (d, _):
+        task_id = await d.submit("Go.", backend="copilot", prior_session_id=gone)
+        task = await d.wait(task_id, within=120)
+    assert (task["status"], task["output"]) == ("completed", "Fresh."), task
+    assert task["session_id"] not in ("", gone)
 
 
 async def test_stall_after_the_first_chunk_is_stopped(tmp_path: Path) -> None:
