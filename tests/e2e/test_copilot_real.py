@@ -154,3 +154,15 @@ async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(tmp_path: 
     print(f"copilot: {took:.2f}s from the stalled request to the end of the task")
     assert took <= STOP_BOUND, took
     assert task_processes(task_id) == []
+
+
+async def test_the_tasks_skill_reaches_the_model(tmp_path: Path) -> None:
+    """An inline skill of the task is written where Copilot CLI finds project skills
+    (`.github/skills/`): its description is in the request the API receives."""
+    marker = "Deploys-with-the-zebra-checklist"
+    skills = [{"name": "zebra-deploy", "description": marker, "content": "Use the zebra list."}]
+    async with copilot_daemon(tmp_path, [Answer("ok")]) as (d, api):
+        created = await d.api.create_task("Deploy it.", backend="copilot", agent={"skills": skills})
+        task = await d.wait(created["id"], within=120)
+    assert task["status"] == "completed", task
+    assert marker in json.dumps(api.main_requests()[0].body)
