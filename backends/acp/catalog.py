@@ -34,8 +34,8 @@ HERMES = AcpAgent(
 )
 
 # Kimi Code CLI (MoonshotAI): permissions are asked over ACP and granted by the client; its
-# `--yolo` belongs to the root command, not to `acp`. Multica sends it the runtime brief in
-# the prompt (it does not read AGENTS.md); here it has the brief file only.
+# `--yolo` belongs to the root command, not to `acp`. It reads no AGENTS.md: the runtime brief
+# goes in its prompt (daemon/task/setup/runtime_brief.py).
 KIMI = AcpAgent(
     name="kimi",
     label="Kimi Code CLI",
@@ -78,7 +78,7 @@ QODER_CN = AcpAgent(
     untested=UNTESTED,
 )
 
-# Trae CLI reads `.trae/rules/`, not AGENTS.md: Multica sends it the brief in the prompt.
+# Trae CLI reads `.trae/rules/`, not AGENTS.md: the brief goes in its prompt.
 TRAECLI = AcpAgent(
     name="traecli",
     label="Trae CLI",
@@ -103,8 +103,8 @@ GROK = AcpAgent(
     untested=UNTESTED,
 )
 
-# QwenPaw 2.x (1.x speaks another protocol). Multica also gives it a per-task `--workspace`
-# and the brief in the prompt.
+# QwenPaw 2.x (1.x speaks another protocol); the brief goes in its prompt. Multica also gives
+# it a per-task `--workspace`, which this entry does not.
 QWENPAW = AcpAgent(
     name="qwenpaw",
     label="QwenPaw",
