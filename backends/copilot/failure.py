@@ -6,6 +6,7 @@ whose `errorType` and `statusCode` say what happened. Observed with Copilot CLI 
 against an OpenAI-compatible provider:
 
     401                 errorType=authentication  "Authentication failed with provider … (HTTP 401)"
+    429 (after retries) errorType=rate_limit      "Failed to get response …; Last error: 429 …"
     400 context length  errorType=query           "400 This model's maximum context length is …"
     404                 errorType=query           "Model 'm' not found on provider at … (HTTP 404)"
     500 (after retries) errorType=query           "Failed to get response from the AI model; …"

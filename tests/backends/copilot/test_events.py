@@ -102,6 +102,7 @@ def test_failures_are_named_from_the_session_error() -> None:
         "api-context": (CONTEXT, "maximum context length"),
         "api-no-model": (MODEL, "not found on provider"),
         "api-500": (SERVER, "Failed to get response"),
+        "api-rate-limit": (CAPACITY, "429 Rate limit reached"),
         "api-refused": (NETWORK, "Could not connect"),
         "older-rate-limit": (CAPACITY, "Rate limit exceeded"),
     }
