@@ -175,16 +175,23 @@ class AgentCliSettings(NamedTuple):
     """Its own idle window in seconds; 0 = the global one (see `Settings.idle_window`)."""
 
 
-def _agent_cli(label: str, *, models: str = "", idle: str = "0") -> Any:
+def _agent_cli(label: str, *, models: str = "", idle: str = "0", command: str = "") -> Any:
     """A field holding one agent CLI's settings (`AgentCliSettings`), read from the four
     variables `_cli_variables` declares after the field's name (the backend's). `label` is the
     CLI's name for people, `models` whose models it runs (default: `label`), `idle` the default
-    of its own idle window."""
-    extra: dict[str, Any] = {"agent_cli": label, "models": models or label, "idle": idle}
+    of its own idle window, `command` its executable when not named as the backend."""
+    extra: dict[str, Any] = {
+        "agent_cli": label,
+        "models": models or label,
+        "idle": idle,
+        "command": command,
+    }
     return Field(description=f"{label}'s settings", json_schema_extra=extra)
 
 
-def _cli_variables(name: str, label: str, models: str, idle: str) -> list[Variable]:
+def _cli_variables(
+    name: str, label: str, models: str, idle: str, command: str = ""
+) -> list[Variable]:
     """`MULTICA_<NAME>_PATH`, `_ARGS`, `_MODEL` and `_IDLE_WATCHDOG`, in the order of
     `AgentCliSettings`; each sets its part of the field `name` (through `<name>_<part>`)."""
     var = f"MULTICA_{name.upper()}"
@@ -193,7 +200,7 @@ def _cli_variables(name: str, label: str, models: str, idle: str) -> list[Variab
     if idle == "0":
         window += "; 0 = the global"
     return [
-        Variable(f"{name}_path", f"{var}_PATH", name, f"{label} executable", TEXT),
+        Variable(f"{name}_path", f"{var}_PATH", command or name, f"{label} executable", TEXT),
         Variable(f"{name}_args", f"{var}_ARGS", "", f"Extra {label} arguments", WORDS),
         Variable(f"{name}_model", f"{var}_MODEL", "", f"Default {models} model", TEXT),
         Variable(f"{name}_idle_watchdog", f"{var}_IDLE_WATCHDOG", idle, window, DURATION),
@@ -311,6 +318,18 @@ class Settings(BaseModel):
     opencode: AgentCliSettings = _agent_cli("OpenCode", idle="10m")
     gemini: AgentCliSettings = _agent_cli("Gemini CLI", models="Gemini")
     hermes: AgentCliSettings = _agent_cli("Hermes Agent", models="Hermes")
+    copilot: AgentCliSettings = _agent_cli("Copilot CLI", models="Copilot")
+    # ACP agents offered from their entry alone, untested (backends/acp/catalog.py).
+    kimi: AgentCliSettings = _agent_cli("Kimi Code CLI", models="Kimi")
+    kiro: AgentCliSettings = _agent_cli("Kiro CLI", models="Kiro", command="kiro-cli")
+    qoder: AgentCliSettings = _agent_cli("Qoder CLI", models="Qoder", command="qodercli")
+    qoderclicn: AgentCliSettings = _agent_cli("Qoder CLI (China)", models="Qoder")
+    traecli: AgentCliSettings = _agent_cli("Trae CLI", models="Trae")
+    grok: AgentCliSettings = _agent_cli("Grok Build CLI", models="Grok")
+    qwenpaw: AgentCliSettings = _agent_cli("QwenPaw")
+    mcode: AgentCliSettings = _agent_cli("MiniMax Code", models="MiniMax")
+    dim: AgentCliSettings = _agent_cli("Dim")
+    reasonix: AgentCliSettings = _agent_cli("Reasonix")
     gc_enabled: Flag = _env(
         "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
     )
@@ -421,7 +440,7 @@ def _variables() -> list[Variable]:
             found.append(Variable(name, var, default, field.description or "", kind))
         elif "agent_cli" in extra:
             label, models, idle = (str(extra[k]) for k in ("agent_cli", "models", "idle"))
-            found += _cli_variables(name, label, models, idle)
+            found += _cli_variables(name, label, models, idle, str(extra.get("command", "")))
     return found
 
 

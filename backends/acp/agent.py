@@ -34,3 +34,6 @@ class AcpAgent:
     awaiting permission), so that a model stalled mid-call is idle, not a tool at work."""
     first_start_alone: bool = False
     """Its first start on a fresh HOME must not overlap another (see `first_start`)."""
+    untested: str = ""
+    """Why the daemon has never run this CLI ("" = it has: its tests drive the real CLI or
+    a recording of it). An untested entry is offered, and says so when detected."""

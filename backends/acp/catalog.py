@@ -4,6 +4,13 @@ An agent whose only difference is its entry is declared here; one with more to s
 its quirks) has a folder of its own. Each needs its settings field in daemon/config.py
 (`<name>: AgentCliSettings = _agent_cli(...)`: its `MULTICA_<NAME>_PATH`, `_ARGS`, `_MODEL`
 and `_IDLE_WATCHDOG`) to be found by discovery.
+
+Hermes and the entries after it are the ACP agents Multica's daemon runs, with the command
+lines it starts them with. None of their CLIs can be installed and run offline here, so each
+is marked `untested`: the daemon offers it and says so when it finds the CLI. Each picks its
+model through `session/set_model` (as in Multica) and is resumed where it offers
+`session/resume` or `session/load`. What Multica does beyond the command line for some of
+them is noted at their entries.
 """
 
 from __future__ import annotations
@@ -11,6 +18,8 @@ from __future__ import annotations
 from backends.acp.agent import AcpAgent
 from backends.gemini import GEMINI
 from backends.opencode import OPENCODE
+
+UNTESTED = "no CLI available offline: its entry follows Multica's command line"
 
 HERMES = AcpAgent(
     name="hermes",
@@ -21,9 +30,152 @@ HERMES = AcpAgent(
     provider="hermes",
     # Without it Hermes asks before every dangerous shell command, outside ACP.
     env={"HERMES_YOLO_MODE": "1"},
+    untested=UNTESTED,
 )
 
-AGENTS: tuple[AcpAgent, ...] = (OPENCODE, GEMINI, HERMES)
+# Kimi Code CLI (MoonshotAI): permissions are asked over ACP and granted by the client; its
+# `--yolo` belongs to the root command, not to `acp`. It reads no AGENTS.md: the runtime brief
+# goes in its prompt (daemon/task/setup/runtime_brief.py).
+KIMI = AcpAgent(
+    name="kimi",
+    label="Kimi Code CLI",
+    command="kimi",
+    acp_args=("acp",),
+    min_version="",
+    provider="kimi",
+    untested=UNTESTED,
+)
+
+KIRO = AcpAgent(
+    name="kiro",
+    label="Kiro CLI",
+    command="kiro-cli",
+    acp_args=("acp", "--trust-all-tools"),
+    min_version="",
+    provider="kiro",
+    untested=UNTESTED,
+)
+
+# Qoder takes `--acp` as a global flag (not a subcommand); `--yolo` bypasses its permission
+# prompts. The China-region build is a second executable and a runtime type of its own.
+QODER = AcpAgent(
+    name="qoder",
+    label="Qoder CLI",
+    command="qodercli",
+    acp_args=("--yolo", "--acp"),
+    min_version="",
+    provider="qoder",
+    untested=UNTESTED,
+)
+
+QODER_CN = AcpAgent(
+    name="qoderclicn",
+    label="Qoder CLI (China)",
+    command="qoderclicn",
+    acp_args=("--yolo", "--acp"),
+    min_version="",
+    provider="qoderclicn",
+    untested=UNTESTED,
+)
+
+# Trae CLI reads `.trae/rules/`, not AGENTS.md: the brief goes in its prompt.
+TRAECLI = AcpAgent(
+    name="traecli",
+    label="Trae CLI",
+    command="traecli",
+    acp_args=("acp", "serve", "--yolo"),
+    min_version="",
+    provider="traecli",
+    untested=UNTESTED,
+)
+
+# Grok Build: `--no-auto-update` is a global flag that keeps a background update out of an
+# unattended run. Multica puts configured arguments before `stdio` and answers the CLI's
+# `authenticate` step (an API key in XAI_API_KEY, else the stored login); this client
+# appends them after it and does not authenticate.
+GROK = AcpAgent(
+    name="grok",
+    label="Grok Build CLI",
+    command="grok",
+    acp_args=("--no-auto-update", "agent", "--always-approve", "stdio"),
+    min_version="0.2.89",
+    provider="grok",
+    untested=UNTESTED,
+)
+
+# QwenPaw 2.x (1.x speaks another protocol); the brief goes in its prompt. Multica also gives
+# it a per-task `--workspace`, which this entry does not.
+QWENPAW = AcpAgent(
+    name="qwenpaw",
+    label="QwenPaw",
+    command="qwenpaw",
+    acp_args=("acp",),
+    min_version="",
+    provider="qwenpaw",
+    untested=UNTESTED,
+)
+
+# MiniMax Code declares no `loadSession`: a task that names a session starts a fresh one.
+MCODE = AcpAgent(
+    name="mcode",
+    label="MiniMax Code",
+    command="mcode",
+    acp_args=("acp",),
+    min_version="0.1.2",
+    provider="mcode",
+    untested=UNTESTED,
+)
+
+# Dim 0.3.10 releases a session's lock when its process exits, so `session/load` works from
+# the next run. Its sessions start read-only; Multica switches them to full access with
+# `session/set_config_option` (permission, mode), which this client does not send.
+DIM = AcpAgent(
+    name="dim",
+    label="Dim",
+    command="dim",
+    acp_args=("acp",),
+    min_version="0.3.10",
+    provider="dim",
+    untested=UNTESTED,
+)
+
+# Reasonix sandboxes its shell where the host supports it; these are Multica's settings.
+REASONIX = AcpAgent(
+    name="reasonix",
+    label="Reasonix",
+    command="reasonix",
+    acp_args=(
+        "acp",
+        "--profile",
+        "balanced",
+        "--planner",
+        "auto",
+        "--sandbox-network",
+        "auto",
+        "--sandbox-bash",
+        "auto",
+        "--workspace-only",
+    ),
+    min_version="",
+    provider="reasonix",
+    untested=UNTESTED,
+)
+
+AGENTS: tuple[AcpAgent, ...] = (
+    OPENCODE,
+    GEMINI,
+    HERMES,
+    KIMI,
+    KIRO,
+    QODER,
+    QODER_CN,
+    TRAECLI,
+    GROK,
+    QWENPAW,
+    MCODE,
+    DIM,
+    REASONIX,
+)
 
 # The Claude Code ACP adapter (`@agentclientprotocol/claude-agent-acp` on npm): proof that a
 # new ACP agent needs only its entry. It is not offered as a runtime: Multica's server has no

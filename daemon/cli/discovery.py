@@ -22,6 +22,7 @@ def candidates(settings: Settings) -> list[Backend]:
     from backends.claude import ClaudeBackend
     from backends.codex import CodexBackend
     from backends.command import CommandBackend
+    from backends.copilot import CopilotBackend
     from backends.scripted import ScriptedBackend
 
     claude, codex, user = settings.claude, settings.codex, settings.agent_identity
@@ -29,6 +30,8 @@ def candidates(settings: Settings) -> list[Backend]:
         ClaudeBackend(claude.path, claude.args, claude.model, detect_as=user),
         CodexBackend(codex.path, codex.args, codex.model, detect_as=user),
     ]
+    copilot = settings.copilot
+    found.append(CopilotBackend(copilot.path, copilot.args, copilot.model, detect_as=user))
     for agent in AGENTS:
         cli = settings.agent_cli(agent.name)
         found.append(AcpBackend(agent, cli.path, cli.args, cli.model))
@@ -61,7 +64,7 @@ async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict
             )
         elif version:
             versions[backend.name] = version
-            log.info("backend %s: found version %s", backend.name, version)
+            log.info("backend %s: found version %s%s", backend.name, version, _untested(backend))
         else:
             log.info("backend %s: not available", backend.name)
 
@@ -69,6 +72,12 @@ async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict
         for backend in backends:
             tg.start_soon(one, backend)
     return versions
+
+
+def _untested(backend: Backend) -> str:
+    """What a found backend's log line adds when the daemon has never run its CLI."""
+    why = getattr(getattr(backend, "agent", None), "untested", "")
+    return f" (untested: {why})" if isinstance(why, str) and why else ""
 
 
 def _min_version(backend: Backend) -> str:

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 import httpx
 
+from backends.acp.catalog import AGENTS
 from daemon.addresses import is_loopback, join_host_port, split_host_port
 from daemon.logs import short_id
 from daemon.ops.handles import LENGTH
@@ -188,11 +189,16 @@ def _bytes(value: Any) -> str:
     return format_bytes(int(value)) if isinstance(value, int) else "?"
 
 
+# The agents whose entries no test drives: an operator sees that next to the version.
+_UNTESTED = frozenset(agent.name for agent in AGENTS if agent.untested)
+
+
 def _agent(agent: Any, versions: Mapping[str, Any]) -> str:
     # A provider name (Multica's shape); an older daemon of ours listed {name, version}.
     if isinstance(agent, Mapping):
         return f"{agent.get('name')} {agent.get('version')}"
-    return f"{agent} {versions.get(str(agent), '?')}"
+    said = f"{agent} {versions.get(str(agent), '?')}"
+    return f"{said} (untested)" if agent in _UNTESTED else said
 
 
 def _row(task: Mapping[str, Any]) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import cast
 
+from backends.acp.catalog import AGENTS
 from backends.base import Backend, RunSpec
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
@@ -32,6 +33,9 @@ from daemon.task.run import TaskRun
 from daemon.task.transcript import Transcript
 from daemon.testing.server import FakeTaskServer
 from daemon.worker.worker import Worker
+
+# Every ACP agent's executable points nowhere, so a CLI installed on the machine stays out.
+_ACP_NAMES = tuple(agent.name for agent in AGENTS)
 
 SERVER_URL = "http://fake-server.test"
 """The server URL the settings name; nothing listens there: the fake answers in memory."""
@@ -66,6 +70,8 @@ def fast_env(home: Path, server_url: str = SERVER_URL, token: str = "test-token"
         "MULTICA_GEMINI_PATH": str(home / "no-gemini"),
         "MULTICA_HERMES_PATH": str(home / "no-hermes"),
         **ROOT_AGENTS_ACCEPTED,
+        "MULTICA_COPILOT_PATH": str(home / "no-copilot"),
+        **{f"MULTICA_{name.upper()}_PATH": str(home / f"no-{name}") for name in _ACP_NAMES},
     }
 
 

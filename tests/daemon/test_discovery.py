@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from backends.acp import AcpBackend
+from backends.acp.catalog import KIMI
+from backends.copilot import CopilotBackend
 from backends.gemini import GEMINI
 from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
@@ -52,3 +54,28 @@ def test_acp_agents_are_candidates_under_multica_names(tmp_path: Path) -> None:
     opencode, gemini = found["opencode"], found["gemini"]
     assert isinstance(opencode, AcpBackend) and opencode.path == "/opt/oc"
     assert isinstance(gemini, AcpBackend) and gemini.args == ("-d",)
+
+
+async def test_an_untested_entry_says_so_when_found(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A CLI whose entry no test drives is offered, and its log line says it is untested."""
+    backend = AcpBackend(KIMI, fake_cli(tmp_path, "1.2.0"))
+    with caplog.at_level(logging.INFO, logger="daemon.cli.discovery"):
+        assert await detect([backend]) == {"kimi": "1.2.0"}
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "daemon.cli.discovery"]
+    assert line.startswith("backend kimi: found version 1.2.0 (untested: no CLI available")
+
+
+def test_copilot_is_a_candidate_as_configured(tmp_path: Path) -> None:
+    """The Copilot CLI is offered under Multica's `copilot` type with its settings."""
+    settings = Settings.from_env(
+        {
+            "HOME": str(tmp_path),
+            "MULTICA_COPILOT_PATH": "/opt/copilot",
+            "MULTICA_COPILOT_ARGS": "-s",
+        }
+    )
+    copilot = {b.name: b for b in candidates(settings)}["copilot"]
+    assert isinstance(copilot, CopilotBackend)
+    assert (copilot.path, copilot.args, copilot.min_version) == ("/opt/copilot", ("-s",), "1.0.0")

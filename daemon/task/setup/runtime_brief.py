@@ -17,6 +17,9 @@ from daemon.task.setup.prompt import task_kind
 # Gemini CLI loads GEMINI.md, not AGENTS.md, unless its user configured otherwise.
 _FILE_BY_BACKEND = {"claude": "CLAUDE.md", "gemini": "GEMINI.md"}
 DEFAULT_FILE = "AGENTS.md"
+# CLIs that load no brief file (Trae reads `.trae/rules/`): as in Multica, they also get the
+# brief in the prompt. Adding one that does read its file only sends the brief twice.
+_IN_PROMPT = frozenset({"kimi", "traecli", "qwenpaw"})
 
 _HEADER = (
     "# Multica Agent Runtime\n\n"
@@ -137,6 +140,11 @@ def _identity(task: Task) -> str:
     if agent.instructions:
         text += agent.instructions + "\n\n"
     return text
+
+
+def brief_in_prompt(backend: str, task: Task) -> str:
+    """The brief for the backend's prompt: "" for every CLI that reads it from its file."""
+    return runtime_brief(task) if backend in _IN_PROMPT else ""
 
 
 def write_brief(workdir: Path, backend: str, task: Task, owner: Owner | None = None) -> Path:

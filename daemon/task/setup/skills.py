@@ -1,6 +1,7 @@
 """An agent's inline skills, written where its CLI discovers them (Go `writeSkillFiles`).
 
-Claude Code reads project skills from `<work dir>/.claude/skills/<name>/SKILL.md`; Codex from
+Claude Code reads project skills from `<work dir>/.claude/skills/<name>/SKILL.md`, Copilot CLI
+from `.github/skills/`, the ACP agents from their own folders (`.kimi/skills/`, …); Codex from
 its per-task home's `skills/` (codex_home.py); other backends get Multica's default place,
 `.agent_context/skills/`. Names become directory names
 (lower case, `-` for anything else), two skills never share a directory, and a supporting
@@ -18,7 +19,20 @@ from daemon.protocol.models import Skill
 
 log = logging.getLogger(__name__)
 
-_SKILLS_DIR = {"claude": ".claude/skills"}
+_SKILLS_DIR = {
+    "claude": ".claude/skills",
+    "copilot": ".github/skills",
+    # The ACP agents' own project skill folders, as Multica writes them (untested here).
+    "kimi": ".kimi/skills",
+    "kiro": ".kiro/skills",
+    "qoder": ".qoder/skills",
+    "qoderclicn": ".qoder/skills",
+    "traecli": ".traecli/skills",
+    "grok": ".grok/skills",
+    "qwenpaw": "skill_pool",
+    "mcode": ".minimax/skills",
+    "reasonix": ".reasonix/skills",
+}
 DEFAULT_SKILLS_DIR = ".agent_context/skills"
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 FILE_LIMIT = 1024 * 1024

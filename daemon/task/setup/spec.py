@@ -17,7 +17,7 @@ from daemon.services import AgentReach
 from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
 from daemon.task.setup.codex_home import CODEX, prepare_codex_home, user_codex_home
 from daemon.task.setup.prompt import build_prompt
-from daemon.task.setup.runtime_brief import write_brief
+from daemon.task.setup.runtime_brief import brief_in_prompt, write_brief
 from daemon.task.setup.skills import write_skills
 from daemon.task.setup.workspace import (
     TaskDirs,
@@ -106,8 +106,9 @@ def agent_spec(
         task_id=task.id,
         model=task.agent.model,
         resume_session_id=resume,
-        # The runtime brief in the work directory carries the agent's instructions.
-        instructions="",
+        # The runtime brief in the work directory carries the agent's instructions; only a
+        # CLI that reads no brief file gets them in its prompt too.
+        instructions=brief_in_prompt(backend, task),
         extra_args=tuple(task.agent.custom_args),
         kill_grace=settings.kill_grace,
         # An agent that closed stdout after its final result gets the whole exit grace.

@@ -145,6 +145,12 @@ def test_status_still_reads_the_older_agent_shape() -> None:
     assert "workspaces w1 (0 runtimes)" in lines
 
 
+def test_status_marks_an_agent_no_test_drives() -> None:
+    """An ACP agent offered from its entry alone is shown as untested beside its version."""
+    doc = {"agents": ["claude", "kimi"], "agent_versions": {"claude": "2.1", "kimi": "1.2.0"}}
+    assert "agents     claude 2.1, kimi 1.2.0 (untested)" in render(doc).splitlines()
+
+
 async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
     """A registered daemon with a closed circuit passes `check`."""
     async with serving_daemon(tmp_path, health=True) as d:

@@ -26,6 +26,16 @@ def test_claude_skills_go_to_the_projects_skills_directory(tmp_path: Path) -> No
     assert other.read_text() == "---\nname: x\n---\nKept."
 
 
+@pytest.mark.parametrize(
+    ("backend", "folder"),
+    [("copilot", ".github/skills"), ("kiro", ".kiro/skills"), ("qwenpaw", "skill_pool")],
+)
+def test_each_cli_gets_its_skills_where_it_looks(tmp_path: Path, backend: str, folder: str) -> None:
+    """Copilot CLI and the ACP agents find project skills in folders of their own."""
+    (path,) = write_skills(tmp_path, backend, [_skill("lint")])
+    assert path == tmp_path / folder / "lint" / "SKILL.md"
+
+
 def test_names_that_sanitise_alike_get_their_own_directories(tmp_path: Path) -> None:
     """`A B`, `a-b` and an unnamed skill: three directories."""
     paths = write_skills(tmp_path, "claude", [_skill("A B"), _skill("a-b"), _skill("../..")])

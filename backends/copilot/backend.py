@@ -1,0 +1,90 @@
+"""The Copilot backend: `copilot -p` printing its session events as JSON lines.
+
+    copilot -p PROMPT --output-format json --allow-all --no-ask-user
+            [--model MODEL] [--resume SESSION] [configured args] [task args]
+
+The CLI takes its prompt only on the command line (it has no stdin channel for it), so the
+prompt is an argument and stdin is closed at once. `--allow-all` lets every tool, path and URL
+through and `--no-ask-user` keeps the agent from asking anything back: a headless run must
+never wait, and isolation is the deployment's job, as for the other backends. The runtime brief
+is the work directory's `AGENTS.md`, which the CLI loads; instructions in the spec go first in
+the prompt (the CLI has no system-prompt flag).
+
+A session the CLI does not know makes `--resume` fail at once ("No session, task, or name
+matched"); the run then falls back to a fresh session (see `backends.resume`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from backends.agent_cli import AgentCli
+from backends.base import AgentRun, RunSpec
+from backends.copilot.events import CopilotEventParser
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
+
+log = logging.getLogger(__name__)
+
+BASE_ARGS = ("--output-format", "json", "--allow-all", "--no-ask-user")
+
+# Flags the daemon owns: the prompt, the output it parses, the session it resumes, headless
+# mode (and not ACP, which prints no JSON events). A value-taking flag drops its value too.
+_RESERVED_WITH_VALUE = ("-p", "--prompt", "--output-format", "--resume")
+_RESERVED = ("--acp",)
+
+
+class CopilotBackend(AgentCli):
+    """Runs the Copilot CLI for a task; resumes sessions and falls back when one is gone."""
+
+    name = "copilot"
+    # The JSON envelope (`type`, `data`, a final `result` line) is stable from 1.0 on.
+    min_version = "1.0.0"
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        model = spec.model or self.model
+
+        def launch(resume: str) -> Launch:
+            parser = CopilotEventParser(model, resume, self.version)
+            argv = self.argv(spec, resume)
+            return ProcessSpec.for_run(spec, argv, self.strip_markers(spec.env), b""), parser
+
+        async with start_session(self.name, spec.resume_session_id, launch) as run:
+            yield run
+
+    def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        prompt = f"{spec.instructions}\n\n{spec.prompt}" if spec.instructions else spec.prompt
+        argv = [self.path, "-p", prompt, *BASE_ARGS]
+        model = spec.model or self.model
+        if model:
+            argv += ["--model", model]
+        if resume:
+            argv += ["--resume", resume]
+        argv += filter_args(self.args)
+        argv += filter_args(spec.extra_args)
+        return argv
+
+
+def filter_args(args: Sequence[str]) -> list[str]:
+    """Drop the flags the daemon sets itself (with their values)."""
+    kept: list[str] = []
+    skip_value = False
+    for arg in args:
+        if skip_value:
+            skip_value = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if flag in _RESERVED_WITH_VALUE or flag in _RESERVED:
+            log.warning("copilot: ignoring argument %r: the daemon sets it", arg)
+            skip_value = flag in _RESERVED_WITH_VALUE and "=" not in arg
+            continue
+        kept.append(arg)
+    return kept

@@ -1,0 +1,168 @@
+"""The real Copilot CLI through the whole daemon, offline, against the fake Chat Completions API.
+
+Copilot CLI takes a provider of its own (`COPILOT_PROVIDER_BASE_URL`, `COPILOT_OFFLINE=true`):
+no GitHub login, no network. Under a 4 s idle window a 10 s shell command is a tool in flight
+and completes; a model stream that stalls after its first chunk, or after a tool, is stopped
+as `idle_watchdog`, and nothing the agent started survives. Skipped, with the install command
+as the reason, only when the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.base import Backend
+from backends.copilot import CopilotBackend
+from daemon.testing import task_processes
+from tests.fakes.chat_api import FakeChat, fake_chat
+from tests.fakes.copilot_cli import copilot_env
+from tests.fakes.openai_api import Answer, Shell, Stall
+from tests.fakes.real_cli import require_cli
+from tests.helpers import RunningDaemon, embedded_server, incidents, running_daemon
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
+
+WINDOW = 4.0
+KILL_GRACE = 1.0
+# The watchdog fires between 1 and 1.5 windows of silence, the kill takes at most the grace;
+# the margin covers the CLI's own latency and the daemon's report reaching the server.
+STOP_BOUND = 1.5 * WINDOW + KILL_GRACE + 2.0
+
+
+@asynccontextmanager
+async def copilot_daemon(
+    tmp_path: Path, script: list[Any]
+) -> AsyncIterator[tuple[RunningDaemon, FakeChat]]:
+    """A daemon serving the real CLI (handed in: `--version` of a Node CLI costs seconds on a
+    loaded machine), pointed at the fake API."""
+    path = require_cli("copilot", "MULTICA_TEST_COPILOT_PATH")
+    backends: dict[str, tuple[Backend, str]] = {"copilot": (CopilotBackend(path), "test")}
+    async with (
+        fake_chat(script) as api,
+        embedded_server(tmp_path / "server.db") as url,
+        running_daemon(
+            tmp_path,
+            url,
+            base_env=copilot_env(tmp_path / "agent", api.url),
+            backends=backends,
+            MULTICA_SCRIPTED_BACKEND="0",
+            MULTICA_AGENT_IDLE_WATCHDOG=f"{WINDOW:g}s",
+            MULTICA_AGENT_KILL_GRACE=f"{KILL_GRACE:g}s",
+        ) as d,
+    ):
+        yield d, api
+
+
+async def stopped_after_stall(
+    d: RunningDaemon, api: FakeChat, task_id: str, requests: int
+) -> tuple[dict[str, Any], float]:
+    """The task once ended, and the seconds from the stalled request to its end."""
+    task = await d.wait(task_id, within=120)
+    ended_at = time.monotonic()
+    calls = api.main_requests()
+    assert len(calls) == requests, api.log()
+    return task, ended_at - (api.started + calls[-1].t)
+
+
+async def test_an_answer_completes_with_its_text_and_session(tmp_path: Path) -> None:
+    """A plain answer: completed, the answer as output, the session recorded."""
+    async with copilot_daemon(tmp_path, [Answer("All done here.")]) as (d, _):
+        task = await d.wait(await d.submit("Do it.", backend="copilot"), within=120)
+    assert task["status"] == "completed", task
+    assert task["output"] == "All done here."
+    assert task["session_id"]
+
+
+async def test_tool_longer_than_the_window_completes(tmp_path: Path) -> None:
+    """A 10 s shell command under a 4 s window is a tool in flight: the run completes."""
+    script = [Shell("sleep 10 && echo slept"), Answer("Slept well.")]
+    async with copilot_daemon(tmp_path, script) as (d, api):
+        started = time.monotonic()
+        task = await d.wait(await d.submit("Sleep.", backend="copilot"), within=120)
+        print(f"copilot: 10 s tool task took {time.monotonic() - started:.2f}s")
+        messages = await d.api.messages(task["id"])
+    assert task["status"] == "completed", task
+    assert task["output"] == "Slept well."
+    uses = [m for m in messages if m["type"] == "tool_use"]
+    results = [m for m in messages if m["type"] == "tool_result"]
+    assert len(uses) == 1 and len(results) == 1
+    assert "sleep 10" in str(uses[0]["input"]) and "slept" in results[0]["output"]
+    assert incidents(d) == []
+    assert api.main_requests()[1].n_tool_outputs == 1
+    # The runtime brief reached the model: the CLI loaded AGENTS.md from the work directory.
+    assert "Multica Agent Runtime" in json.dumps(api.main_requests()[0].body)
+
+
+async def test_a_second_task_resumes_the_first_session(tmp_path: Path) -> None:
+    """A task naming the first one's session continues it: same session, the first turn in
+    the second request."""
+    async with copilot_daemon(tmp_path, [Answer("First."), Answer("Second.")]) as (d, api):
+        first = await d.wait(await d.submit("One.", backend="copilot"), within=120)
+        second_id = await d.submit("Two.", backend="copilot", prior_session_id=first["session_id"])
+        second = await d.wait(second_id, within=120)
+    assert (second["status"], second["output"]) == ("completed", "Second."), second
+    assert second["session_id"] == first["session_id"]
+    assert "First." in json.dumps(api.main_requests()[1].body)
+
+
+async def test_a_session_the_cli_does_not_know_is_started_fresh(tmp_path: Path) -> None:
+    """`--resume` of an unknown session fails at once; the same run starts a fresh session."""
+    gone = "0b0e9a55-1111-4222-8333-944455556666"
+    async with copilot_daemon(tmp_path, [Answer("Fresh.")]) as (d, _):
+        task_id = await d.submit("Go.", backend="copilot", prior_session_id=gone)
+        task = await d.wait(task_id, within=120)
+    assert (task["status"], task["output"]) == ("completed", "Fresh."), task
+    assert task["session_id"] not in ("", gone)
+
+
+async def test_stall_after_the_first_chunk_is_stopped(tmp_path: Path) -> None:
+    """The model sends one chunk and then nothing: idle_watchdog in time, nothing survives."""
+    async with copilot_daemon(tmp_path, [Stall("first-chunk")]) as (d, api):
+        task_id = await d.submit("Do it.", backend="copilot")
+        task, took = await stopped_after_stall(d, api, task_id, 1)
+        records = incidents(d)
+    assert task["failure_reason"] == "idle_watchdog", task
+    (record,) = records
+    assert record["scope"] == "idle"
+    print(f"copilot: {took:.2f}s from the stalled request to the end of the task")
+    assert took <= STOP_BOUND, took
+    assert task_processes(task_id) == []
+
+
+async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(tmp_path: Path) -> None:
+    """A tool leaves a detached process, then the model stalls: idle_watchdog, all killed."""
+    detach = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo detached"
+    async with copilot_daemon(tmp_path, [Shell(detach), Stall()]) as (d, api):
+        task_id = await d.submit("Start it.", backend="copilot")
+        task, took = await stopped_after_stall(d, api, task_id, 2)
+        records = incidents(d)
+        messages = await d.api.messages(task_id)
+    assert task["failure_reason"] == "idle_watchdog", task
+    assert [m["type"] for m in messages if m["type"].startswith("tool")] == [
+        "tool_use",
+        "tool_result",
+    ]
+    (record,) = records
+    assert record["scope"] == "idle"
+    print(f"copilot: {took:.2f}s from the stalled request to the end of the task")
+    assert took <= STOP_BOUND, took
+    assert task_processes(task_id) == []
+
+
+async def test_the_tasks_skill_reaches_the_model(tmp_path: Path) -> None:
+    """An inline skill of the task is written where Copilot CLI finds project skills
+    (`.github/skills/`): its description is in the request the API receives."""
+    marker = "Deploys-with-the-zebra-checklist"
+    skills = [{"name": "zebra-deploy", "description": marker, "content": "Use the zebra list."}]
+    async with copilot_daemon(tmp_path, [Answer("ok")]) as (d, api):
+        created = await d.api.create_task("Deploy it.", backend="copilot", agent={"skills": skills})
+        task = await d.wait(created["id"], within=120)
+    assert task["status"] == "completed", task
+    assert marker in json.dumps(api.main_requests()[0].body)
