@@ -192,6 +192,11 @@ class Agent(WireModel):
     mcp_config: Annotated[dict[str, Any] | None, BeforeValidator(_mcp_object)] = None
 
 
+def _object_entries(value: Any) -> Any:
+    # Anything but an object in the list is skipped rather than failing the whole claim.
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
 def _default_agent(value: Any) -> Any:
     return {} if value is None else value
 
@@ -231,10 +236,17 @@ class Task(WireModel):
     quick_create_due_date: Text = ""
     project_id: Text = ""
     project_title: Text = ""
+    # The project's standing context and its resources, shown to the agent in its brief.
+    project_description: Text = ""
+    project_resources: Annotated[list[dict[str, Any]], BeforeValidator(_object_entries)] = Field(
+        default_factory=list
+    )
     parent_issue_id: Text = ""
     parent_issue_identifier: Text = ""
     squad_id: Text = ""
     squad_name: Text = ""
+    # This run coordinates the squad (Multica's `is_leader_task`): it ends its turns differently.
+    is_leader_task: bool = False
     workspace_context: Text = ""
     prior_work_dir: Text = ""
     # The repositories this task may check out (a project's, else the workspace's).
