@@ -1,5 +1,6 @@
 """This daemon's runtimes on the server: registered per workspace, kept alive by heartbeats,
-re-registered (once, coalesced) when the server forgets one, re-synced every half hour."""
+re-registered (once, coalesced) when the server forgets one, re-synced every half hour and
+whenever the server says the workspaces changed."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_actions import PendingActions
+from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,7 @@ class Registration:
         self._gone_inflight: set[str] = set()
         self._next_attempt: dict[str, float] = {}
         self._last_completed: dict[str, float] = {}
+        self._sync_now = Wakeup()
 
     @property
     def runtimes(self) -> list[Runtime]:
@@ -172,12 +175,18 @@ class Registration:
             await recover_orphans(self._client, runtimes)
         return runtimes
 
+    def request_sync(self) -> None:
+        """Sync the workspaces now (the server said they changed), not at the next interval."""
+        self._sync_now.set()
+
     async def sync_loop(self) -> None:
-        """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %)."""
+        """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %), or at once
+        when asked; the interval starts again after each sync."""
         interval = self._settings.workspace_sync_interval
         boundary = RoundBoundary("workspace sync")
         while True:
-            await anyio.sleep(interval * random.uniform(0.9, 1.1))
+            if await self._sync_now.wait(interval * random.uniform(0.9, 1.1)):
+                log.info("workspace sync: the server says the workspaces changed")
             with boundary:
                 try:
                     await self.sync()
@@ -263,17 +272,28 @@ class Registration:
             await anyio.sleep(random.uniform(0, interval))
             while True:
                 with boundary:
-                    try:
-                        answer = await self._client.heartbeat(runtime.id)
-                    except RuntimeGoneError:
-                        # Outside this loop's scope: dropping the runtime cancels the scope.
-                        tg.start_soon(self.runtime_gone, runtime.id)
+                    if not await self.beat(runtime, tg):
                         return
-                    except ServerError as exc:
-                        log.warning("heartbeat %s failed: %s", runtime.id, exc)
-                    else:
-                        self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
                 await anyio.sleep(interval)
+
+    async def beat(self, runtime: Runtime, tg: TaskGroup) -> bool:
+        """One heartbeat and the answer's pending actions (started in `tg`); False when the
+        server no longer knows the runtime (its re-registration is then under way)."""
+        try:
+            answer = await self._client.heartbeat(runtime.id)
+        except RuntimeGoneError:
+            # In `tg`, not the caller's scope: dropping the runtime cancels its loop's scope.
+            tg.start_soon(self.runtime_gone, runtime.id)
+            return False
+        except ServerError as exc:
+            log.warning("heartbeat %s failed: %s", runtime.id, exc)
+        else:
+            self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
+        return True
+
+    def runtime(self, runtime_id: str) -> Runtime | None:
+        """The registered runtime with this id, if it is one of ours."""
+        return next((r for r in self.runtimes if r.id == runtime_id), None)
 
     def backend_for(self, task: Task) -> Backend:
         """The backend of the task's runtime, else the one it names, else the first."""

@@ -39,6 +39,7 @@ from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
 from daemon.worker.pickup import Pickup
+from daemon.worker.pushes import Pushes
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.runs import Runs
 from daemon.worker.summary import Summary
@@ -125,7 +126,10 @@ class Worker:
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         url = reach.server_url
-        self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
+        self.pushes = Pushes(self.registration)
+        self.pickup = Pickup(
+            settings, self.runs, self.registration, url, options.control, self.pushes
+        )
         self.gc = GcLoop(
             settings,
             client,
@@ -236,6 +240,7 @@ class Worker:
                 renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
             )
             tg.start_soon(self._outbox_loop)
+            await tg.start(self.pushes.run)
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)

@@ -7,7 +7,7 @@ import json
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -51,6 +51,8 @@ class FakeRuntime:
     name: str
     status: str = "online"
     deleted: bool = False
+    queued: dict[str, Any] = field(default_factory=dict)
+    """One-shot `pending_*` requests the next heartbeat hands out (Multica's `PopPending`)."""
 
 
 @dataclass
@@ -229,7 +231,8 @@ class Handlers:
         runtime = self.fake.runtimes.get(runtime_id)
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
-        return JSONResponse({"status": "ok", **self.fake.pending})
+        queued, runtime.queued = runtime.queued, {}
+        return JSONResponse({"status": "ok", **self.fake.pending, **queued})
 
     async def claim(self, request: Request) -> JSONResponse:
         body, refused = await self._read(request)
