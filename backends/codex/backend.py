@@ -141,6 +141,20 @@ def configured_model(home: Path) -> str:
     return model if isinstance(model, str) and model else "codex-default"
 
 
+def rollout_present(home: Path, thread: str) -> bool:
+    """Whether the thread's rollout file exists: until it does, `codex exec resume` cannot
+    find the thread, so a session named before it is not yet one a later run can resume."""
+    if not thread:
+        return False
+    sessions = home / "sessions"
+    # Both layouts the CLI has used: flat, and by date (YYYY/MM/DD); plain or compressed.
+    patterns = (f"rollout-*-{thread}.jsonl*", f"*/*/*/rollout-*-{thread}.jsonl*")
+    try:
+        return any(next(sessions.glob(p), None) is not None for p in patterns)
+    except OSError:
+        return False
+
+
 def rollout_totals(home: Path, thread: str) -> dict[str, int]:
     """The thread's usage totals so far, from the last token count in its rollout file.
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from daemon.protocol.failure_text import classify, resume_unsafe
 
@@ -22,9 +22,12 @@ if TYPE_CHECKING:
 CLAIM_CAP = 32
 TASK_TOKEN_PREFIX = "mat_"
 # `retryAttemptCeiling` and `retryDelayForAttempt` of Go's task service: a provider network
-# failure gets three attempts, the last one deferred.
-RETRY_CEILING = {"agent_error.provider_network": 3}
+# failure gets three attempts, the last one deferred; a task a restarted daemon left in flight
+# (`runtime_recovery`) gets the default two, at once.
+RETRY_CEILING = {"agent_error.provider_network": 3, "runtime_recovery": 2}
+DEFERRED_LAST = {"agent_error.provider_network"}
 FINAL_RETRY_WAIT = 5.0
+RECOVERY_ERROR = "daemon restarted while task was in flight"
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -298,11 +301,13 @@ class Handlers:
             fields["prior_session_id"] = prior.session_id
         return fields
 
-    def _retry(self, task: FakeTask) -> None:
-        """Go's in-transaction auto-retry of a failed task (`retryEligible`, `CreateRetryTask`)."""
+    def _retry(self, task: FakeTask) -> bool:
+        """Go's auto-retry of a failed task (`retryEligible`, `CreateRetryTask`): the child
+        inherits the task's fields; what it resumes, its claim finds (`_resume_fields`) in the
+        session and work dir the parent's row holds — reported, or pinned while it ran."""
         ceiling = RETRY_CEILING.get(task.failure_reason, 0)
         if task.attempt >= ceiling or not task.fields.get("issue_id"):
-            return
+            return False
         child = FakeTask(
             str(uuid.uuid4()),
             task.workspace_id,
@@ -312,9 +317,10 @@ class Handlers:
             attempt=task.attempt + 1,
             parent_id=task.id,
         )
-        if child.attempt >= ceiling:
+        if child.attempt >= ceiling and task.failure_reason in DEFERRED_LAST:
             child.fire_at = time.monotonic() + FINAL_RETRY_WAIT
         self.fake.tasks[child.id] = child
+        return True
 
     def _end(self, task: FakeTask, status: str) -> None:
         task.status = status
@@ -339,9 +345,30 @@ class Handlers:
             for t in self.fake.tasks.values()
             if t.runtime_id == runtime.id and t.status in ("dispatched", "running")
         ]
+        # `RecoverOrphanedTasksForRuntime`, then the shared post-failure pipeline's retry.
+        retried = 0
         for task in orphaned:
-            task.status, task.failure_reason = "failed", "runtime_recovery"
-        return JSONResponse({"orphaned": len(orphaned), "retried": 0})
+            self._end(task, "failed")
+            task.failure_reason, task.error = "runtime_recovery", RECOVERY_ERROR
+            retried += self._retry(task)
+        return JSONResponse({"orphaned": len(orphaned), "retried": retried})
+
+    async def pin_session(self, request: Request) -> Response:
+        """`PinTaskSession`: 204; the row takes what is given (`UpdateAgentTaskSession`) while
+        the task is dispatched or running, or cancelled with no session yet."""
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if not isinstance(body, dict):
+            return error(400, "invalid request body")
+        session_id, work_dir = body.get("session_id") or "", body.get("work_dir") or ""
+        if not (session_id or work_dir):
+            return error(400, "session_id or work_dir required")
+        fills_empty = task.status == "cancelled" and not task.session_id
+        if task.status in ("dispatched", "running") or fills_empty:
+            task.session_id = session_id or task.session_id
+            task.work_dir = work_dir or task.work_dir
+        return Response(status_code=204)
 
     async def status(self, request: Request) -> JSONResponse:
         _, task, refused = await self._task(request)

@@ -13,6 +13,9 @@ lenient where Multica refuses:
   other task both answer 200 and change nothing; an empty `failure_reason` is classified
   (`taskfailure.Classify`); a failed `agent_error.provider_network` issue task is retried
   (three attempts in all, the last deferred 5 s);
+- `session` pins a running task's session and work dir (204); `recover-orphans` fails what a
+  restarted daemon's runtime left in flight (`runtime_recovery`) and retries each issue task
+  once, at once, so the retry's claim offers the session that was pinned;
 - an issue task's claim offers the agent's last session on that issue (`prior_session_id` on
   the same runtime, `prior_work_dir`) unless its latest run failed for a reason that poisons
   it (`GetLastTaskSession`), and unless the task names its own;
@@ -315,6 +318,7 @@ class MulticaFake:
             Route("/api/daemon/tasks/{tid}/messages", h.add_messages, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/messages", h.list_messages, methods=["GET"]),
             Route("/api/daemon/tasks/{tid}/usage", h.add_usage, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/session", h.pin_session, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/cancel-ack", h.cancel_ack, methods=["POST"]),
             Route("/api/tokens/current/renew", h.renew, methods=["POST"]),
             Route(
