@@ -174,6 +174,22 @@ def _mcp_object(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
 
+class IssueStatus(WireModel):
+    """One status of the workspace's own catalog, as the claim lists it."""
+
+    key: Text = ""
+    name: Text = ""
+    category: Text = ""
+    description: Text = ""
+
+
+def _status_entries(value: Any) -> Any:
+    # An entry that is not an object is skipped rather than failing the whole claim.
+    return (
+        [v for v in value if isinstance(v, dict | IssueStatus)] if isinstance(value, list) else []
+    )
+
+
 class Agent(WireModel):
     """The agent definition a task runs with."""
 
@@ -248,6 +264,14 @@ class Task(WireModel):
     # This run coordinates the squad (Multica's `is_leader_task`): it ends its turns differently.
     is_leader_task: bool = False
     workspace_context: Text = ""
+    # Who the run works for, in their own words; the brief shows it as background.
+    requesting_user_name: Text = ""
+    requesting_user_profile_description: Text = ""
+    # The workspace's custom statuses (empty: only the built-in seven), and how many were cut.
+    issue_statuses: Annotated[list[IssueStatus], BeforeValidator(_status_entries)] = Field(
+        default_factory=list
+    )
+    issue_statuses_omitted: Count = 0
     prior_work_dir: Text = ""
     # The repositories this task may check out (a project's, else the workspace's).
     repos: RepoList = Field(default_factory=list)

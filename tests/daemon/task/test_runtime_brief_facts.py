@@ -259,3 +259,46 @@ def test_a_project_without_resources_says_so() -> None:
 def test_the_issue_brief_is_within_reach_of_multicas_size() -> None:
     """The issue brief carries Multica's facts: far from the 1.7 KB it once was."""
     assert len(runtime_brief(_task(ISSUE)).encode()) > 10_000
+
+
+def test_the_requesting_user_is_background_with_a_name_that_cannot_break_markdown() -> None:
+    """The user's own description is quoted, marked as background the task outranks; their
+    name is one escaped line; no description, no section."""
+    task = _task(
+        ISSUE,
+        requesting_user_name="Ada\n# Heading *bold*",
+        requesting_user_profile_description="Backend lead.\r\nPrefers Go.",
+    )
+    brief = runtime_brief(task)
+    assert "You work on behalf of **Ada # Heading \\*bold\\***" in brief
+    assert "> Backend lead.\n> Prefers Go.\n" in brief
+    assert "the task wins" in brief
+    assert "## Requesting user" not in runtime_brief(_task(ISSUE, requesting_user_name="Ada"))
+
+
+def test_a_workspace_catalog_replaces_the_seven_statuses_by_category() -> None:
+    """Custom statuses are listed under their category with name and description; categories
+    without one are named as built-in only; a key unsafe in code is dropped; cut entries are
+    counted; the workflow says its rules are category rules."""
+    statuses = [
+        {
+            "key": "human_review",
+            "name": "Human Review",
+            "category": "in_review",
+            "description": "a person checks",
+        },
+        {"key": "planning", "name": "Planning", "category": "in_progress"},
+        {"key": "bad`key", "name": "Bad", "category": "todo"},
+    ]
+    brief = runtime_brief(_task(ISSUE, issue_statuses=statuses, issue_statuses_omitted=2))
+    assert (
+        "  - `in_progress`: `in_progress` (built-in), `planning` (Planning)\n"
+        "  - `in_review`: `in_review` (built-in), `human_review` (Human Review — a person"
+        " checks)\n"
+        "  - Built-in only: `backlog`, `todo`, `done`, `blocked`, `cancelled`.\n"
+        "  - And 2 more custom statuses not listed"
+    ) in brief
+    assert "bad" not in brief and "Bad" not in brief
+    assert "These are category rules" in brief
+    plain = runtime_brief(_task(ISSUE))
+    assert "These are category rules" not in plain and "Built-in only" not in plain

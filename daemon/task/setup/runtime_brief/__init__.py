@@ -14,8 +14,8 @@ order (`kind.py` names the kinds):
     sub-issues, mentions,
       attachments              yes     -         -             -
 
-The header, the turn rules, identity, workspace context, project, issue bodies, skills, the
-CLI rule and the output are in every brief.
+The header, the turn rules, identity, the requesting user, workspace context, project, issue
+bodies, skills, the CLI rule and the output are in every brief.
 """
 
 from __future__ import annotations
@@ -49,8 +49,9 @@ def runtime_brief(task: Task) -> str:
         standing.HEADER,
         standing.TURN_IS_THE_TASK,
         context.identity(task),
+        context.requesting_user(task),
         context.workspace_context(task),
-        commands.QUICK_CREATE if kind is BriefKind.QUICK_CREATE else commands.FULL,
+        commands.QUICK_CREATE if kind is BriefKind.QUICK_CREATE else commands.full(task),
         commands.SQUAD if leader else "",
         standing.ISSUE_BODY,
         commands.COMMENT_BODIES if on_issue else "",
@@ -76,7 +77,7 @@ def _workflow(kind: BriefKind, task: Task, leader: bool) -> str:
         return workflow.QUICK_CREATE
     if kind is BriefKind.AUTOPILOT:
         return workflow.autopilot_workflow(task)
-    return workflow.issue_workflow(leader)
+    return workflow.issue_workflow(leader, custom_statuses=bool(task.issue_statuses))
 
 
 def write_brief(workdir: Path, backend: str, task: Task, owner: Owner | None = None) -> Path:

@@ -3,6 +3,9 @@ the one command of a quick-create run, and how a comment body reaches the CLI.""
 
 from __future__ import annotations
 
+from daemon.protocol.models import Task
+from daemon.task.setup.runtime_brief.statuses import status_command
+
 # A run that merged the two streams read a write's confirmation as failed JSON and retried
 # it: a duplicate comment or issue.
 _STREAMS = (
@@ -11,9 +14,7 @@ _STREAMS = (
     " looks failed and gets repeated.\n\n"
 )
 
-STATUSES = ("backlog", "todo", "in_progress", "in_review", "done", "blocked", "cancelled")
-
-FULL = (
+_FULL_HEAD = (
     "## Commands\n\n"
     "Ask for `--output json` when you read data. Only the everyday issue commands are listed"
     " here; `multica --help` and `multica <command> --help` show the rest.\n\n"
@@ -39,9 +40,9 @@ FULL = (
     " change who owns it. Assigning starts a run for the new owner; when the change only"
     " records ownership or progress of work already under way, add `--no-start` (it works"
     " on `assign`, `update` and `status` alike).\n"
-    "- `multica issue status <id> <status> [--no-start]`: set the status, one of "
-    + " / ".join(STATUSES)
-    + ".\n"
+)
+
+_FULL_TAIL = (
     "- `multica issue children <id> --output json`: a parent's sub-issues, grouped by"
     " stage.\n"
     '- `multica issue comment add <issue-id> (--content-file <path> | --content "..." |'
@@ -54,6 +55,12 @@ FULL = (
     "- `multica repo checkout <url> [--ref <branch-or-sha>]`: a repository, checked out on a"
     " branch of its own.\n\n"
 )
+
+
+def full(task: Task) -> str:
+    """Every command of a run that may touch issues, with this workspace's statuses."""
+    return _FULL_HEAD + status_command(task) + _FULL_TAIL
+
 
 SQUAD = (
     "### Squad upkeep\n\n"

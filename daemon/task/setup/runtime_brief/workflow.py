@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from daemon.protocol.models import Task
+from daemon.task.setup.runtime_brief.statuses import CATEGORY_RULE
 
 # One text for every run on an issue, whatever triggered it: the per-turn prompt says what
 # did, so a resumed session reads the same brief each time.
@@ -79,10 +80,11 @@ _NO_DELIVERABLE = (
 )
 
 
-def issue_workflow(leader: bool) -> str:
+def issue_workflow(leader: bool, *, custom_statuses: bool = False) -> str:
     """The steps of an issue run and the rules for its status."""
     text = _ISSUE_STEPS + (_POST_AS_LEADER if leader else _POST) + _ISSUE_CLOSE
-    return text + (_LEADER_STATUS if leader else "") + _NO_DELIVERABLE
+    text += _LEADER_STATUS if leader else ""
+    return text + (CATEGORY_RULE if custom_statuses else "") + _NO_DELIVERABLE
 
 
 CHAT = (
