@@ -90,7 +90,7 @@ class SessionPin:
                 return
         if bounded.cancelled_caught:
             log.warning(
-                "task %s: pinning session %s took over %ss", self.id, session_id, PIN_WITHIN
+                "task %s: pinning session %s took over %ss", self.id, session_id, self._within
             )
             return
         log.info("task %s: session %s pinned", self.id, session_id)
