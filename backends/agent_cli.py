@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from backends.process.identity import AgentUser
 from backends.version import cli_version
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What tells one install of an executable from the next: the file a path resolves to
+    and its inode, size and modification time (an upgrade in place changes at least one)."""
+
+    path: str
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
 
 
 class AgentCli:
@@ -38,14 +52,36 @@ class AgentCli:
         # The version probe runs the CLI's own code, so it runs as the agents do: an agent
         # user's CLI (one it may have replaced) never runs as root.
         self._detect_as = detect_as
+        self.version = ""
+        """What the CLI last answered to `--version` ("" before it did)."""
 
     async def detect(self) -> str | None:
-        """`<cli> --version` within 10 s: the version, or None."""
-        env = dict(os.environ) if self._detect_env is None else dict(self._detect_env)
-        # The daemon's own settings (its token among them) are no business of the CLI's.
-        env = {k: v for k, v in env.items() if not k.upper().startswith("MULTICA_")}
+        """`<cli> --version` within 10 s: the version (also kept in `version`), or None."""
         argv = [self.path, "--version"]
-        return await cli_version(argv, self.strip_markers(env), user=self._detect_as)
+        found = await cli_version(argv, self.strip_markers(self._env()), user=self._detect_as)
+        if found:
+            self.version = found
+        return found
+
+    def fingerprint(self) -> Fingerprint | None:
+        """The executable as it is on disk now, or None when the path finds none: one
+        `stat`, cheap enough to ask often (`--version` runs the CLI's code, this does not)."""
+        found = shutil.which(self.path, path=self._env().get("PATH", os.defpath))
+        if found is None:
+            return None
+        try:
+            # Through every link: an npm upgrade swaps the file a stable link points at.
+            real = os.path.realpath(found)
+            info = os.stat(real)
+        except OSError:
+            return None
+        return Fingerprint(real, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def _env(self) -> dict[str, str]:
+        """The environment the CLI is detected with: the daemon's own unless told otherwise,
+        without the daemon's settings (its token among them), which are no business of it."""
+        env = os.environ if self._detect_env is None else self._detect_env
+        return {k: v for k, v in env.items() if not k.upper().startswith("MULTICA_")}
 
     def strip_markers(self, env: Mapping[str, str]) -> dict[str, str]:
         """A copy of `env` without this CLI's own session markers."""

@@ -66,6 +66,9 @@ class Message:
     usage: tuple[Usage, ...] = ()
     heartbeat: bool = False
     """A keep-alive the CLI prints while a tool runs: shown on that tool, never activity."""
+    unrecognised: str = ""
+    """The line this message stands for, when the parser did not recognise it (a CLI whose
+    output changed?): until something is recognised, such a line is no sign of life."""
 
 
 class RunStatus(enum.StrEnum):
@@ -135,6 +138,10 @@ class RunSpec:
     """Where the run's processes are recorded (the daemon's one registry); None: the run's own."""
     mcp_config: Path | None = None
     """A file of MCP servers the agent uses instead of its own configuration (None: its own)."""
+    mcp: Mapping[str, Any] | None = None
+    """The same MCP configuration as the task gave it, held in memory from setup on: a backend
+    that hands it over in-band (ACP) reads this, never the file, which the agent can replace
+    between attempts (a link to a root-only file would be read by root on the retry)."""
     user: AgentUser | None = None
     """The user every process of the run starts as (None: the daemon's own)."""
 

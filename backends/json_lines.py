@@ -8,6 +8,14 @@ reads fields with `str_field` and `int_field`, so none of that is written twice:
 * `JsonLinesParser` — a blank line yields nothing, a line that is no JSON object is counted
   invalid and skipped, every object goes to the parser's `event`; it keeps the session being
   resumed and whether the CLI said it does not know it (what `backends.resume` acts on);
+* what it does not recognise — an event the parser calls `unknown`, a line that is no JSON
+  object — is counted and the first such line kept. One unknown event among known ones is a
+  log line in the transcript; a run in which nothing at all was recognised fails as
+  `agent_error.unknown`, naming the CLI, its version and that line (`unrecognised_error`): a CLI
+  upgrade that changed the output must never look like an empty success (plain text alone
+  with a failed exit is left to the parser's own ending: a crash or a refusal, most likely).
+  The messages made of such lines carry the line (`Message.unrecognised`), so the daemon can
+  tell, within the first-output budget, a CLI that speaks from one whose words it does not know;
 * `json_object`, `str_field`, `int_field` — an object from a line, a field of the wanted type;
 * `ended_early` — the failed result of a process that ended before its final event.
 """
@@ -18,18 +26,35 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from backends.base import ParseStep, RunResult, RunStatus
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+
+UNRECOGNISED_REASON = "agent_error.unknown"
+"""The `failure_reason` of a run whose output the parser did not recognise at all."""
+_LINE_LIMIT = 300
+"""How much of an unrecognised line an error quotes (it may be long, it may hold a secret)."""
 
 
 class JsonLinesParser:
     """The common part of a `LineParser` for a CLI printing one JSON object per line."""
 
+    cli = ""
+    """The CLI's name, as errors name it."""
     missing_session_markers: tuple[str, ...] = ()
     """What the CLI prints when the session to resume does not exist."""
 
-    def __init__(self, resuming: str = "") -> None:
+    def __init__(self, resuming: str = "", version: str = "") -> None:
+        """`version` is what the CLI last answered to `--version` (named in errors)."""
         self.resuming = resuming
+        self.version = version
         self.session_not_found = False
+        self.recognised = 0
+        """Lines the parser knew."""
+        self.unrecognised = 0
+        """Lines it did not: an event of an unknown type, a line that is no JSON object."""
+        self.first_unrecognised = ""
+        self._unknown_events = 0
+        self._line = ""
+        self._known = True
 
     def feed(self, line: str) -> ParseStep:
         """Parse one stdout line; invalid JSON is reported as such and otherwise skipped."""
@@ -37,16 +62,77 @@ class JsonLinesParser:
             return ParseStep()
         event = json_object(line)
         if event is None:
-            return ParseStep(invalid=True)
-        return self.event(event)
+            quoted = self._note_unrecognised(line)
+            if self.recognised:
+                return ParseStep(invalid=True)
+            # Nothing recognised yet: the line may be the CLI's new output format, so the
+            # daemon is shown it (it stays out of the activity the watchdog counts).
+            said = Message(
+                MessageType.LOG, content=f"{self.cli} printed: {quoted}", unrecognised=quoted
+            )
+            return ParseStep(messages=[said], invalid=True)
+        self._line, self._known = line, True
+        step = self.event(event)
+        if self._known:
+            self.recognised += 1
+        return step
 
     def event(self, event: dict[str, Any]) -> ParseStep:
         """Parse one JSON object the CLI printed (each parser says what its events mean)."""
         raise NotImplementedError
 
+    def unknown(self, what: str) -> ParseStep:
+        """The step for an event this parser does not know: a log line saying `what`, marked
+        with the line; the line is counted (and kept, if it is the first)."""
+        self._known = False
+        self._unknown_events += 1
+        quoted = self._note_unrecognised(self._line)
+        return ParseStep(messages=[Message(MessageType.LOG, content=what, unrecognised=quoted)])
+
+    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """The run's result; a run of which nothing was recognised failed, whatever it said."""
+        # Plain text and a failed exit is more likely a crash or a refusal (a bad key) than a
+        # new format: left to the parser's own ending, whose stderr tail the text rules name.
+        new_format = self._unknown_events or (self.unrecognised and exit_code == 0)
+        if not self.recognised and new_format:
+            why = f"none of its {self.unrecognised} output lines was recognised"
+            error = unrecognised_error(self.cli, self.version, self.first_unrecognised, why)
+            tail = stderr_tail.strip()
+            return RunResult(
+                RunStatus.FAILED,
+                error=f"{error}; stderr: {tail}" if tail else error,
+                exit_code=exit_code,
+                failure_reason=UNRECOGNISED_REASON,
+            )
+        return self.result(exit_code, stderr_tail)
+
+    def result(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        """The run's result from what the parser recognised (each parser says how)."""
+        raise NotImplementedError
+
+    def _note_unrecognised(self, line: str) -> str:
+        quoted = quote_line(line)
+        self.unrecognised += 1
+        if not self.first_unrecognised:
+            self.first_unrecognised = quoted
+        return quoted
+
     def says_session_missing(self, text: str) -> bool:
         """Whether `text` is the CLI saying the session to resume does not exist."""
         return any(marker in text for marker in self.missing_session_markers)
+
+
+def quote_line(line: str) -> str:
+    """A line as an error quotes it: stripped, cut to a few hundred characters."""
+    text = line.strip()
+    return text if len(text) <= _LINE_LIMIT else text[:_LINE_LIMIT] + "…"
+
+
+def unrecognised_error(cli: str, version: str, line: str, why: str) -> str:
+    """The error of a run whose output was not recognised: the CLI, its version, `why`, and
+    the first line that was not."""
+    who = f"{cli or 'the agent CLI'} {version or '(version unknown)'}"
+    return f"{who}: {why}; its output format may have changed (first unrecognised line: {line})"
 
 
 def json_object(line: str) -> dict[str, Any] | None:

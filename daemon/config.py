@@ -238,6 +238,12 @@ class Settings(BaseModel):
         "30m",
         "Workspace re-sync (new ones registered, gone ones dropped; jittered)",
     )
+    cli_check_interval: Duration = _env(
+        "MULTICA_DAEMON_CLI_CHECK_INTERVAL",
+        "1m",
+        "How often each agent CLI's executable is looked at (one stat); a changed one is asked "
+        "its version again and a new version registered; 0 = never",
+    )
     token_renew_interval: Duration = _env(
         "MULTICA_DAEMON_TOKEN_RENEW_INTERVAL", "72h", "How often the login token's renewal is asked"
     )

@@ -56,6 +56,32 @@ class RunSnapshot:
     """Watchdog retries so far."""
     attempt: AttemptSnapshot
     activity: ActivitySnapshot
+    state: str = "running"
+    """`starting` (no agent yet), `running`, `in a tool`, `retrying` (waiting for the next
+    attempt after a watchdog kill)."""
+    resumes: int = 0
+    """Retries that resumed the agent's session (the rest started afresh)."""
+    transcript_lag: float = 0.0
+    """Seconds the oldest message the server has not taken yet has waited (0: none waits)."""
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedSnapshot:
+    """One task that has ended, as operations see it (no error text: it may name paths)."""
+
+    id: str
+    backend: str
+    status: str
+    reason: str
+    """The failure reason sent to the server ("" when it did not fail)."""
+    started_wall: float
+    ended_wall: float
+    attempts: int
+    resumes: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,3 +131,5 @@ class DaemonSnapshot:
     provider_failures: tuple[ProviderFailure, ...] = ()
     disk: DiskSnapshot | None = None
     """The workspaces root at the last GC round (None before one, or with GC off)."""
+    finished: tuple[FinishedSnapshot, ...] = ()
+    """The last tasks that ended, oldest first."""

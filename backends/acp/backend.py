@@ -11,16 +11,15 @@ the agents run their shell tools in sessions of their own, which only the tree k
 Instructions in the spec go first in the prompt, as a text block of their own: ACP has no
 system prompt. The daemon itself gives none (the runtime brief is in the work directory's
 `AGENTS.md`, or `GEMINI.md` for Gemini CLI). An MCP configuration in the spec becomes the
-session's `mcpServers`.
+session's `mcpServers`, built from the task's configuration as held in memory since setup,
+never from the file in the task's directory (an agent user could swap it for a link).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -63,7 +62,7 @@ class AcpBackend(AgentCli):
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         model = spec.model or self.model
-        servers = await mcp_servers(spec.mcp_config)
+        servers = mcp_servers(spec.mcp)
         prompt = (spec.instructions, spec.prompt)
         turn = Turn(prompt, str(spec.workdir), spec.resume_session_id, model, servers)
         session = AcpSession(self.agent, turn)
@@ -118,18 +117,13 @@ async def _cancel(run: ProcessRun, session: AcpSession, wait: float) -> None:
         await session.answered.wait()
 
 
-async def mcp_servers(config: Path | None) -> list[dict[str, Any]]:
-    """The MCP servers of a Claude-style config file as ACP's `mcpServers` list."""
-    if config is None:
+def mcp_servers(config: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """The MCP servers of a Claude-style configuration as ACP's `mcpServers` list."""
+    servers = config.get("mcpServers") if config is not None else None
+    if not isinstance(servers, dict):
         return []
-    try:
-        raw = json.loads(await anyio.Path(config).read_text())
-    except (OSError, ValueError) as exc:
-        log.warning("acp: cannot read MCP config %s: %s", config, exc)
-        return []
-    servers = raw.get("mcpServers") if isinstance(raw, dict) else None
     out: list[dict[str, Any]] = []
-    for name, server in (servers or {}).items():
+    for name, server in servers.items():
         if not isinstance(server, dict):
             continue
         if isinstance(server.get("url"), str):

@@ -106,7 +106,9 @@ class ClaudeBackend(AgentCli):
             instructions = _instruction_args(spec.instructions, scratch, spec.user)
 
             def launch(resume: str) -> Launch:
-                return self._spec(spec, resume, instructions), ClaudeStreamParser(resume)
+                return self._spec(spec, resume, instructions), ClaudeStreamParser(
+                    resume, self.version
+                )
 
             async with start_session(self.name, spec.resume_session_id, launch) as run:
                 yield run

@@ -15,7 +15,8 @@ stream-json --verbose` mode maps to zero or more messages:
                                 the transcript, and the complete `assistant` line follows
     control_request             nothing; answered on stdin with an allow response
     result                      result (final text, session id, usage, is_error); closes stdin
-    anything else               log naming the type, so the line still counts as activity
+    anything else               log naming the type (`unknown`): activity once the CLI has
+                                printed an event the parser knows; a run of only such lines fails
 
 A `result` with `is_error: true` fails the run even when its subtype says `success` (that is
 how the CLI reports an API error after its retries), and so does `terminal_reason:
@@ -56,10 +57,11 @@ _COUNTS = (
 class ClaudeStreamParser(JsonLinesParser):
     """A `LineParser` for one Claude Code process; `resuming` names the session it resumes."""
 
+    cli = "claude"
     missing_session_markers = SESSION_MISSING
 
-    def __init__(self, resuming: str = "") -> None:
-        super().__init__(resuming)
+    def __init__(self, resuming: str = "", version: str = "") -> None:
+        super().__init__(resuming, version)
         self.session_id = ""
         self._result: dict[str, Any] | None = None
         self._last_text = ""
@@ -87,9 +89,9 @@ class ClaudeStreamParser(JsonLinesParser):
             return ParseStep(replies=[control_reply(event)])
         if kind in ("stream_event", "control_response", "control_cancel_request", "keep_alive"):
             return ParseStep()
-        return ParseStep(messages=[Message(MessageType.LOG, content=f"claude event: {kind}")])
+        return self.unknown(f"claude event: {kind}")
 
-    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+    def result(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result: the `result` line decides; without one the run failed."""
         if self.resuming and self.says_session_missing(stderr_tail):
             self.session_not_found = True

@@ -24,7 +24,7 @@ import logging
 import os
 import stat
 import tomllib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from backends.base import AgentRun, RunSpec
 from backends.codex.events import CodexEventParser, thread_totals
 from backends.process import ProcessSpec
 from backends.resume import Launch, start_session
+from daemon.files.beneath import opened_at, opened_dir, read_at, walk_at
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +64,7 @@ SESSION_MARKERS = frozenset(
 # Given twice, a clap flag is an error; the daemon already asks for JSON.
 _RESERVED_FLAGS = ("--json",)
 _ROLLOUT_TAIL_BYTES = 1024 * 1024
+_CONFIG_LIMIT = 1024 * 1024
 
 
 class CodexBackend(AgentCli):
@@ -79,13 +81,18 @@ class CodexBackend(AgentCli):
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         home = codex_home(spec.env)
-        model = spec.model or self.model or await anyio.to_thread.run_sync(configured_model, home)
+        reader = spec.user.owner if spec.user else None
+        model = spec.model or self.model
+        if not model:
+            model = await anyio.to_thread.run_sync(configured_model, home, reader)
         thread = spec.resume_session_id
-        baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread) if thread else {}
+        baseline = {}
+        if thread:
+            baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread, reader)
 
         def launch(resume: str) -> Launch:
             # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
-            parser = CodexEventParser(model, resume, baseline if resume else None)
+            parser = CodexEventParser(model, resume, baseline if resume else None, self.version)
             return self._spec(spec, resume), parser
 
         async with start_session(self.name, thread, launch) as run:
@@ -131,10 +138,17 @@ def codex_home(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or Path.home()) / ".codex"
 
 
-def configured_model(home: Path) -> str:
-    """The `model` of the CLI's config.toml, for usage reports when none is configured here."""
+def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
+    """The `model` of the CLI's config.toml, for usage reports when none is configured here.
+
+    With an agent user (`reader`) the home is that user's to change between attempts: the
+    file is read only through a handle (daemon/files/beneath.py), regular, capped and never
+    through a link (a FIFO there would hang the attempt's start)."""
     try:
-        config: dict[str, Any] = tomllib.loads((home / "config.toml").read_text())
+        mine = reader is None  # the daemon's own user's home: its links are its own
+        with opened_dir(home, follow=mine) as fd:
+            text = read_at(fd, "config.toml", _CONFIG_LIMIT, reader, follow=mine).decode("utf-8")
+        config: dict[str, Any] = tomllib.loads(text)
     except (OSError, ValueError):
         return "codex-default"
     model = config.get("model")
@@ -143,40 +157,64 @@ def configured_model(home: Path) -> str:
 
 def rollout_present(home: Path, thread: str) -> bool:
     """Whether the thread's rollout file exists: until it does, `codex exec resume` cannot
-    find the thread, so a session named before it is not yet one a later run can resume."""
+    find the thread, so a session named before it is not yet one a later run can resume.
+
+    Multica's two layouts, flat and by date (`YYYY/MM/DD`), plain or compressed; the newest
+    dates first, as a new thread's file is there. Only names are read, through handles that
+    follow no link below the sessions directory (the agent's to change)."""
     if not thread:
         return False
-    sessions = home / "sessions"
-    # Both layouts the CLI has used: flat, and by date (YYYY/MM/DD); plain or compressed.
-    patterns = (f"rollout-*-{thread}.jsonl*", f"*/*/*/rollout-*-{thread}.jsonl*")
+    marker = f"-{thread}.jsonl"
+
+    def holds(fd: int) -> bool:
+        return any(n.startswith("rollout-") and marker in n for n in os.listdir(fd))
+
     try:
-        return any(next(sessions.glob(p), None) is not None for p in patterns)
+        with opened_dir(home / "sessions", follow=True) as sessions:
+            return holds(sessions) or _dated_holds(sessions, holds, 3)
     except OSError:
         return False
 
 
-def rollout_totals(home: Path, thread: str) -> dict[str, int]:
+def _dated_holds(fd: int, holds: Callable[[int], bool], depth: int) -> bool:
+    for name in sorted((n for n in os.listdir(fd) if n.isdigit()), reverse=True):
+        try:
+            with opened_at(fd, name) as below:
+                if holds(below) if depth == 1 else _dated_holds(below, holds, depth - 1):
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def rollout_totals(
+    home: Path, thread: str, reader: tuple[int, int] | None = None
+) -> dict[str, int]:
     """The thread's usage totals so far, from the last token count in its rollout file.
 
     Best effort: the rollout layout is the CLI's own; when it cannot be read the whole
-    thread's usage is reported for this run.
+    thread's usage is reported for this run. The sessions are the agent's (a link to its
+    user's): they are walked without following any link below, and with an agent user
+    (`reader`) a file is read only when that user could read it itself.
     """
+    suffix = f"{thread}.jsonl"
+    last: tuple[str, bytes] | None = None
+
+    def visit(parent: int, name: str, info: os.stat_result) -> None:
+        nonlocal last
+        wanted = name.startswith("rollout-") and name.endswith(suffix)
+        if wanted and stat.S_ISREG(info.st_mode) and (last is None or name > last[0]):
+            last = (name, read_at(parent, name, _ROLLOUT_TAIL_BYTES, reader, tail=True))
+
     try:
-        files = sorted((home / "sessions").rglob(f"rollout-*{thread}.jsonl"))
+        # The daemon's own link to the user's sessions is followed, nothing below it.
+        with opened_dir(home / "sessions", follow=True) as fd:
+            walk_at(fd, lambda *_: True, visit)
     except OSError:
         return {}
-    if not files:
+    if last is None:
         return {}
-    try:
-        # Non-blocking and only a regular file: the agent could leave a FIFO in its place.
-        fd = os.open(files[-1], os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                return {}
-            f.seek(max(0, f.seek(0, os.SEEK_END) - _ROLLOUT_TAIL_BYTES))
-            lines = f.read().decode("utf-8", errors="replace").splitlines()
-    except OSError:
-        return {}
+    lines = last[1].decode("utf-8", errors="replace").splitlines()
     for line in reversed(lines):
         if '"token_count"' not in line:
             continue

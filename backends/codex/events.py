@@ -10,7 +10,7 @@
     turn.completed              result (the last agent message, usage)
     turn.failed                 result with is_error
     error                       error (stream retries, API errors)
-    anything else               log naming the type
+    anything else               log naming the type (`unknown`; a run of only such lines fails)
 
 Why a turn failed is read from its error sentence (`backends.codex.failure`).
 
@@ -48,12 +48,17 @@ _USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens"
 class CodexEventParser(JsonLinesParser):
     """A `LineParser` for one `codex exec --json` process."""
 
+    cli = "codex"
     missing_session_markers = SESSION_MISSING
 
     def __init__(
-        self, model: str, resuming: str = "", baseline: Mapping[str, int] | None = None
+        self,
+        model: str,
+        resuming: str = "",
+        baseline: Mapping[str, int] | None = None,
+        version: str = "",
     ) -> None:
-        super().__init__(resuming)
+        super().__init__(resuming, version)
         self.model = model
         self.baseline = dict(baseline or {})
         self.thread_id = ""
@@ -79,9 +84,9 @@ class CodexEventParser(JsonLinesParser):
         if kind == "error":
             self._last_error = str_field(event.get("message"))
             return ParseStep(messages=[_error(self._last_error)])
-        return ParseStep(messages=[Message(MessageType.LOG, content=f"codex event: {kind}")])
+        return self.unknown(f"codex event: {kind}")
 
-    def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+    def result(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result: the turn's end decides; without one the run failed."""
         if self.resuming and not self.thread_id and self.says_session_missing(stderr_tail):
             self.session_not_found = True

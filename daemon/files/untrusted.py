@@ -15,18 +15,27 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 _READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def read_regular(
-    path: Path | str, limit: int, *, follow: bool = True, dir_fd: int | None = None
+    path: Path | str,
+    limit: int,
+    *,
+    follow: bool = True,
+    dir_fd: int | None = None,
+    check: Callable[[os.stat_result], bool] | None = None,
+    tail: bool = False,
 ) -> bytes:
     """The bytes of the regular file `path` (relative to `dir_fd` if given), at most `limit`.
 
     Raises `FileNotFoundError` when it is missing, and `OSError` when it is not a regular file
-    (EINVAL), is larger than `limit` (EFBIG), or is a link while `follow` is False (ELOOP).
+    (EINVAL), is larger than `limit` (EFBIG), is a link while `follow` is False (ELOOP), or
+    fails `check` on the file opened (EACCES). With `tail`, a larger file gives its last `limit`
+    bytes instead.
     """
     flags = _READ if follow else _READ | os.O_NOFOLLOW
     fd = os.open(path, flags, dir_fd=dir_fd)
@@ -34,8 +43,12 @@ def read_regular(
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        if check is not None and not check(info):
+            raise OSError(errno.EACCES, "not readable by its user", str(path))
         if info.st_size > limit:
-            raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+            if not tail:
+                raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
+            os.lseek(fd, info.st_size - limit, os.SEEK_SET)
         chunks: list[bytes] = []
         left = limit + 1  # one byte more says the file grew past the cap
         while left > 0:
@@ -45,6 +58,8 @@ def read_regular(
             chunks.append(chunk)
             left -= len(chunk)
         data = b"".join(chunks)
+        if tail and len(data) > limit:
+            return data[-limit:]
         if len(data) > limit:
             raise OSError(errno.EFBIG, f"larger than {limit} bytes", str(path))
         return data

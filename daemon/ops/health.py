@@ -1,5 +1,6 @@
-"""The health port: `/health`, `/healthz`, `/readyz`, `/metrics`, `POST /shutdown`, and the
-routes other parts of the daemon mount on it (`POST /repo/checkout`).
+"""The health port: `/health`, `/healthz`, `/readyz`, `/metrics`, `POST /shutdown`, the status
+page (`/`, page.py), and the routes other parts of the daemon mount on it (`POST
+/repo/checkout`).
 
 It is served by threads of its own (health_http.py), not by the daemon's event loop, so a
 wedged loop shows up as a 503 on `/healthz` instead of a connection that never answers, and
@@ -16,6 +17,7 @@ STOPPING=1 when it stops.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -40,6 +42,8 @@ from daemon.ops.health_doc import health_document, with_uptime
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply, local_refusal
 from daemon.ops.metrics import Metrics
+from daemon.ops.page import PATHS as PAGES
+from daemon.ops.page import Page
 from daemon.ops.sdnotify import Notifier
 from daemon.snapshot import DaemonSnapshot
 
@@ -52,7 +56,14 @@ STALE_AFTER = 5.0
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _CLOSE_BOUND = 5.0
 _HANDOFF_WAIT = 2.0
-ROUTES = ("GET /health", "GET /healthz", "GET /readyz", "GET /metrics", "POST /shutdown")
+ROUTES = (
+    "GET /health",
+    "GET /healthz",
+    "GET /readyz",
+    "GET /metrics",
+    "POST /shutdown",
+    *(f"GET {path}" for path in PAGES),
+)
 
 Mounted = Callable[[str, str, Mapping[str, str], bytes], Reply]
 """A mounted route: (method, peer address, headers, body) -> the reply, on a request thread;
@@ -90,6 +101,7 @@ class HealthServer:
         self._pid = os.getpid()
         self._started = clock()
         self._started_wall = time.time()
+        self.page = Page(started_wall=self._started_wall, clock=clock)
         self._snapshot: Callable[[], DaemonSnapshot] | None = None
         self._stop: Callable[[], None] | None = None
         self._portal: BlockingPortal | None = None
@@ -172,6 +184,7 @@ class HealthServer:
         else:
             self._doc = doc
             self._published_at = now
+            self.page.publish(snapshot)
         self._metrics.heartbeat_age.set(doc["last_message_age_seconds"])
         self._notify(doc, now)
 
@@ -219,6 +232,7 @@ class HealthServer:
             ("GET", "/readyz"): self._readyz,
             ("GET", "/metrics"): self._scrape,
             ("POST", "/shutdown"): lambda: self._shutdown(peer, headers or {}),
+            **{("GET", p): functools.partial(self.page.answer, p, headers or {}) for p in PAGES},
         }
         handler = handlers.get((method, path))
         if not self._host_allowed((headers or {}).get("host")):

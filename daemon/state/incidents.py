@@ -8,6 +8,7 @@ A line (keys sorted) looks like
      "tools_in_flight": [{"call_id": "c1", "name": "Bash", "running_for": 7200.4}]}
 
 `scope` is the budget that ran out: `idle`, `tool`, `first_output` (each a watchdog kill),
+`unrecognised` (the first-output budget passed with only lines the parser did not know),
 `exit_grace` (the agent sent its final result but did not exit) or `wall_clock`
 (`MULTICA_AGENT_TIMEOUT`) — or where the daemon itself failed the task: `prepare` (its work
 directory or instructions file could not be made) or `internal` (any other error while

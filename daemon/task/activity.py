@@ -31,7 +31,9 @@ class Activity:
     Times are monotonic seconds from the injected clock. A `tool_result` whose call id was never
     seen in a `tool_use` changes nothing, so the in-flight count can never go negative; one
     without an id closes the oldest call that had none. A heartbeat (Claude's `tool_progress`)
-    is kept on its tool and stamps nothing: a wedged tool still meets the tool window.
+    is kept on its tool and stamps nothing: a wedged tool still meets the tool window. A line
+    the parser did not recognise stamps nothing either until it has recognised one: a CLI
+    whose output changed must meet the first-output budget, not look busy forever.
     """
 
     clock: Callable[[], float]
@@ -43,6 +45,8 @@ class Activity:
     messages: int = 0
     tool_calls: int = 0
     tools: dict[str, ToolCall] = field(default_factory=dict)
+    first_unrecognised: str = ""
+    """The first line the parser did not recognise before it recognised any, this attempt."""
     _anonymous: deque[str] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
@@ -55,6 +59,7 @@ class Activity:
         self.last_activity_at = now
         self.first_message_at = None
         self.result_at = None
+        self.first_unrecognised = ""
         self.tools.clear()
         self._anonymous.clear()
 
@@ -65,6 +70,9 @@ class Activity:
             call = self.tools.get(message.call_id)
             if call is not None:
                 self.tools[call.call_id] = replace(call, heartbeat_at=now)
+            return
+        if message.unrecognised and self.first_message_at is None:
+            self.first_unrecognised = self.first_unrecognised or message.unrecognised
             return
         self.last_activity_at = now
         if self.first_message_at is None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import anyio
 
 from backends.base import Backend, RunSpec
+from backends.json_lines import UNRECOGNISED_REASON, unrecognised_error
 from daemon.logs import short_id
 from daemon.services import Services
 from daemon.snapshot import AttemptSnapshot
@@ -41,6 +42,10 @@ class Retries:
         self._incidents = incidents
         self.retry = 0
         """Retries so far."""
+        self.resumes = 0
+        """Retries that resumed the agent's session."""
+        self.waiting = False
+        """Between attempts: the backoff before the next one."""
         self.attempt: Attempt | None = None
         self.stop_reason = ""
         self._waiting = anyio.CancelScope()
@@ -53,6 +58,15 @@ class Retries:
     def snapshot(self) -> AttemptSnapshot:
         """The current attempt (the last one between attempts), as plain values."""
         return self.attempt.snapshot() if self.attempt else AttemptSnapshot()
+
+    @property
+    def state(self) -> str:
+        """`starting`, `running`, `in a tool` or `retrying`, for operations."""
+        if self.waiting:
+            return "retrying"
+        if self.attempt is None or self.attempt.pid is None:
+            return "starting"
+        return "in a tool" if self._activity.tools else "running"
 
     def stop(self, reason: str) -> None:
         """End the current attempt (or backoff) and the loop, for `reason`."""
@@ -88,6 +102,8 @@ class Retries:
             if ending is not None or result.verdict is None:
                 return ending or Ending(session, final=result.final, result=result.result)
             verdict, tool_calls = result.verdict, self._activity.tool_calls
+            if verdict.scope == "unrecognised":
+                return self._unrecognised(result)
             next_spec, delay, why_not = next_attempt(
                 spec, retry_policy, self.retry, session, tool_calls
             )
@@ -101,14 +117,36 @@ class Retries:
                     session, error=error, failure_reason="idle_watchdog", usage=result.usage
                 )
             self.retry += 1
+            self.resumes += 1 if next_spec.resume_session_id else 0
             why = verdict.scope
             log.warning("task %s: retry %d in %ss after %s", label, self.retry, delay, why)
-            with anyio.CancelScope(deadline=deadline) as self._waiting:
-                await retry_policy.sleep(delay)
+            self.waiting = True
+            try:
+                with anyio.CancelScope(deadline=deadline) as self._waiting:
+                    await retry_policy.sleep(delay)
+            finally:
+                self.waiting = False
             if self.stop_reason or self._waiting.cancelled_caught:
                 cut = AttemptResult(session_id=session, interrupted=True)
                 return self._ending(cut, limit) or Ending(session, wall_clock=limit)
             spec = next_spec
+
+    def _unrecognised(self, result: AttemptResult) -> Ending:
+        """A CLI that spoke only in lines its parser does not know: not retried (it would say
+        the same), failed naming the CLI, its version and the first such line."""
+        verdict = result.verdict
+        assert verdict is not None
+        self._incidents.record(
+            verdict.scope, verdict.threshold, "fail", self.retry, self.pid, verdict=verdict
+        )
+        # An agent CLI keeps what it last answered to `--version`; other backends have none.
+        version = str(getattr(self.backend, "version", ""))
+        error = unrecognised_error(
+            self.backend.name, version, verdict.unrecognised, verdict.describe()
+        )
+        return Ending(
+            result.session_id, error=error, failure_reason=UNRECOGNISED_REASON, usage=result.usage
+        )
 
     def _ending(self, result: AttemptResult, limit: float) -> Ending | None:
         """How the run ends after this attempt, or None when a watchdog verdict may retry."""

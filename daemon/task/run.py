@@ -17,7 +17,7 @@ from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
 from daemon.services import Services
-from daemon.snapshot import RunSnapshot
+from daemon.snapshot import FinishedSnapshot, RunSnapshot
 from daemon.task.activity import Activity
 from daemon.task.incidents import TaskIncidents
 from daemon.task.outcome import Ending, Outcome, outcome_of
@@ -71,6 +71,27 @@ class TaskRun:
             retry=self._retries.retry,
             attempt=self._retries.snapshot(),
             activity=self.activity.snapshot(),
+            state=self._retries.state,
+            resumes=self._retries.resumes,
+            transcript_lag=self.reporter.transcript.lag(),
+        )
+
+    def finished(self, outcome: Outcome | None) -> FinishedSnapshot:
+        """This run once it has ended with `outcome` (None: it raised before deciding one)."""
+        usage = outcome.usage if outcome is not None else ()
+        return FinishedSnapshot(
+            id=self.task.id,
+            backend=self.backend.name,
+            status=outcome.status.value if outcome is not None else "failed",
+            reason=outcome.failure_reason if outcome is not None else "",
+            started_wall=self.started_wall,
+            ended_wall=time.time(),
+            attempts=self._retries.retry + 1,
+            resumes=self._retries.resumes,
+            input_tokens=sum(u.input_tokens for u in usage),
+            output_tokens=sum(u.output_tokens for u in usage),
+            cache_read_tokens=sum(u.cache_read_tokens for u in usage),
+            cache_write_tokens=sum(u.cache_write_tokens for u in usage),
         )
 
     def stop(self, reason: str) -> None:

@@ -14,6 +14,7 @@ the run ends (`pending()`) goes into the durable outbox with the task's terminal
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,6 +94,7 @@ class Transcript:
         interval: float | Callable[[], float] = 0.5,
         limits: TranscriptLimits = TranscriptLimits(),
         told: Callable[[str], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`told` hears the task's status whenever the server's answer names it."""
         self._client = client
@@ -107,6 +109,9 @@ class Transcript:
         self._queue: deque[tuple[dict[str, Any], int]] = deque()
         self._queued_bytes = 0
         self._next_seq = 1
+        self._clock = clock
+        self._oldest_at = 0.0
+        """When the oldest unsent message arrived, or a moment before (read with a queue)."""
         self._lock = anyio.Lock()
         self.sent = 0
         self.dropped = 0
@@ -144,6 +149,9 @@ class Transcript:
             entry["input"], input_bytes = bounded_input(message.input)
             size += input_bytes
         self._next_seq += 1
+        if not self._queue:
+            # Stamped only when the queue fills from empty: the clock stays off the hot path.
+            self._oldest_at = self._clock()
         self._queue.append((entry, size))
         self._queued_bytes += size
         while len(self._queue) > self._max_messages or self._queued_bytes > self._max_bytes:
@@ -167,6 +175,10 @@ class Transcript:
         """Messages numbered but not yet accepted by the server."""
         return len(self._queue)
 
+    def lag(self) -> float:
+        """Seconds the oldest message the server has not taken has waited, at most (0: none)."""
+        return max(0.0, self._clock() - self._oldest_at) if self._queue else 0.0
+
     def pending(self) -> list[dict[str, Any]]:
         """The messages not yet accepted, in `seq` order, in their wire shape."""
         return [entry for entry, _ in self._queue]
@@ -187,6 +199,7 @@ class Transcript:
         async with self._lock:
             if not self._queue:
                 return True
+            begun = self._clock()
             last = self._queue[-1][0]["seq"]
             while self._queue and self._queue[0][0]["seq"] <= last and not self.gone:
                 due = takewhile(lambda item: item[0]["seq"] <= last, self._queue)
@@ -213,6 +226,8 @@ class Transcript:
                         sent.error,
                     )
                     return False
+            # What is left came while this flush sent: after it began.
+            self._oldest_at = begun
             return True
 
     async def _send(self, batch: list[dict[str, Any]]) -> Sent:

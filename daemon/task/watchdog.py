@@ -8,6 +8,10 @@ It fires only when all of these hold:
 * the backend's message queue is empty (the drain loop is not merely behind);
 * the agent has not already sent its final result (the exit grace covers that phase).
 
+A first-output budget that passes with only lines the parser does not recognise is its own
+verdict (`unrecognised`): the CLI speaks, but not in words this daemon knows, and a retry
+would hear the same.
+
 It never touches a process: it cancels the run's scope, and the backend's cleanup kills the
 process tree. Time comes from an injected clock and sleep, so tests need no real waiting.
 """
@@ -62,11 +66,15 @@ class Verdict:
     idle_seconds: float
     tools: tuple[dict[str, object], ...]
     last_type: str
+    unrecognised: str = ""
+    """The first line the parser did not recognise (scope `unrecognised`)."""
 
     def describe(self) -> str:
         """The error text reported to the server: names the window and the idle time."""
         idle = format_duration(round(self.idle_seconds, 1))
         window = format_duration(self.threshold)
+        if self.scope == "unrecognised":
+            return f"no event recognised within {window}"
         if self.scope == "first_output":
             return f"agent produced no first output within {window} (silent for {idle})"
         if self.scope == "tool":
@@ -101,7 +109,10 @@ def verdict_for(policy: WatchdogPolicy, activity: Activity, pending: int) -> Ver
     idle = activity.idle_seconds()
     if not scope or idle < threshold:
         return None
-    return Verdict(scope, threshold, idle, tuple(activity.tools_view()), activity.last_type)
+    line = activity.first_unrecognised
+    if scope == "first_output" and line:
+        scope = "unrecognised"
+    return Verdict(scope, threshold, idle, tuple(activity.tools_view()), activity.last_type, line)
 
 
 class Watchdog:

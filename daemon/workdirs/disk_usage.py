@@ -10,11 +10,13 @@ from the task directories, and other dot directories (the skill cache) are no wo
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.files.beneath import opened_dir, stat_at
 from daemon.workdirs.gc_meta import GC_META, read_meta
 from daemon.workdirs.repo_gc import REPOS_DIR
 from daemon.workdirs.sizes import dir_size, subdirs, task_size
@@ -135,9 +137,11 @@ def _task(task_dir: Path, ws_id: str, names: frozenset[str], now: datetime) -> T
         age = (now - meta.completed_at).total_seconds()
     else:
         # No completion stamp: the meta file's own age, else (no meta) the directory's.
-        stamped = task_dir / GC_META if meta is not None else task_dir
+        # The meta file is the agent's to replace: looked at as itself, never through a link.
         try:
-            age = now.timestamp() - stamped.stat().st_mtime
+            with opened_dir(task_dir.parent, task_dir.name) as fd:
+                info = stat_at(fd, GC_META) if meta is not None else os.fstat(fd)
+            age = now.timestamp() - info.st_mtime if info is not None else 0.0
         except OSError:
             age = 0.0
     size, artifacts = task_size(task_dir, names)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from daemon.errors import ServerError
+from daemon.files.beneath import opened_dir, remove_under
 from daemon.protocol.gc_check import ParentState
 from daemon.workdirs import gc_meta
 from daemon.workdirs.gc_meta import GcMeta, read_meta
@@ -125,22 +125,22 @@ class Collector:
         *,
         repos: RepoJanitor | None = None,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
+        on_artifact: Callable[[str], None] = lambda name: None,
     ) -> None:
+        """`on_artifact(name)` is told of each build output before its removal (a seam for
+        tests that play an agent swapping folders at that moment)."""
         self.root, self.policy, self.lookup, self.leases = root, policy, lookup, leases
         self.repos = repos or RepoJanitor(policy.repo_ttl, now=now)
         self._now = now
+        self._on_artifact = on_artifact
 
     def run_round(self) -> GcStats:
         """One pass: every workspace's task directories, then the repository caches."""
         stats = GcStats()
-        try:
-            entries = sorted(os.scandir(self.root), key=lambda e: e.name)
-        except FileNotFoundError:
-            return stats
-        for entry in entries:
+        for ws_dir in subdirs(self.root):
             # Dot directories are the daemon's own caches; a workspace id never starts with one.
-            if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
-                self._workspace(Path(entry.path), stats)
+            if not ws_dir.name.startswith("."):
+                self._workspace(ws_dir, stats)
         self.repos.run(self.root, stats)
         return stats
 
@@ -163,8 +163,9 @@ class Collector:
                 action = Action.KEEP if state is None else self._issue(task_dir, meta, state)
                 removed += self._apply(task_dir, _local(meta, action, self.policy), stats)
         if removed:
-            with contextlib.suppress(OSError):  # not empty: a task made its directory meanwhile
-                ws_dir.rmdir()
+            # Not empty: a task made its directory meanwhile, and it stays.
+            with contextlib.suppress(OSError), opened_dir(ws_dir.parent) as parent:
+                os.rmdir(ws_dir.name, dir_fd=parent)
 
     def _issue_states(self, workspace_id: str, ids: list[str]) -> dict[str, ParentState]:
         try:
@@ -249,7 +250,8 @@ class Collector:
                 stats.skipped += 1
                 return 0
             if action is Action.ARTIFACTS:
-                removed, freed, by_name = remove_artifacts(task_dir, self.policy.artifact_names)
+                names = self.policy.artifact_names
+                removed, freed, by_name = remove_artifacts(task_dir, names, self._on_artifact)
                 stats.skipped += 1
                 if removed:
                     stats.artifact_dirs += 1
@@ -260,7 +262,9 @@ class Collector:
                 return 0
             size = dir_size(task_dir)
             try:
-                shutil.rmtree(task_dir)
+                # From the workspace's folder (the daemon's own, 0711): below it, through
+                # handles only, iteratively (a chain thousands deep is no RecursionError).
+                remove_under(task_dir.parent, task_dir.name)
             except OSError as exc:
                 log.warning("gc: cannot remove %s: %s", task_dir, exc)
                 return 0

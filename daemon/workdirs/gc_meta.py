@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from daemon.files.beneath import read_under, write_under
 from daemon.protocol.models import Task
-from daemon.task.setup.nofollow import read_under, write_under
 from daemon.times import parse_utc
 
 GC_META = ".gc_meta.json"

@@ -10,45 +10,40 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from daemon.files.beneath import entries_at, opened_dir, remove_at, size_at, walk_at
 
 log = logging.getLogger(__name__)
 
 GIT_DIR = ".git"
 
+Found = Callable[[int, str], None]
+"""Told of each build-output directory: its parent's open handle and its name."""
 
-def dir_size(root: Path) -> int:
-    """Bytes of the regular files under `root`, links neither followed nor counted."""
-    total = 0
-    stack = [root]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    try:
-                        info = entry.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    if stat.S_ISDIR(info.st_mode):
-                        stack.append(Path(entry.path))
-                    elif stat.S_ISREG(info.st_mode):
-                        total += info.st_size
-        except OSError:
-            continue
-    return total
+
+def dir_size(path: Path) -> int:
+    """Bytes of the regular files under `path`, links neither followed nor counted; 0 when it
+    cannot be opened. `path`'s parent is the anchor (a workspace folder, the caches' root)."""
+    try:
+        with opened_dir(path.parent, path.name) as fd:
+            return size_at(fd)
+    except OSError:
+        return 0
 
 
 def subdirs(directory: Path) -> list[Path]:
-    """The real subdirectories of `directory` (never a link to one), sorted; none if unreadable."""
+    """The real subdirectories of `directory` (never a link to one), sorted; none if unreadable.
+    `directory` is the daemon's own (the root, a workspace folder): listing it is safe."""
     try:
-        with os.scandir(directory) as entries:
-            found = [e for e in entries if stat.S_ISDIR(e.stat(follow_symlinks=False).st_mode)]
+        # The workspaces root itself may be a link the operator made.
+        with opened_dir(directory, follow=True) as fd:
+            found = [name for name, info in entries_at(fd) if stat.S_ISDIR(info.st_mode)]
     except OSError:
         return []
-    return sorted(Path(e.path) for e in found)
+    return [directory / name for name in found]
 
 
 def artifact_names(patterns: Iterable[str]) -> frozenset[str]:
@@ -58,69 +53,71 @@ def artifact_names(patterns: Iterable[str]) -> frozenset[str]:
 
 def task_size(task_dir: Path, names: frozenset[str]) -> tuple[int, int]:
     """(all bytes, build-output bytes) of one task directory."""
-    total = artifacts = 0
+    artifacts = 0
 
-    def found(path: Path) -> None:
-        nonlocal total, artifacts
-        size = dir_size(path)
-        total += size
-        artifacts += size
+    def found(parent: int, name: str) -> None:
+        nonlocal artifacts
+        artifacts += size_at(parent, name)
 
-    plain = _walk(task_dir, names, found, on_git=dir_size)
-    return total + plain, artifacts
+    plain = _walk(task_dir, names, found, count_git=True)
+    return plain + artifacts, artifacts
 
 
-def remove_artifacts(task_dir: Path, names: frozenset[str]) -> tuple[int, int, dict[str, int]]:
-    """Remove every build-output directory under `task_dir`: (removed, bytes, count by name)."""
+def remove_artifacts(
+    task_dir: Path,
+    names: frozenset[str],
+    on_found: Callable[[str], None] = lambda name: None,
+) -> tuple[int, int, dict[str, int]]:
+    """Remove every build-output directory under `task_dir`: (removed, bytes, count by name).
+
+    `on_found(name)` is told of each one before it is removed (a seam: a test swaps its
+    parent for a link there, as an agent watching with inotify would). The removal works from
+    the parent's handle the walk holds, so such a swap redirects nothing.
+    """
     removed, freed, by_name = 0, 0, dict[str, int]()
 
-    def found(path: Path) -> None:
+    def found(parent: int, name: str) -> None:
         nonlocal removed, freed
-        size = dir_size(path)
+        on_found(name)
+        size = size_at(parent, name)
         try:
-            shutil.rmtree(path)
+            remove_at(parent, name)
         except OSError as exc:
-            log.warning("gc: cannot remove %s: %s", path, exc)
+            log.warning("gc: cannot remove %s in %s: %s", name, task_dir, exc)
             return
         removed, freed = removed + 1, freed + size
-        by_name[path.name] = by_name.get(path.name, 0) + 1
+        by_name[name] = by_name.get(name, 0) + 1
 
-    _walk(task_dir, names, found, on_git=lambda p: 0)
+    _walk(task_dir, names, found, count_git=False)
     return removed, freed, by_name
 
 
-def _walk(
-    root: Path,
-    names: frozenset[str],
-    found: Callable[[Path], None],
-    *,
-    on_git: Callable[[Path], int],
-) -> int:
+def _walk(root: Path, names: frozenset[str], found: Found, *, count_git: bool) -> int:
     """Visit `root` without following links: `found` gets each build-output directory (not
-    entered), `on_git` each `.git`; returns the bytes of the other regular files."""
+    entered), `.git` is counted (with `count_git`) but never searched; returns the bytes of
+    the other regular files."""
     plain = 0
-    stack = [root]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                listed = list(entries)
-        except OSError:
-            continue
-        for entry in listed:
-            try:
-                info = entry.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            path = Path(entry.path)
-            if stat.S_ISDIR(info.st_mode):
-                if entry.name == GIT_DIR:
-                    plain += on_git(path)
-                elif entry.name in names:
-                    found(path)
-                else:
-                    stack.append(path)
-            elif stat.S_ISREG(info.st_mode):
-                plain += info.st_size
+
+    def enter(parent: int, name: str, info: os.stat_result) -> bool:
+        nonlocal plain
+        if name == GIT_DIR:
+            plain += size_at(parent, name) if count_git else 0
+        elif name in names:
+            found(parent, name)
+        else:
+            return True
+        return False
+
+    def visit(parent: int, name: str, info: os.stat_result) -> None:
+        nonlocal plain
+        if stat.S_ISREG(info.st_mode):
+            plain += info.st_size
+
+    try:
+        with opened_dir(root.parent, root.name) as fd:
+            walk_at(fd, enter, visit)
+    except OSError:
+        return plain
     return plain
 
 

@@ -14,14 +14,15 @@ directory inside the work dir and the real URL as `origin`; it is reused the sam
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends.process.identity import AgentUser
 from daemon.errors import GitError
+from daemon.files.beneath import remove_as, remove_under
 from daemon.workdirs.git import Git
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def check_out(
     if path.exists():
         raise GitError(f"checkout path {path} already exists and is not a worktree")
     if isolated:
-        return _clone_isolated(git, bare, url, path, branch, base)
+        return _clone_isolated(git, bare, url, path, branch, base, user)
     # A worktree whose directory was deleted stays registered and would block its path.
     daemon_git.ok(["worktree", "prune"], cwd=bare)
     add = ["worktree", "add", "--quiet", "-b"]
@@ -92,7 +93,9 @@ def _same_cache(git: Git, bare: Path, path: Path) -> None:
         raise GitError(f"checkout path {path} is a worktree of another repository")
 
 
-def _clone_isolated(git: Git, bare: Path, url: str, path: Path, branch: str, base: str) -> Checkout:
+def _clone_isolated(
+    git: Git, bare: Path, url: str, path: Path, branch: str, base: str, user: AgentUser | None
+) -> Checkout:
     """A local clone of the cache (objects hard-linked) whose `origin` is the real URL."""
     # No hard links: the clone's objects are its owner's own, never the cache's files.
     clone = ["clone", "--quiet", "--local", "--no-hardlinks", "--no-checkout", "--no-tags"]
@@ -114,9 +117,27 @@ def _clone_isolated(git: Git, bare: Path, url: str, path: Path, branch: str, bas
             branch, lambda name: git.run(["checkout", "--quiet", "-b", name, base, "--"], cwd=path)
         )
     except GitError:
-        shutil.rmtree(path, ignore_errors=True)  # made by this call alone, nothing to keep
+        _discard(path, user)  # made by this call alone, nothing to keep
         raise
     return Checkout(path, made)
+
+
+def _discard(path: Path, user: AgentUser | None) -> None:
+    """Remove a clone this call made and could not finish.
+
+    With an agent user the clone is that user's, made by its own git in its own work dir, so
+    removing it is the agent's act and runs as the agent: its git may have been paused while
+    the work dir became a link to a root-owned folder, and as the agent the removal can take
+    nothing the agent could not take itself (root's would, through the link). Without one,
+    the agent is the daemon's own user and there is no boundary to keep; the removal still
+    goes through handles from the work dir, never through a link in it.
+    """
+    if user is not None:
+        if not remove_as(user, path):
+            log.warning("repo checkout: could not remove the failed clone at %s", path)
+        return
+    with suppress(OSError):
+        remove_under(path.parent, path.name)
 
 
 def _sync_isolated(git: Git, bare: Path, url: str, path: Path) -> None:

@@ -1,6 +1,10 @@
 """This daemon's runtimes on the server: registered per workspace, kept alive by heartbeats,
-re-registered (once, coalesced) when the server forgets one, re-synced every half hour and
-whenever the server says the workspaces changed."""
+re-registered (once, coalesced) when the server forgets one or a CLI's version changed,
+re-synced every half hour and whenever the server says the workspaces changed.
+
+A little past 300 lines: every path that registers shares the one `_register` and its record
+of what each workspace was last told, and splitting them would open those to a second module.
+"""
 
 from __future__ import annotations
 
@@ -81,6 +85,8 @@ class Registration:
         self._next_attempt: dict[str, float] = {}
         self._last_completed: dict[str, float] = {}
         self._sync_now = Wakeup()
+        self._sent: dict[str, dict[str, str]] = {}
+        """The versions each workspace's last accepted register carried, by backend."""
 
     @property
     def runtimes(self) -> list[Runtime]:
@@ -146,6 +152,7 @@ class Registration:
             log.info("workspace %s: no longer served: dropping its runtimes", gone)
             del self.by_workspace[gone]
             self.names.pop(gone, None)
+            self._sent.pop(gone, None)
             changed = True
         if changed:
             self._notify()
@@ -154,6 +161,7 @@ class Registration:
     async def _register(self, workspace: Workspace, *, recover: bool) -> list[Runtime]:
         """Register every backend in one workspace; the answer replaces its runtimes."""
         device = self._settings.device_name
+        sent = self._versions()
         infos = [
             RuntimeInfo(name=f"{name} ({device})", type=name, version=version)
             for name, (_, version) in self._backends.items()
@@ -166,6 +174,7 @@ class Registration:
             name = registered.provider if registered.provider in self._backends else info.type
             runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
         self.by_workspace[workspace.id] = runtimes
+        self._sent[workspace.id] = sent
         if self._on_repos is not None:
             self._on_repos(workspace.id, answer.repos)
         log.info(
@@ -178,6 +187,38 @@ class Registration:
     def request_sync(self) -> None:
         """Sync the workspaces now (the server said they changed), not at the next interval."""
         self._sync_now.set()
+
+    def _versions(self) -> dict[str, str]:
+        return {name: version for name, (_, version) in self._backends.items()}
+
+    async def report_versions(self) -> None:
+        """Register again each workspace whose last accepted register carried other versions
+        than the backends have now: the server upserts its runtimes (running tasks untouched,
+        no orphans recovered); a failure leaves it behind, for the next call to retry."""
+        now = self._versions()
+        for workspace_id, runtimes in list(self.by_workspace.items()):
+            sent = self._sent.get(workspace_id)
+            # A workspace without runtimes is the workspace sync's to register.
+            if not runtimes or sent is None or sent == now:
+                continue
+            changes = ", ".join(
+                f"{name} {sent.get(name) or '-'} -> {version}"
+                for name, version in now.items()
+                if sent.get(name) != version
+            )
+            log.info(
+                "workspace %s: agent CLI version changed (%s): registering again",
+                workspace_id,
+                changes,
+            )
+            workspace = Workspace(id=workspace_id, name=self.names.get(workspace_id, ""))
+            try:
+                registered = await self._register(workspace, recover=False)
+            except ServerError as exc:
+                log.warning("workspace %s: registering new versions failed: %s", workspace_id, exc)
+                continue
+            if {r.id for r in registered} != {r.id for r in runtimes}:
+                self._notify()
 
     async def sync_loop(self) -> None:
         """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %), or at once

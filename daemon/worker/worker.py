@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -28,7 +29,7 @@ from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
 from daemon.services import AgentReach, Services
 from daemon.shutdown import CLAIM, ShutdownBudget
-from daemon.snapshot import DaemonSnapshot
+from daemon.snapshot import DaemonSnapshot, FinishedSnapshot
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
@@ -38,6 +39,7 @@ from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
+from daemon.worker.cli_watch import CliWatch
 from daemon.worker.pickup import Pickup
 from daemon.worker.pushes import Pushes
 from daemon.worker.registration import Registration, recover_orphans
@@ -51,6 +53,8 @@ OUTBOX_INTERVAL = 30.0
 """Seconds between re-sends of the outbox while the daemon runs (it is also flushed at start)."""
 DEREGISTER_WITHIN = 2.0
 """Deregistering is a courtesy: a server that does not answer must not hold the exit."""
+FINISHED_KEPT = 50
+"""Ended tasks the snapshot shows, the latest ones."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,8 +104,10 @@ class Worker:
         self.registration = Registration(
             client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
         )
+        self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
         self.runs = Runs(budget, self._ended)
         self.summary = Summary()
+        self.finished: deque[FinishedSnapshot] = deque(maxlen=FINISHED_KEPT)
         self.provider_failures = ProviderFailures(metrics)
         self.outbox_interval = options.outbox_interval
         # Off by default: a worker embedded in another process must not adopt its orphans.
@@ -176,6 +182,7 @@ class Worker:
             runs=self.runs.snapshot(),
             disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
+            finished=tuple(self.finished),
         )
 
     async def run(self) -> None:
@@ -236,6 +243,7 @@ class Worker:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self.registration.heartbeats)
             tg.start_soon(self.registration.sync_loop)
+            tg.start_soon(self.cli_watch.run)
             tg.start_soon(
                 renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
             )
@@ -320,6 +328,7 @@ class Worker:
     def _ended(self, run: TaskRun, outcome: Outcome | None) -> None:
         """A run left its slot: count its ending, keep a provider's failure, claim again."""
         self.summary.add(outcome)
+        self.finished.append(run.finished(outcome))
         if outcome is not None:
             self.provider_failures.record(
                 run.task.id,

@@ -19,6 +19,8 @@ stored), duplicated seqs (stored twice) and seqs not 1..N in order. With `cN` it
 running tasks on the server and times each from the cancel to the daemon's cancel-ack, which
 it sends after the agent's process tree is gone. Targets: 20×10 lag p95 ≤ 1 s and CPU ≤ 7 %,
 200×1 lag p95 ≤ 1 s and CPU ≤ 30 %, cancel p95 ≤ 6 s, 0 lost, 0 duplicated.
+A case ending in `p` (`20x10p`) measures with the status page open in headless Chromium
+(polling `page.json` through the window) and prints the bytes the page loaded.
 Set BENCH_PYTHONPATH to another checkout to measure its daemon instead, and
 BENCH_PROFILE=DIR to record a py-spy profile of the daemon over the window
 (`DIR/<case>.txt`, collapsed stacks; needs `pip install py-spy`).
@@ -35,7 +37,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +62,8 @@ QUEUE_AT_ONCE = 50
 """Tasks queued per call: the fake's wake-up buffer per control connection holds 100."""
 
 
-def run_case(agents: int, rate: float, window: float, cancels: int) -> None:
-    case = f"{agents}x{rate:g}" + (f"c{cancels}" if cancels else "")
+def run_case(agents: int, rate: float, window: float, cancels: int, page: bool = False) -> None:
+    case = f"{agents}x{rate:g}" + (f"c{cancels}" if cancels else "") + ("p" if page else "")
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         (home / "daemon").mkdir()
@@ -100,7 +102,8 @@ def run_case(agents: int, rate: float, window: float, cancels: int) -> None:
                     time.sleep(0.5)
                 time.sleep(SETTLE)
                 health = f"http://{env['MULTICA_DAEMON_HEALTH_ADDR']}/metrics"
-                with _profiling(daemon.pid, window, case):
+                opened = _page_open(health.removesuffix("metrics"), home, case) if page else None
+                with opened or nullcontext(), _profiling(daemon.pid, window, case):
                     before = _requests(health)
                     (user0, sys0), t0, w0 = cpu_split(daemon.pid), time.monotonic(), time.time()
                     serving0 = cpu_seconds(server.pid)
@@ -249,14 +252,49 @@ def _profiling(pid: int, seconds: float, case: str) -> Iterator[None]:
         print(f"{case}: profile in {out}")
 
 
+_WEIGHT = """
+const entries = [...performance.getEntriesByType("navigation"),
+                 ...performance.getEntriesByType("resource")];
+return entries.map((e) => [e.name, e.transferSize, e.encodedBodySize]);
+"""
+
+
+@contextmanager
+def _page_open(url: str, home: Path, case: str) -> Iterator[None]:
+    """The status page at `url`, live in headless Chromium, until the block ends; then the
+    bytes it loaded: the page with its files, and the answers of its polls."""
+    from tests.e2e.browser import chromium
+
+    with chromium(home / "chromium", home) as browser:
+        driver = browser.driver
+        driver.get(url)
+        started = time.monotonic()
+        while driver.execute_script('return document.getElementById("link").dataset.state;') != (
+            "live"
+        ):
+            if time.monotonic() - started > 30:
+                raise SystemExit("the status page did not go live")
+            time.sleep(0.1)
+        yield
+        entries = driver.execute_script(_WEIGHT)
+    files = [(n, t, b) for n, t, b in entries if not n.endswith("page.json")]
+    polls = [(t, b) for n, t, b in entries if n.endswith("page.json")]
+    print(
+        f"{case}: the page loads {sum(b for _, _, b in files)} bytes in {len(files)} files "
+        f"({sum(t for _, t, _ in files)} with headers); {len(polls)} polls of page.json, "
+        f"{sum(b for _, b in polls) / max(1, len(polls)):.0f} bytes each on average "
+        f"({sum(t for t, _ in polls) / max(1, len(polls)):.0f} with headers)"
+    )
+
+
 def main() -> None:
     window = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     for case in sys.argv[2:] or ["20x10", "200x1"]:
-        found = re.fullmatch(r"(\d+)x([\d.]+)(?:c(\d+))?", case)
+        found = re.fullmatch(r"(\d+)x([\d.]+)(?:c(\d+))?(p?)", case)
         if found is None:
-            raise SystemExit(f"a case is AGENTSxRATE or AGENTSxRATEcCANCELS, not {case!r}")
-        agents, rate, cancels = found.groups()
-        run_case(int(agents), float(rate), window, int(cancels or 0))
+            raise SystemExit(f"a case is AGENTSxRATE[cCANCELS][p], not {case!r}")
+        agents, rate, cancels, page = found.groups()
+        run_case(int(agents), float(rate), window, int(cancels or 0), page=bool(page))
 
 
 if __name__ == "__main__":

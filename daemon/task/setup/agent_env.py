@@ -8,16 +8,15 @@ credentials never reach the agent: it gets only its task's token.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from daemon.errors import TaskInputError, TaskTokenError
+from daemon.files.beneath import Owner, ensure_dir_under, fresh_dir_under
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
-from daemon.task.setup.nofollow import Owner, ensure_dir_under
 
 TASK_TOKEN_PREFIX = "mat_"
 TEMP_PREFIX = "multica-task-"
@@ -149,9 +148,10 @@ def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str
 
 
 def make_temp_dir(base: Path, owner: Owner | None = None) -> Path:
-    """A fresh private (0700) temporary directory for one task under `base` (`owner`'s)."""
-    base.mkdir(parents=True, exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=base))
-    path.chmod(0o700)
-    # Handed over through a descriptor: `base` may be the agent's already.
-    return ensure_dir_under(base, path.name, owner=owner)
+    """A fresh private (0700) temporary directory for one task under `base` (`owner`'s).
+
+    Made and handed over through handles: `base` (the task's directory) may be the agent's
+    already, and a name it swapped for a link must not make root chmod or chown the target.
+    """
+    ensure_dir_under(base.parent, base.name, owner=owner)
+    return fresh_dir_under(base, TEMP_PREFIX, owner)

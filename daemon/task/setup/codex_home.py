@@ -14,8 +14,12 @@ Multica's daemon makes it (`execenv/codex_home.go`):
                                        on a name clash the task's skill wins
 
 A reused task directory gets its home refreshed: copies again, links again, skills rewritten.
-Everything is written without following a link an agent may have left in the task directory.
-The GC and disk-usage never follow the links, so a removed task takes none of the user's files.
+With an agent user both homes are that user's to change, so everything here goes through
+directory handles (daemon/files/beneath.py): no link it left is followed, a copy is made only
+of a regular file (never a FIFO, which would hang the setup) under a cap, and only of a file
+that user could read itself — a `config.toml` linked or hard-linked to a root-only secret is
+not handed over. The GC and disk-usage never follow the links, so a removed task takes none
+of the user's files.
 """
 
 from __future__ import annotations
@@ -23,13 +27,24 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
-from collections.abc import Mapping
+import stat
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from backends.codex.backend import CodexBackend, codex_home
+from daemon.files.beneath import (
+    Owner,
+    ensure_dir_under,
+    entries_at,
+    link_at,
+    opened_at,
+    opened_dir,
+    read_at,
+    remove_at,
+    stat_at,
+    write_at,
+)
 from daemon.protocol.models import Skill
-from daemon.task.setup.nofollow import Owner, ensure_dir_under, write_under
 from daemon.task.setup.skills import skill_slug, write_skill_tree
 
 log = logging.getLogger(__name__)
@@ -39,7 +54,8 @@ HOME_DIR = "codex-home"
 LINKED = ("auth.json", "sessions")
 COPIED = ("config.json", "config.toml", "instructions.md")
 SKILLS = "skills"
-_COPY_LIMIT = 4 * 1024 * 1024
+COPY_LIMIT = 4 * 1024 * 1024
+"""Bytes of one copied file; a larger one is not copied."""
 
 
 def user_codex_home(base_env: Mapping[str, str]) -> Path:
@@ -52,59 +68,82 @@ def prepare_codex_home(
 ) -> Path:
     """Make (or refresh) the task's Codex home from `user_home`; return its path. With `owner`
     (an agent user's uid and gid) the home and what is written in it are that user's."""
-    home = env_root / HOME_DIR
-    if home.is_symlink() or (home.exists() and not home.is_dir()):
-        home.unlink()  # left by an agent: the home is never reached through a link
-    ensure_dir_under(env_root, HOME_DIR, owner=owner)
-    if user_home.is_dir() and not (user_home / "sessions").exists():
-        # Codex would make it on its first run; made now, so the first task's thread is there
-        # for the next task to resume (not through a link: then the task keeps its own).
-        with contextlib.suppress(OSError):
-            ensure_dir_under(user_home, "sessions", owner=owner)
-    for name in LINKED:
-        _link(home / name, user_home / name, owner)
-    if not (home / "sessions").exists():
-        ensure_dir_under(home, "sessions", owner=owner)  # no user home at all: its own
-    for name in COPIED:
-        _copy(user_home / name, home, name, owner)
-    _skills(home, user_home / SKILLS, skills, owner)
+    # The task's folder sits in the daemon's workspace folder: its path is the anchor.
+    with opened_dir(env_root.parent, env_root.name) as task_fd:
+        found = stat_at(task_fd, HOME_DIR)
+        if found is not None and not stat.S_ISDIR(found.st_mode):
+            remove_at(task_fd, HOME_DIR)  # left by an agent: never reached through a link
+    home = ensure_dir_under(env_root, HOME_DIR, owner=owner)
+    with opened_dir(env_root, HOME_DIR) as home_fd, _source(user_home, owner) as source:
+        if source is not None and stat_at(source, "sessions") is None:
+            # Codex would make it on its first run; made now, so the first task's thread is
+            # there for the next task to resume (not through a link: then the task keeps its own).
+            with contextlib.suppress(OSError):
+                _mkdir(source, "sessions", owner)
+        for name in LINKED:
+            remove_at(home_fd, name)
+            if source is not None and stat_at(source, name) is not None:
+                link_at(home_fd, name, user_home / name, owner)
+        if stat_at(home_fd, "sessions") is None:
+            _mkdir(home_fd, "sessions", owner)  # no user home at all: its own
+        for name in COPIED:
+            _copy(source, home_fd, name, owner)
+        _user_skills(home_fd, source, user_home / SKILLS, skills, owner)
+    write_skill_tree(home, SKILLS, skills, owner)
     return home
 
 
-def _link(at: Path, target: Path, owner: Owner | None) -> None:
-    """`at` as a link to `target` when it exists; whatever stood at `at` is replaced."""
-    _remove(at)
-    if target.exists():
-        at.symlink_to(target)
-        if owner is not None:
-            os.lchown(at, *owner)
+@contextlib.contextmanager
+def _source(user_home: Path, owner: Owner | None) -> Iterator[int | None]:
+    """A handle of the user's Codex home, None when there is none. An agent user's may not be
+    a link (the operator's own may: no one else writes there)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            fd: int | None = stack.enter_context(opened_dir(user_home, follow=owner is None))
+        except OSError:
+            fd = None
+        yield fd
 
 
-def _copy(source: Path, home: Path, name: str, owner: Owner | None) -> None:
-    _remove(home / name)
-    try:
-        with source.open("rb") as handle:
-            data = handle.read(_COPY_LIMIT)
-    except OSError:
+def _mkdir(dir_fd: int, name: str, owner: Owner | None) -> None:
+    os.mkdir(name, 0o700, dir_fd=dir_fd)
+    if owner is not None:
+        os.chown(name, *owner, dir_fd=dir_fd, follow_symlinks=False)
+
+
+def _copy(source: int | None, home_fd: int, name: str, owner: Owner | None) -> None:
+    """A copy of the user's `name`, when it is a regular file they could read themselves."""
+    remove_at(home_fd, name)
+    if source is None or stat_at(source, name) is None:
         return  # the user has none
-    write_under(home, name, data, owner=owner)
+    try:
+        # The operator's own config may be a link (a dotfiles checkout); an agent user's not.
+        data = read_at(source, name, COPY_LIMIT, readable_by=owner, follow=owner is None)
+    except OSError as exc:
+        log.warning("codex home: %s not copied: %s", name, exc.strerror or exc)
+        return
+    write_at(home_fd, name, data, owner=owner)
 
 
-def _skills(home: Path, user_skills: Path, skills: list[Skill], owner: Owner | None) -> None:
-    """The user's skills as links, then the task's written over any clash."""
-    _remove(home / SKILLS)
-    ensure_dir_under(home, SKILLS, owner=owner)
+def _user_skills(
+    home_fd: int, source: int | None, user_skills: Path, skills: list[Skill], owner: Owner | None
+) -> None:
+    """The user's skills as links (the task's are written over any clash afterwards)."""
+    remove_at(home_fd, SKILLS)
+    _mkdir(home_fd, SKILLS, owner)
+    if source is None:
+        return
     taken = {skill_slug(s.name) for s in skills}
-    with contextlib.suppress(OSError):
-        for entry in sorted(user_skills.iterdir()):
-            if entry.is_dir() and entry.name not in taken and not entry.name.startswith("."):
-                _link(home / SKILLS / entry.name, entry, owner)
-    write_skill_tree(home, SKILLS, skills, owner)
-
-
-def _remove(path: Path) -> None:
-    """Remove a file, a link (never its target) or a directory tree at `path`, if any."""
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
+    # The operator's own skills may be links (a dotfiles checkout); an agent user's are not
+    # followed, even to be judged.
+    kinds = (stat.S_ISDIR,) if owner is not None else (stat.S_ISDIR, stat.S_ISLNK)
+    with (
+        contextlib.suppress(OSError),
+        opened_at(source, SKILLS) as listed,
+        opened_at(home_fd, SKILLS) as into,
+    ):
+        for name, info in entries_at(listed):
+            if name in taken or name.startswith("."):
+                continue
+            if any(kind(info.st_mode) for kind in kinds):
+                link_at(into, name, user_skills / name, owner)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from daemon.files.beneath import read_under, write_under
 from daemon.files.private import ensure_dir
 from daemon.protocol.models import Skill, SkillRef
-from daemon.task.setup.nofollow import read_under, write_under
 from daemon.task.setup.skill_manifest import matches
 
 log = logging.getLogger(__name__)

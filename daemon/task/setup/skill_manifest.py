@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
+from daemon.files.beneath import UnsafePathError, relative_parts
 from daemon.protocol.models import Skill, SkillRef
-from daemon.task.setup.nofollow import UnsafePathError, relative_parts
 
 
 def manifest(skill: Skill) -> tuple[str, int, int]:

@@ -13,8 +13,8 @@ import logging
 import re
 from pathlib import Path
 
+from daemon.files.beneath import Owner, UnsafePathError, relative_parts, write_under
 from daemon.protocol.models import Skill
-from daemon.task.setup.nofollow import Owner, UnsafePathError, relative_parts, write_under
 
 log = logging.getLogger(__name__)
 

@@ -114,6 +114,7 @@ def agent_spec(
         exit_wait=max(EXIT_WAIT, settings.exit_grace),
         observer=observer,
         mcp_config=mcp_config,
+        mcp=task.agent.mcp_config,
         processes=processes,
         user=user,
     )

@@ -14,9 +14,9 @@ agent and issue (or chat): a server's word alone never points the agent at a dir
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
+from daemon.files.beneath import Owner, ensure_dir_under, read_under, remove_under, write_under
 from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
-from daemon.task.setup.nofollow import Owner, ensure_dir_under, read_under, write_under
 
 ENV_MARKER = ".managed_env.json"
 TASK_MARKER = ".multica/daemon_task_context.json"
@@ -172,5 +172,7 @@ def write_mcp_config(dirs: TaskDirs, task: Task, owner: Owner | None = None) -> 
 
 
 def remove_tree(path: Path) -> None:
-    """Remove a task's temp directory; what cannot be removed stays."""
-    shutil.rmtree(path, ignore_errors=True)
+    """Remove a task's temp directory (from the task's directory's handle, no link followed,
+    however deep); what cannot be removed stays."""
+    with contextlib.suppress(OSError):
+        remove_under(path.parent, path.name)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
 import tomllib
 from pathlib import Path
 
@@ -120,3 +122,25 @@ def test_a_thread_is_resumable_once_its_rollout_exists(tmp_path: Path) -> None:
     (sessions / "rollout-2026-11-26T10-00-00-th-2.jsonl.zst").write_bytes(b"")
     assert rollout_present(tmp_path, "th-1") and rollout_present(tmp_path, "th-2")
     assert not rollout_present(tmp_path, "th-3") and not rollout_present(tmp_path, "")
+
+
+def test_an_agents_config_fifo_or_link_is_no_model(tmp_path: Path) -> None:
+    """At an attempt's start the task's Codex home is the agent's: a FIFO `config.toml` is not
+    waited on, and with an agent user a link is not followed (the fallback model instead)."""
+    secret = tmp_path / "secret.toml"
+    secret.write_text('model = "root-only"\n')
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.toml").symlink_to(secret)
+    assert configured_model(home, (os.getuid(), os.getgid())) == "codex-default"
+    (home / "config.toml").unlink()
+    os.mkfifo(home / "config.toml")
+    done: list[str] = []
+    reading = threading.Thread(target=lambda: done.append(configured_model(home)), daemon=True)
+    reading.start()
+    reading.join(10.0)  # a safety net: the read is refused at once
+    try:
+        assert done == ["codex-default"]
+    finally:
+        if reading.is_alive():  # a writer that opens and closes lets the blocked read end
+            os.close(os.open(home / "config.toml", os.O_WRONLY | os.O_NONBLOCK))

@@ -75,3 +75,18 @@ def test_an_agent_users_home_is_theirs(tmp_path: Path) -> None:
     ):
         info = path.lstat()
         assert (info.st_uid, info.st_gid) == owner, path
+
+
+def test_the_operators_linked_config_is_still_copied(tmp_path: Path) -> None:
+    """Without an agent user the home is the operator's: a `config.toml` kept as a link to a
+    dotfiles checkout is copied as before."""
+    user = _user_home(tmp_path)
+    dotfiles = tmp_path / "dotfiles" / "codex.toml"
+    dotfiles.parent.mkdir()
+    dotfiles.write_text('model = "from-dotfiles"\n')
+    (user / "config.toml").unlink()
+    (user / "config.toml").symlink_to(dotfiles)
+    env_root = tmp_path / "task"
+    env_root.mkdir()
+    home = prepare_codex_home(env_root, user, [])
+    assert (home / "config.toml").read_text() == 'model = "from-dotfiles"\n'

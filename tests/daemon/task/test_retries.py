@@ -7,12 +7,15 @@ from pathlib import Path
 import anyio
 import pytest
 
+from backends.claude import ClaudeBackend
 from backends.scripted import Script, ScriptedBackend
 from daemon.config import Settings
+from daemon.protocol.retry import RetryPolicy
 from daemon.task.outcome import Ending
 from daemon.task.retries import Retries
 from daemon.task.transcript import Transcript
 from daemon.testing import FakeTaskServer, retries, run_spec, settings_in, task, transcript
+from tests.fakes.agent_cli import NEW_SHAPE, write_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -88,3 +91,53 @@ async def test_tool_calls_without_a_session_are_not_retried(tmp_path: Path) -> N
     ending, runs, _ = await run_script(tmp_path, script, **IDLE, MULTICA_AGENT_IDLE_RETRIES="2")
     assert runs.retry == 0
     assert "not retried: tool calls ran and there is no session to resume" in ending.error
+
+
+async def test_unrecognised_output_fails_as_unknown_and_is_not_retried(tmp_path: Path) -> None:
+    """Only unknown lines within the first-output budget: failed `agent_error.unknown`, naming
+    the CLI, its version and the first line, with retries left unused."""
+    cli = write_cli(tmp_path / "claude", "2.1.400 (Claude Code)", NEW_SHAPE, linger=60)
+    backend = ClaudeBackend(str(cli))
+    backend.version = "2.1.400"
+    settings = settings_in(
+        tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="2"
+    )
+    job = task("hello")
+    runs = retries(backend, settings, job.id, transcript=transcript(FakeTaskServer(), job.id))
+    with anyio.fail_after(20):
+        ending = await runs.run(run_spec(job, tmp_path, settings))
+    assert ending.failure_reason == "agent_error.unknown"
+    assert "claude 2.1.400" in ending.error
+    assert NEW_SHAPE[0] in ending.error
+    assert runs.retry == 0
+
+
+async def test_the_state_says_starting_running_in_a_tool_and_retrying(tmp_path: Path) -> None:
+    """Before an agent runs, inside a tool call, and in the backoff before a resume: each
+    state is what operations see, and a resumed retry is counted."""
+    settings = settings_in(tmp_path, **IDLE, MULTICA_AGENT_IDLE_RETRIES="1")
+    script = Script().emit("status", session_id="s1").tool("Bash", seconds=0.5).hang()
+    job = task(script.dumps())
+    backoff = RetryPolicy((1.0,), max_tries=2, growth=1.0, jitter=0.0)
+    told = transcript(FakeTaskServer(), job.id)
+    runs = retries(ScriptedBackend(), settings, job.id, transcript=told, retry=backoff)
+    assert runs.state == "starting"
+    seen: list[str] = []
+
+    async def watch() -> None:
+        while True:
+            if not seen or seen[-1] != runs.state:
+                seen.append(runs.state)
+            await anyio.sleep(0.01)  # a sampler, as the health port's tick is
+
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(watch)
+            ending = await runs.run(run_spec(job, tmp_path, settings))
+            tg.cancel_scope.cancel()
+    # The resumed agent gets the "continue" prompt, which the scripted one answers.
+    assert ending.final is not None and not ending.error
+    assert (runs.retry, runs.resumes) == (1, 1)
+    assert "in a tool" in seen and "retrying" in seen
+    assert seen.index("in a tool") < seen.index("retrying")
+    assert seen[0] == "starting" and "running" in seen[seen.index("retrying") :]

@@ -62,3 +62,17 @@ def test_a_failed_preparation_leaves_no_temp_dir(tmp_path: Path, planted: str) -
     with pytest.raises(OSError):
         prepare(tmp_path / "ws", task, "claude")
     assert list(work.parent.glob("multica-task-*")) == []
+
+
+def test_the_spec_holds_the_tasks_mcp_servers_in_memory(tmp_path: Path) -> None:
+    """The MCP configuration reaches the spec as data as well as a file: a backend that sends
+    it in-band never has to read the file the agent can replace."""
+    settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_SERVER_URL": "http://x.test"})
+    servers = {"mcpServers": {"docs": {"command": "docs-mcp"}}}
+    task = _task({}).model_copy(
+        update={"agent": _task({}).agent.model_copy(update={"mcp_config": servers})}
+    )
+    dirs, mcp = prepare(tmp_path / "ws", task, "codex")
+    reach = AgentReach("http://x.test", {"PATH": "/usr/bin"}, 19514, None)
+    spec = agent_spec(task, "acp", dirs, settings, NullObserver(), mcp, reach, 0, processes=None)
+    assert spec.mcp == servers and spec.mcp_config is not None

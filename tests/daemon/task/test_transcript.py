@@ -304,3 +304,26 @@ async def test_messages_arriving_during_a_flush_wait_for_the_next_one() -> None:
     assert t.unsent == 2
     assert await t.flush()
     assert [m["content"] for m in server.batches[-1]] == ["b", "c"]
+
+
+async def test_lag_is_how_long_the_oldest_unsent_message_has_waited() -> None:
+    """0 with nothing queued; grows while the server does not take the queue; back to 0 once it
+    has, and what came during a flush counts from that flush's start."""
+    now = [100.0]
+    server = FakeTaskServer()
+    t = Transcript(server, TASK, Metrics(), clock=lambda: now[0])
+    assert t.lag() == 0.0
+    t.add(text("a"))
+    now[0] += 2.0
+    t.add(text("b"))
+    assert t.lag() == 2.0
+    server.fail("send_messages", down())
+    assert not await t.flush()
+    now[0] += 3.0
+    assert t.lag() == 5.0
+    server.heal()
+    assert await t.flush()
+    assert t.lag() == 0.0
+    t.add(text("c"))
+    now[0] += 0.5
+    assert t.lag() == 0.5

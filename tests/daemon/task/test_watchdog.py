@@ -203,3 +203,33 @@ async def test_watch_keeps_quiet_while_messages_arrive() -> None:
         await watchdog.watch(scope)
     assert ticks == 100
     assert watchdog.verdict is None
+
+
+def unrecognised(line: str = '{"kind": "chunk"}') -> Message:
+    return Message(MessageType.LOG, content="claude event: None", unrecognised=line)
+
+
+def test_only_unrecognised_lines_meet_the_first_output_budget_as_their_own_verdict() -> None:
+    """Lines the parser does not know are no first output: at the budget the verdict is
+    `unrecognised`, carrying the first of them."""
+    clock = FakeClock()
+    activity = Activity(clock)
+    activity.observe(unrecognised('{"kind": "open"}'))
+    clock.advance(2 * MIN - 1)
+    activity.observe(unrecognised('{"kind": "chunk"}'))
+    assert verdict_for(POLICY, activity, pending=0) is None
+    clock.advance(1)
+    verdict = verdict_for(POLICY, activity, pending=0)
+    assert verdict is not None and verdict.scope == "unrecognised"
+    assert verdict.unrecognised == '{"kind": "open"}'
+
+
+def test_an_unrecognised_line_after_a_known_one_is_activity() -> None:
+    """Once the parser knew the CLI, an unknown event counts as activity, as any other line."""
+    clock = FakeClock()
+    activity = started(clock)
+    clock.advance(29 * MIN)
+    activity.observe(unrecognised())
+    clock.advance(29 * MIN)
+    assert verdict_for(POLICY, activity, pending=0) is None
+    assert activity.first_unrecognised == ""

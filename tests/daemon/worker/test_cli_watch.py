@@ -1,0 +1,103 @@
+"""Agent CLIs replaced under a running daemon: a stat per check, `--version` only for a changed
+executable, and a new version registered again in every workspace, failures retried."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+import daemon
+from backends.base import Backend
+from daemon.cli.discovery import available
+from daemon.config import Settings
+from daemon.protocol.client import ServerClient, make_http_client
+from daemon.worker.cli_watch import CliWatch
+from daemon.worker.registration import Registration
+from tests.fakes.agent_cli import asked_of, write_cli
+from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.helpers import daemon_env
+
+pytestmark = pytest.mark.anyio
+
+
+@asynccontextmanager
+async def watching(
+    home: Path, cli: Path
+) -> AsyncIterator[tuple[MulticaFake, Registration, CliWatch, dict[str, tuple[Backend, str]]]]:
+    """A fake server, the `claude` at `cli` detected and registered, and a watch over it."""
+    env = {"MULTICA_CLAUDE_PATH": str(cli), "MULTICA_SCRIPTED_BACKEND": "0"}
+    async with multica_server() as fake:
+        settings = Settings.from_env(daemon_env(home, fake.url, **env))
+        async with make_http_client(fake.url, settings.token, daemon.__version__) as http:
+            backends = dict(await available(settings))
+            registration = Registration(ServerClient(http), settings, backends, "d1")
+            await registration.register_when_reachable()
+            yield fake, registration, CliWatch(backends, registration, 0), backends
+
+
+def registered_versions(fake: MulticaFake) -> list[str]:
+    return [r.body["runtimes"][0]["version"] for r in fake.seen("register")]
+
+
+async def test_an_unchanged_executable_is_not_run(tmp_path: Path) -> None:
+    """Checks of a CLI nobody touched ask it nothing and register nothing."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, _, watch, _):
+        asked = asked_of(cli)
+        for _ in range(3):
+            assert await watch.check() == []
+        assert asked_of(cli) == asked
+        assert len(fake.seen("register")) == 1
+
+
+async def test_a_replaced_cli_reports_its_new_version(tmp_path: Path) -> None:
+    """An upgrade in place: asked once, its new version kept and registered again, the same
+    runtime on the server."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, registration, watch, backends):
+        before = registration.runtime_ids()
+        asked = asked_of(cli)
+        write_cli(cli, "2.1.400 (Claude Code)")
+        assert await watch.check() == ["claude"]
+        assert await watch.check() == []
+        assert asked_of(cli) == asked + 1
+        assert backends["claude"][1] == "2.1.400"
+        versions = registered_versions(fake)
+        assert len(versions) == 2 and "2.1.328" in versions[0] and "2.1.400" in versions[1]
+        assert registration.runtime_ids() == before
+
+
+async def test_a_replacement_with_the_same_version_registers_nothing(tmp_path: Path) -> None:
+    """A reinstall of the same version is asked once and left at that."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, _, watch, _):
+        write_cli(cli, "2.1.328 (Claude Code)")
+        assert await watch.check() == []
+        assert len(fake.seen("register")) == 1
+
+
+async def test_a_cli_that_gives_no_version_keeps_the_last_one(tmp_path: Path) -> None:
+    """A failed `--version` is no version change: the old one stays, nothing is registered."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, _, watch, backends):
+        write_cli(cli, "")
+        assert await watch.check() == []
+        assert backends["claude"][1] == "2.1.328"
+        assert len(fake.seen("register")) == 1
+
+
+async def test_a_refused_register_of_a_new_version_is_retried(tmp_path: Path) -> None:
+    """The server refuses the register that carries the new version: the next check, with
+    nothing changed on disk, registers it."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, _, watch, _):
+        fake.refused_registers.add(fake.workspace_id)
+        write_cli(cli, "2.1.400 (Claude Code)")
+        assert await watch.check() == ["claude"]
+        fake.refused_registers.clear()
+        await watch.check()
+        assert "2.1.400" in registered_versions(fake)[-1]
+        assert len(fake.seen("register")) == 3

@@ -1,0 +1,75 @@
+"""Agent CLIs that change under a running daemon, against the Multica-faithful server: an
+upgrade in place reaches the server without a restart, and output no parser recognises fails
+the task as `agent_error.unknown` naming the CLI, its version and the first line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.agent_cli import NEW_SHAPE, write_cli
+from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.helpers import eventually, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+CLAUDE_ONLY = {"MULTICA_SCRIPTED_BACKEND": "0"}
+
+
+def fail_body(fake: MulticaFake, task_id: str) -> dict[str, Any]:
+    (body,) = [r.body for r in fake.seen("fail") if task_id in r.path]
+    assert isinstance(body, dict)
+    return body
+
+
+@pytest.mark.parametrize("linger", [0.0, 60.0], ids=["exits", "keeps-running"])
+async def test_output_no_parser_knows_fails_the_task_as_unknown(
+    tmp_path: Path, linger: float
+) -> None:
+    """A CLI printing JSON lines of a shape the parser does not know — then exiting, or going
+    on past the first-output budget — fails its task `agent_error.unknown`, never an empty
+    completion; the error names the CLI, its version and the first line."""
+    cli = write_cli(tmp_path / "claude", "2.1.400 (Claude Code)", NEW_SHAPE, linger=linger)
+    options = {
+        **CLAUDE_ONLY,
+        "MULTICA_CLAUDE_PATH": str(cli),
+        "MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT": "1s",
+        "MULTICA_AGENT_IDLE_RETRIES": "1",
+    }
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, **options):
+        task_id = fake.queue_issue(provider="claude")
+        task = await fake.finished(task_id)
+    assert task.status == "failed"
+    body = fail_body(fake, task_id)
+    assert body["failure_reason"] == "agent_error.unknown"
+    assert "claude 2.1.400" in body["error"] and NEW_SHAPE[0] in body["error"]
+    assert NEW_SHAPE[1] not in body["error"]
+
+
+async def test_an_upgraded_cli_reports_its_new_version_without_a_restart(tmp_path: Path) -> None:
+    """The CLI's executable is replaced while the daemon runs: the server is told the new
+    version by the same daemon, on the same runtime, which then runs the new CLI's tasks."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    options = {
+        **CLAUDE_ONLY,
+        "MULTICA_CLAUDE_PATH": str(cli),
+        "MULTICA_DAEMON_CLI_CHECK_INTERVAL": "100ms",
+    }
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, **options) as d:
+        (runtime,) = fake.live_runtimes()
+        assert "2.1.328" in fake.seen("register")[0].body["runtimes"][0]["version"]
+        write_cli(cli, "2.1.400 (Claude Code)", NEW_SHAPE)
+
+        def told() -> bool:
+            return any("2.1.400" in r.body["runtimes"][0]["version"] for r in fake.seen("register"))
+
+        await eventually(told, within=20)
+        assert fake.live_runtimes() == [runtime]
+        assert ("claude", "2.1.400") in d.worker.snapshot().agents
+        assert d.worker.status == "running"
+        # The next task runs the new CLI, named with its new version.
+        task_id = fake.queue_issue(provider="claude")
+        await fake.finished(task_id)
+    assert "claude 2.1.400" in fail_body(fake, task_id)["error"]

@@ -1,0 +1,63 @@
+"""A stand-in agent CLI written by a test: an executable answering `--version` with a version
+of the test's choosing (and noting each time it is asked), and otherwise printing lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+_SCRIPT = """#!{python}
+import sys, time
+if "--version" in sys.argv:
+    open({asked!r}, "a").write("asked\\n")
+    print({version!r}, flush=True)
+    sys.exit(0 if {version!r} else 1)
+for line in {lines!r}:
+    print(line, flush=True)
+time.sleep({linger!r})
+"""
+
+
+def write_cli(
+    path: Path,
+    version: str,
+    lines: Sequence[str] = (),
+    *,
+    linger: float = 0.0,
+) -> Path:
+    """Install (or replace, as an upgrade does: a new file renamed over the old one) a CLI at
+    `path` that answers `--version` with `version` ("" = fails) and, run otherwise, prints
+    `lines` and stays `linger` seconds; `asked_of(path)` counts its `--version` runs."""
+    staged = path.with_name(path.name + ".new")
+    staged.write_text(
+        _SCRIPT.format(
+            python=sys.executable,
+            asked=str(asked_file(path)),
+            version=version,
+            lines=list(lines),
+            linger=linger,
+        )
+    )
+    staged.chmod(0o755)
+    os.replace(staged, path)
+    return path
+
+
+def asked_file(path: Path) -> Path:
+    return path.with_name(path.name + ".asked")
+
+
+def asked_of(path: Path) -> int:
+    """How many times the CLI at `path` was asked for its version."""
+    found = asked_file(path)
+    return len(found.read_text().splitlines()) if found.exists() else 0
+
+
+NEW_SHAPE = (
+    json.dumps({"kind": "session.open", "id": "s1"}),
+    json.dumps({"kind": "chunk", "text": "Hello"}),
+)
+"""Lines of an output format no parser here knows (a CLI upgrade that changed it)."""
