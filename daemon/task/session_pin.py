@@ -32,7 +32,10 @@ log = logging.getLogger(__name__)
 PIN_WITHIN = 5.0
 """Seconds one pin may take (Multica's bound)."""
 ROLLOUT_POLL = 0.05
-"""How often a Codex pin looks for the thread's rollout file (Multica's interval)."""
+"""How soon a Codex pin looks for the thread's rollout file again (Multica's interval) ..."""
+ROLLOUT_POLL_CAP = 1.0
+"""... doubling up to this: a thread whose rollout never comes is not searched for 20 times a
+second for the whole run."""
 
 
 def resumable_check(backend: str, spec: RunSpec) -> Callable[[str], bool] | None:
@@ -97,9 +100,11 @@ class SessionPin:
 
     async def _wait_resumable(self, check: Callable[[str], bool], session_id: str) -> bool:
         # The rollout is the CLI's own file, outside this event loop: polled, as Multica does.
+        pause = ROLLOUT_POLL
         while not await anyio.to_thread.run_sync(check, session_id):
             if self._ended.is_set():
                 return bool(await anyio.to_thread.run_sync(check, session_id))
-            with anyio.move_on_after(ROLLOUT_POLL):
+            with anyio.move_on_after(pause):
                 await self._ended.wait()
+            pause = min(pause * 2, ROLLOUT_POLL_CAP)
         return True
