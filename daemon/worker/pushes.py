@@ -19,6 +19,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.registration import Registration
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,14 @@ class Pushes:
     """Acts on the server's workspace and pending-work pushes; `run` holds their tasks."""
 
     def __init__(
-        self, registration: Registration, *, clock: Callable[[], float] = time.monotonic
+        self,
+        registration: Registration,
+        heartbeats: Heartbeats,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._registration = registration
+        self._heartbeats = heartbeats
         self._clock = clock
         self._last: dict[str, float] = {}
         self._inflight: set[str] = set()
@@ -87,6 +93,6 @@ class Pushes:
             runtime = self._registration.runtime(runtime_id)
             if runtime is not None:
                 with anyio.move_on_after(BEAT_WITHIN):
-                    await self._registration.beat(runtime, tg)
+                    await self._heartbeats.beat(runtime, tg)
         finally:
             self._inflight.discard(runtime_id)

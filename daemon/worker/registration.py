@@ -1,5 +1,5 @@
-"""This daemon's runtimes on the server: registered per workspace, kept alive by heartbeats,
-re-registered (once, coalesced) when the server forgets one or a CLI's version changed,
+"""This daemon's runtimes on the server: registered per workspace (heartbeats.py keeps them
+alive), re-registered (once, coalesced) when the server forgets one or a CLI's version changed,
 re-synced every half hour and whenever the server says the workspaces changed.
 
 A little past 300 lines: every path that registers shares the one `_register` and its record
@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import TaskGroup
 
 import daemon
 from backends.base import Backend
@@ -24,13 +23,11 @@ from daemon.errors import (
     DaemonError,
     PermanentServerError,
     RoundBoundary,
-    RuntimeGoneError,
     ServerError,
 )
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.runtime_actions import PendingActions
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -79,7 +76,6 @@ class Registration:
         self._clock = clock
         self.by_workspace: dict[str, list[Runtime]] = {}
         self.names: dict[str, str] = {}
-        self.actions = PendingActions(client)
         self._changed = anyio.Event()
         self._gone_inflight: set[str] = set()
         self._next_attempt: dict[str, float] = {}
@@ -290,47 +286,6 @@ class Registration:
                 self.by_workspace[workspace_id] = kept
                 return workspace_id
         return None
-
-    async def heartbeats(self) -> None:
-        """One heartbeat loop per runtime, started and stopped as the runtime set changes."""
-        scopes: dict[str, anyio.CancelScope] = {}
-        async with anyio.create_task_group() as tg:
-            while True:
-                wanted = {r.id: r for r in self.runtimes}
-                for runtime_id in [r for r in scopes if r not in wanted]:
-                    scopes.pop(runtime_id).cancel()
-                for runtime_id, runtime in wanted.items():
-                    if runtime_id not in scopes:
-                        scopes[runtime_id] = anyio.CancelScope()
-                        tg.start_soon(self._heartbeat, runtime, scopes[runtime_id], tg)
-                await self.wait_changed()
-
-    async def _heartbeat(self, runtime: Runtime, scope: anyio.CancelScope, tg: TaskGroup) -> None:
-        """Heartbeat one runtime on its own schedule; nothing else can delay it."""
-        interval = self._settings.heartbeat_interval
-        boundary = RoundBoundary(f"heartbeat {runtime.id}")
-        with scope:
-            await anyio.sleep(random.uniform(0, interval))
-            while True:
-                with boundary:
-                    if not await self.beat(runtime, tg):
-                        return
-                await anyio.sleep(interval)
-
-    async def beat(self, runtime: Runtime, tg: TaskGroup) -> bool:
-        """One heartbeat and the answer's pending actions (started in `tg`); False when the
-        server no longer knows the runtime (its re-registration is then under way)."""
-        try:
-            answer = await self._client.heartbeat(runtime.id)
-        except RuntimeGoneError:
-            # In `tg`, not the caller's scope: dropping the runtime cancels its loop's scope.
-            tg.start_soon(self.runtime_gone, runtime.id)
-            return False
-        except ServerError as exc:
-            log.warning("heartbeat %s failed: %s", runtime.id, exc)
-        else:
-            self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
-        return True
 
     def runtime(self, runtime_id: str) -> Runtime | None:
         """The registered runtime with this id, if it is one of ours."""

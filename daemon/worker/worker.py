@@ -40,6 +40,7 @@ from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
 from daemon.worker.cli_watch import CliWatch
+from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
 from daemon.worker.pushes import Pushes
 from daemon.worker.registration import Registration, recover_orphans
@@ -132,7 +133,8 @@ class Worker:
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         url = reach.server_url
-        self.pushes = Pushes(self.registration)
+        self.heartbeats = Heartbeats(self.registration, client, settings)
+        self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
             settings, self.runs, self.registration, url, options.control, self.pushes
         )
@@ -241,7 +243,7 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.registration.heartbeats)
+            tg.start_soon(self.heartbeats.run)
             tg.start_soon(self.registration.sync_loop)
             tg.start_soon(self.cli_watch.run)
             tg.start_soon(

@@ -12,6 +12,7 @@ from daemon.cli.discovery import available
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.testing import FakeClock
+from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pushes import MIN_INTERVAL, Pushes
 from daemon.worker.registration import Registration
 from tests.fakes.multica_server import MulticaFake, multica_server
@@ -31,12 +32,13 @@ async def test_one_pushed_heartbeat_a_second_per_runtime(tmp_path: Path) -> None
         settings = Settings.from_env(daemon_env(tmp_path, fake.url))
         clock = FakeClock()
         async with make_http_client(fake.url, settings.token, daemon.__version__) as http:
+            client = ServerClient(http)
             registration = Registration(
-                ServerClient(http), settings, await available(settings), "d1", clock=clock
+                client, settings, await available(settings), "d1", clock=clock
             )
             await registration.register_when_reachable()
             (runtime,) = registration.runtimes
-            pushes = Pushes(registration, clock=clock)
+            pushes = Pushes(registration, Heartbeats(registration, client, settings), clock=clock)
             async with anyio.create_task_group() as tg:
                 await tg.start(pushes.run)
                 pushes.pending_work(runtime.id, "model_list")
