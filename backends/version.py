@@ -16,23 +16,32 @@ from backends.process.identity import AgentUser
 VERSION_TIMEOUT = 10.0
 _VERSION = re.compile(r"\d+(?:\.\d+)+\S*")
 _RELEASE = re.compile(r"\d+(?:\.\d+)*")
+_SEMVER = re.compile(r"v?\d+\.\d+\.\d+")
 
 
-class _FirstLine:
-    """A `LineParser` that keeps the first non-blank line the CLI prints."""
+class _VersionLine:
+    """A `LineParser` that keeps the CLI's version line, as Multica's daemon picks it
+    (`extractVersionLine`): the first line with an `x.y.z` in it (a shell may print noise
+    first), else the first non-blank line."""
 
     def __init__(self) -> None:
         self.line = ""
+        self.first = ""
 
     def feed(self, line: str) -> ParseStep:
-        if not self.line and line.strip():
-            self.line = line.strip()
-            return ParseStep(messages=[Message(MessageType.LOG, content=self.line)])
+        text = line.strip()
+        if not text or self.line:
+            return ParseStep()
+        self.first = self.first or text
+        if _SEMVER.search(text):
+            self.line = text
+            return ParseStep(messages=[Message(MessageType.LOG, content=text)])
         return ParseStep()
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
-        ok = exit_code == 0 and bool(self.line)
-        return RunResult(RunStatus.COMPLETED if ok else RunStatus.FAILED, output=self.line)
+        line = self.line or self.first
+        ok = exit_code == 0 and bool(line)
+        return RunResult(RunStatus.COMPLETED if ok else RunStatus.FAILED, output=line)
 
 
 def parse_version(line: str) -> str:
@@ -44,7 +53,7 @@ def parse_version(line: str) -> str:
 def version_at_least(found: str, needed: str) -> bool:
     """Whether version `found` is `needed` or newer, by numeric release parts (`1.18.2` <
     `1.18.10`); a pre-release suffix counts as its release, and an unreadable version passes."""
-    have, want = _release(found), _release(needed)
+    have, want = _release(parse_version(found)), _release(needed)
     if not have or not want:
         return True
     width = max(len(have), len(want))
@@ -62,8 +71,9 @@ async def cli_version(
     bound: float = VERSION_TIMEOUT,
     user: AgentUser | None = None,
 ) -> str | None:
-    """Run `argv` (e.g. `claude --version`); its version, or None if it fails or hangs."""
-    parser = _FirstLine()
+    """Run `argv` (e.g. `claude --version`); its version line as the CLI prints it (`2.1.328
+    (Claude Code)`, what Multica shows beside the device), or None if it fails or hangs."""
+    parser = _VersionLine()
     result: RunResult | None = None
     with anyio.move_on_after(bound):
         try:
@@ -82,4 +92,4 @@ async def cli_version(
             return None
     if result is None or result.status is not RunStatus.COMPLETED:
         return None
-    return parse_version(result.output)
+    return result.output

@@ -29,6 +29,7 @@ from daemon.files.private import ensure_dir
 log = logging.getLogger(__name__)
 
 VAR = "MULTICA_AGENT_USER"
+ALLOW_ROOT_VAR = "MULTICA_AGENT_ALLOW_ROOT"
 SHARED_DIR_MODE = 0o711
 """The workspaces root and each workspace's directory: traversable, not listable."""
 
@@ -59,6 +60,34 @@ def resolve(raw: str, euid: int | None = None) -> AgentUser | None:
         )
     groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
     return AgentUser(entry.pw_name, entry.pw_uid, entry.pw_gid, groups, entry.pw_dir)
+
+
+def refuse_root_agents(
+    identity: AgentUser | None, *, embedded: bool, allowed: bool, euid: int | None = None
+) -> str | None:
+    """Stop a root daemon of a remote server from running its agents as root unless the
+    operator said so: such an agent reads the daemon's token (its environ, the state
+    directory) and with it a team's whole workspace, as GitHub's runner refuses root without
+    `RUNNER_ALLOW_RUNASROOT`. The embedded server holds only this machine's tasks: there a
+    warning is enough. Returns the warning to log once the daemon runs (None: nothing to
+    say); raises `ConfigError` (one line, exit 2)."""
+    me = os.geteuid() if euid is None else euid
+    if me != 0 or identity is not None:
+        return None
+    if embedded:
+        return (
+            f"agents run as root and can read everything of the daemon; set {VAR} to run "
+            "them as an unprivileged user"
+        )
+    if allowed:
+        return (
+            f"agents run as root ({ALLOW_ROOT_VAR}=1): they can read the daemon's token and "
+            "every task"
+        )
+    raise ConfigError(
+        f"refusing to run agents as root for a remote server (they could read the daemon's "
+        f"token): set {VAR} to an unprivileged user, or {ALLOW_ROOT_VAR}=1 to accept it"
+    )
 
 
 def take_over(user: AgentUser, workspaces_root: Path, state_dir: Path) -> None:

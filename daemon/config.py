@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
-from daemon.agent_user import resolve as resolve_agent_user
+from daemon.agent_pool import resolve_pool as resolve_agent_pool
 from daemon.errors import ConfigError
 from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX
@@ -293,7 +293,13 @@ class Settings(BaseModel):
     agent_user: str = _env(
         "MULTICA_AGENT_USER",
         "",
-        "User (name or uid) a root daemon runs every agent as; empty = the daemon's own",
+        "User (name or uid) a root daemon runs agents as, or a pool (`a,b,c`, uid range "
+        "`2000-2009`): one user per running task; empty = the daemon's own",
+    )
+    agent_allow_root: Flag = _env(
+        "MULTICA_AGENT_ALLOW_ROOT",
+        "0",
+        "`1` lets a root daemon of a remote server run agents as root (they can read its token)",
     )
     command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
     command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")
@@ -331,7 +337,11 @@ class Settings(BaseModel):
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")
     agent_identity: AgentUser | None = _derived(
-        "The account `agent_user` names, checked; None: agents run as the daemon's user", None
+        "The (first) account `agent_user` names, checked; None: agents run as the daemon's user",
+        None,
+    )
+    agent_pool: tuple[AgentUser, ...] = _derived(
+        "Every account `agent_user` names, checked; (): agents run as the daemon's user", ()
     )
 
     @property
@@ -385,7 +395,12 @@ class Settings(BaseModel):
         for variable in _variables():
             if variable.key not in values:
                 values[variable.key] = _parse(variable, variable.default)
-        values["agent_identity"] = resolve_agent_user(values["agent_user"])
+        pool = resolve_agent_pool(values["agent_user"])
+        values["agent_pool"] = pool
+        values["agent_identity"] = pool[0] if pool else None
+        if len(pool) > 1:
+            # One user per running task: the pool bounds how many run at once.
+            values["max_concurrent_tasks"] = min(values["max_concurrent_tasks"], len(pool))
         for name, field in cls.model_fields.items():
             if field.annotation is AgentCliSettings:
                 parts = (values.pop(f"{name}_{part}") for part in AgentCliSettings._fields)

@@ -30,9 +30,16 @@ _ESCAPES = {
 _RECORD_ATTRS = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 
 
+SHORT_ID_LEN = 12
+
+
 def short_id(task_id: str) -> str:
-    """The first 8 characters of a task id: short enough to read, long enough to grep."""
-    return task_id[:8]
+    """The last 12 characters of an id, dashes dropped: short enough to read, unique enough to
+    grep. Multica's ids are UUIDv7, whose first 8 hex digits are a clock that changes once a
+    minute or so: six tasks of one minute all logged as `01a2194d`. The tail is random, and it
+    is also the name Multica's daemon gives the task's directory and branch."""
+    plain = task_id.replace("-", "")
+    return plain[-SHORT_ID_LEN:] if len(plain) > SHORT_ID_LEN else plain
 
 
 def configure_logging(level: str = "INFO", fmt: str = "text", stream: TextIO | None = None) -> None:

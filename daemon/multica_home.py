@@ -63,6 +63,32 @@ def daemon_id(home: Path, pinned: str = "", profile: str = "", legacy: Path | No
     return chosen
 
 
+def legacy_daemon_ids(
+    home: Path, hostname: str, profile: str, current: str, earlier: Path | None = None
+) -> list[str]:
+    """The ids this machine may have registered runtimes under before `current`, as Multica's
+    daemon reports them at register (`legacy_daemon_ids`), so the server folds those runtimes,
+    with the agents bound to them, into this daemon's: the host name with and without
+    `.local` (and each with `-<profile>`; ids from before the daemon id was a UUID), each
+    profile's own `daemon.id` (an older CLI kept one per profile), and the `earlier` file's
+    (an earlier agent-daemon's id in its state directory). A file that cannot be read is
+    skipped: a stale id must never stop a start.
+    """
+    host = hostname.strip()
+    candidates: list[str] = []
+    if host:
+        forms = [host.removesuffix(".local"), host.removesuffix(".local") + ".local"]
+        candidates += forms + ([f"{form}-{profile}" for form in forms] if profile else [])
+    files = sorted((profile_dir(home) / "profiles").glob(f"*/{DAEMON_ID_FILE}"))
+    for path in [*files, *([earlier] if earlier is not None else [])]:
+        try:
+            candidates.append(_read_uuid(path))
+        except ConfigError:
+            continue
+    found = dict.fromkeys(c for c in candidates if c and c != current)
+    return list(found)
+
+
 def _read_uuid(path: Path) -> str:
     try:
         data = read_regular(path, ID_LIMIT)

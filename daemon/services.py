@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.process import ProcessRegistry
+from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -72,6 +73,20 @@ class Services:
     """Skill bundles kept between tasks (None: each is fetched every time)."""
     clock: Callable[[], float] = time.monotonic
     """Monotonic seconds: the clock a run's activity and duration are measured by."""
+    agent_users: AgentPool | None = None
+    """The users agents run as, one per running task with a pool (empty: the daemon's own);
+    left out, the one pool of `settings.agent_pool`."""
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""
+
+    def __post_init__(self) -> None:
+        if self.agent_users is None:
+            # One pool for all runs: each run's own would sweep a user another run still has.
+            object.__setattr__(self, "agent_users", AgentPool(self.settings.agent_pool))
+
+    @property
+    def users(self) -> AgentPool:
+        """The pool of agent users (always there after construction)."""
+        assert self.agent_users is not None
+        return self.agent_users

@@ -133,3 +133,5 @@ class DaemonSnapshot:
     """The workspaces root at the last GC round (None before one, or with GC off)."""
     finished: tuple[FinishedSnapshot, ...] = ()
     """The last tasks that ended, oldest first."""
+    agents_as_root: bool = False
+    """Agents run as root (a root daemon without MULTICA_AGENT_USER): they can read its token."""

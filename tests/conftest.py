@@ -1,11 +1,13 @@
 """Shared pytest configuration."""
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 
 from backends.process.identity import AgentUser
+from daemon.agent_pool import sweep
 from tests.fakes.system_user import passable_dir, system_user
 
 
@@ -19,6 +21,18 @@ def agent_user() -> Iterator[AgentUser]:
     """A system user made for the test, removed after it (needs root: fails without)."""
     with system_user() as made:
         yield made
+
+
+@pytest.fixture
+def two_users() -> Iterator[tuple[AgentUser, AgentUser]]:
+    """Two system users made for the test (a pool of agent users)."""
+    with ExitStack() as stack:
+        users = stack.enter_context(system_user()), stack.enter_context(system_user())
+        try:
+            yield users
+        finally:
+            for user in users:  # a failed test leaves nothing running under a reused uid
+                sweep(user.uid)
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
 
+from daemon.testing import ROOT_AGENTS_ACCEPTED
+
 ROOT = Path(__file__).resolve().parents[1]
 _LISTENING = re.compile(r"health port listening on http://(\S+):(\d+)")
 
@@ -46,7 +48,10 @@ async def run_cli(*args: str, env: Mapping[str, str], within: float = 30.0) -> t
     """Run `python -m daemon ARGS` to its end; returns (exit code, stdout, stderr)."""
     with anyio.fail_after(within):
         done = await anyio.run_process(
-            [sys.executable, "-m", "daemon", *args], env=dict(env), cwd=ROOT, check=False
+            [sys.executable, "-m", "daemon", *args],
+            env={**ROOT_AGENTS_ACCEPTED, **env},
+            cwd=ROOT,
+            check=False,
         )
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
@@ -62,7 +67,7 @@ async def daemon_child(
     """
     process = await anyio.open_process(
         [*(python or (sys.executable,)), "-m", "daemon", "run"],
-        env=dict(env),
+        env={**ROOT_AGENTS_ACCEPTED, **env},
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -38,7 +38,7 @@ from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
-from daemon.testing import fast_env
+from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
@@ -221,7 +221,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
         port = await tg.start(server.serve)
         worker.attach_health(port)
         server.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
-        server.attach(worker.snapshot, worker.request_stop)
+        server.attach(worker.snapshot, worker.request_stop, token=worker.settings.token)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
 
@@ -239,7 +239,7 @@ async def daemon_process(
     path = os.pathsep.join(filter(None, (str(ROOT), env.get("PYTHONPATH"))))
     process = await anyio.open_process(
         [*(python or (sys.executable,)), "-m", "daemon", *(args or ("run",))],
-        env={**env, "PYTHONPATH": path},
+        env={**ROOT_AGENTS_ACCEPTED, **env, "PYTHONPATH": path},
         stdout=None,
         stderr=stderr,
     )

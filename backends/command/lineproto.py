@@ -9,11 +9,13 @@ The agent gets the prompt on stdin, which is then closed, and prints one JSON ob
 
 `type` is a `MessageType` (text, thinking, tool_use, tool_result, status, error, log, result);
 `content`, `tool`, `call_id`, `output` and `session_id` are strings, `input` an object,
-`is_error` a boolean. `usage` is one object or a list of them: `provider`, `model` and token
-counts (`input_tokens`, `output_tokens`, `cache_read_tokens`, `cache_write_tokens`, or the
-Anthropic API's `cache_read_input_tokens` and `cache_creation_input_tokens`). A `result` with
-an `error` fails the run. Exit 0 completes the run with the result's output (without one, the
-text printed); any other exit fails it.
+`is_error` a boolean. A `tool_result` needs no `tool`: the transcript names it after the call
+its `call_id` ends (without ids, the oldest call without one). `usage` is one object or a list
+of them: `provider`, `model` and token counts (`input_tokens`, `output_tokens`,
+`cache_read_tokens`, `cache_write_tokens`, or the Anthropic API's `cache_read_input_tokens` and
+`cache_creation_input_tokens`). A `result` with an `error` fails the run. Exit 0 completes the
+run with the result's output (without one, the text printed); any other exit fails it, named
+by the result's error, else the last `error` message, else the last line on stderr.
 
 A line that is a JSON object with a known `type` becomes that message; any other line — not
 JSON, or JSON without a known type — is a `text` message carrying the line, so a plain script
@@ -42,7 +44,7 @@ TEXT_OUTPUT_LIMIT = 1024 * 1024
 
 _KNOWN = {t.value: t for t in MessageType}
 # Enum members bound once: attribute access on an Enum class is slow on the hot path.
-_RESULT, _TEXT = MessageType.RESULT, MessageType.TEXT
+_RESULT, _TEXT, _ERROR = MessageType.RESULT, MessageType.TEXT, MessageType.ERROR
 _STRING_FIELDS = ("content", "tool", "call_id", "output", "session_id")
 _USAGE_FIELDS = {
     "input_tokens": "input_tokens",
@@ -63,6 +65,7 @@ class LineProtocolParser:
         self._text_bytes = 0
         self._text_cut = False
         self._result: Message | None = None
+        self._last_error = ""
         self._session_id = ""
 
     def feed(self, line: str) -> ParseStep:
@@ -86,6 +89,8 @@ class LineProtocolParser:
             self._result = message
         elif message.type is _TEXT:
             self._remember_text(message.content)
+        elif message.type is _ERROR and message.content.strip():
+            self._last_error = message.content.strip()
         return ParseStep(messages=[message])
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
@@ -98,7 +103,9 @@ class LineProtocolParser:
             return RunResult(
                 RunStatus.COMPLETED, output, "", self._session_id, usage, exit_code=exit_code
             )
-        detail = error or stderr_tail.strip() or "no error output"
+        # Why, in the agent's own words: its result's error, else the last error it printed
+        # as an event, else its last line on stderr (a traceback ends with the exception).
+        detail = error or self._last_error or _last_line(stderr_tail) or "no error output"
         return RunResult(
             RunStatus.FAILED,
             output,
@@ -175,6 +182,11 @@ class LineProtocolParser:
         if len(joined) > TEXT_OUTPUT_LIMIT:
             joined, self._text_cut = joined[-TEXT_OUTPUT_LIMIT:], True
         return f"[earlier output cut]\n{joined}" if self._text_cut else joined
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def describe_exit(exit_code: int | None) -> str:

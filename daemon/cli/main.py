@@ -16,7 +16,8 @@ import anyio
 import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
-from daemon.agent_user import take_over
+from daemon.agent_pool import AgentPool
+from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.status_view import check, status
@@ -29,7 +30,7 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.server.auth import TOKEN_FILE, ensure_token
+from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
 from daemon.server.in_process import InProcess
 from daemon.server.serve import serve
 from daemon.services import AgentReach
@@ -133,22 +134,30 @@ def _count(text: str) -> int:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     """The daemon, holding its state directory: the embedded server if wanted, the worker."""
+    # First of all: a refusal leaves no lock, no port, no log behind.
+    root_warning = refuse_root_agents(
+        settings.agent_identity, embedded=settings.embedded, allowed=settings.agent_allow_root
+    )
     # Before any agent exists: they run as our user and could otherwise read our token in
     # /proc/<pid>/environ.
     hide_from_agents()
     # Before anything else: a second daemon on this directory must leave no trace.
     with state_dir_lock(settings.state_dir):
-        if settings.agent_identity is not None:
-            take_over(settings.agent_identity, settings.workspaces_root, settings.state_dir)
-        return await _run_locked(settings)
+        for user in settings.agent_pool:
+            take_over(user, settings.workspaces_root, settings.state_dir)
+        # What a previous run left behind under an agent uid dies before any task gets it.
+        await anyio.to_thread.run_sync(AgentPool(settings.agent_pool).sweep_all)
+        return await _run_locked(settings, root_warning)
 
 
-async def _run_locked(settings: Settings) -> int:
+async def _run_locked(settings: Settings, root_warning: str | None = None) -> int:
     metrics = Metrics()
     health = HealthServer(settings.health_addr, metrics, notifier=Notifier.from_env(os.environ))
     async with anyio.create_task_group() as tg:
         # First: the health port is the single-instance lock, and serves `starting` from here.
         health_port = await tg.start(health.serve)
+        if root_warning is not None:
+            log.warning("%s", root_warning)
         url, token = settings.server_url, settings.token
         embedded = InProcess()
         if settings.embedded:
@@ -191,7 +200,7 @@ async def _run_locked(settings: Settings) -> int:
             worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
             health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
-            health.attach(worker.snapshot, worker.request_stop)
+            health.attach(worker.snapshot, worker.request_stop, token=token)
             await worker.run()
         tg.cancel_scope.cancel()
     return 0
@@ -222,7 +231,8 @@ async def _server(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
-    return await status(args.addr or settings.health_addr, as_json=args.json)
+    token = await anyio.to_thread.run_sync(_own_token, settings)
+    return await status(args.addr or settings.health_addr, as_json=args.json, token=token)
 
 
 async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
@@ -250,6 +260,19 @@ async def _wait_for_signal() -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
         async for _ in received:
             return
+
+
+def _own_token(settings: Settings) -> str:
+    """The daemon's token as this user can read it ('' when it cannot): the health port then
+    shows full task and workspace ids instead of handles. Never creates a token file."""
+    if not settings.embedded:
+        return settings.token
+    if settings.embedded_token:
+        return settings.embedded_token
+    try:
+        return read_token(settings.state_dir / TOKEN_FILE)
+    except ConfigError:
+        return ""
 
 
 async def _embedded_token(settings: Settings) -> str:

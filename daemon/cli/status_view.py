@@ -9,8 +9,10 @@ from typing import Any, TextIO
 
 import httpx
 
-from daemon.addresses import join_host_port, split_host_port
+from daemon.addresses import is_loopback, join_host_port, split_host_port
 from daemon.logs import short_id
+from daemon.ops.handles import LENGTH
+from daemon.ops.health import view_key
 from daemon.protocol import jsonin
 from daemon.times import format_duration
 from daemon.workdirs.sizes import format_bytes
@@ -40,13 +42,25 @@ def base_url(addr: str) -> str:
 
 
 async def status(
-    addr: str, *, as_json: bool = False, out: TextIO | None = None, err: TextIO | None = None
+    addr: str,
+    *,
+    as_json: bool = False,
+    token: str = "",
+    out: TextIO | None = None,
+    err: TextIO | None = None,
 ) -> int:
-    """Print the daemon and its running tasks; 1 with one line on stderr when unreachable."""
+    """Print the daemon and its running tasks; 1 with one line on stderr when unreachable.
+
+    With the daemon's `token` the health port names tasks and workspaces by their ids, else
+    by handles. Only a key made from the token is sent (`view_key`), and to a loopback
+    address only: `--addr` may name another host, and the port speaks plain HTTP.
+    """
     out = out or sys.stdout
     try:
         base = base_url(addr)
-        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+        shown = token and _is_loopback(base)
+        headers = {"Authorization": f"Bearer {view_key(token)}"} if shown else {}
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT, headers=headers) as http:
             code, doc = await _get(http, "/health")
         if code != 200:
             raise ProbeError(f"{base}/health answered HTTP {code}")
@@ -75,6 +89,13 @@ async def check(addr: str, *, out: TextIO | None = None, err: TextIO | None = No
         return 1
     daemon_id = str(ready.get("daemon_id", ""))
     print(f"ok: live and ready (daemon {short_id(daemon_id)} on {base})", file=out or sys.stdout)
+    if ready.get("agents_as_root"):
+        # Healthy all the same: the operator chose it (or runs the local embedded server).
+        print(
+            "agent-daemon: warning: agents run as root and can read the daemon's token; "
+            "set MULTICA_AGENT_USER",
+            file=err or sys.stderr,
+        )
     return 0
 
 
@@ -98,6 +119,11 @@ async def _get(http: httpx.AsyncClient, path: str) -> tuple[int, dict[str, Any]]
     if not isinstance(doc, dict):
         raise ProbeError(f"{where} answered HTTP {response.status_code} with unexpected JSON")
     return response.status_code, doc
+
+
+def _is_loopback(base: str) -> bool:
+    host = httpx.URL(base).host
+    return is_loopback(host)
 
 
 def _cause(exc: BaseException) -> str:
@@ -127,7 +153,7 @@ def render(doc: Mapping[str, Any]) -> str:
         + (f"  profile {doc['profile']}" if doc.get("profile") else ""),
         f"server     {doc.get('server_url') or '-'}  circuit {doc.get('server_circuit', '?')}  "
         f"outbox {doc.get('outbox_depth', 0)}",
-        f"agents     {agents or '-'}",
+        f"agents     {agents or '-'}" + ("  (as root)" if doc.get("agents_as_root") else ""),
         f"workspaces {workspaces or '-'}",
         f"tasks      {doc.get('active_task_count', 0)} active, "
         f"{doc.get('running_task_count', 0)} running, "
@@ -174,8 +200,10 @@ def _row(task: Mapping[str, Any]) -> tuple[str, ...]:
     shown_tools = ", ".join(
         f"{t.get('name')} {t.get('call_id')} ({_seconds(t.get('running_for'))})" for t in tools
     )
+    task_id = str(task.get("id", ""))
     return (
-        short_id(str(task.get("id", ""))),
+        # A handle (the view without the token) is short already; an id is shortened.
+        task_id if len(task_id) <= LENGTH else short_id(task_id),
         str(task.get("backend", "")),
         str(task.get("pid") if task.get("pid") is not None else "-"),
         str(task.get("started_at", "")),

@@ -18,6 +18,8 @@ STOPPING=1 when it stops.
 from __future__ import annotations
 
 import functools
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -38,7 +40,7 @@ from daemon.addresses import (
     join_host_port,
     split_host_port,
 )
-from daemon.ops.health_doc import health_document, with_uptime
+from daemon.ops.health_doc import health_document, with_uptime, without_ids
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply, local_refusal
 from daemon.ops.metrics import Metrics
@@ -110,6 +112,8 @@ class HealthServer:
         self._doc: dict[str, Any] = health_document(
             None, pid=self._pid, started_wall=self._started_wall
         )
+        self._public_doc = without_ids(self._doc)
+        self._token = ""
         self._published_at = self._started
         self._alive_at = self._started
         # systemd state, loop side only.
@@ -124,13 +128,17 @@ class HealthServer:
         """Serve `handler` at `path` from now on (request threads read the table)."""
         self._mounted[path] = handler
 
-    def attach(self, snapshot: Callable[[], DaemonSnapshot], stop: Callable[[], None]) -> None:
-        """Show what `snapshot` returns from the next tick on; `POST /shutdown` calls `stop`.
+    def attach(
+        self, snapshot: Callable[[], DaemonSnapshot], stop: Callable[[], None], token: str = ""
+    ) -> None:
+        """Show what `snapshot` returns from the next tick on; `POST /shutdown` calls `stop`;
+        a request bearing `token` (the daemon's own) reads `/health` with full ids.
 
         Both are called on the event loop. Call `attach` on the event loop too.
         """
         self._snapshot = snapshot
         self._stop = stop
+        self._token = token
         self.tick()
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -182,7 +190,7 @@ class HealthServer:
                 log.exception("health document failed; serving the last one")
             doc = self._doc
         else:
-            self._doc = doc
+            self._doc, self._public_doc = doc, without_ids(doc)
             self._published_at = now
             self.page.publish(snapshot)
         self._metrics.heartbeat_age.set(doc["last_message_age_seconds"])
@@ -227,7 +235,7 @@ class HealthServer:
         if mounted is not None:
             return mounted(method, peer, headers or {}, body)
         handlers: dict[tuple[str, str], Callable[[], Reply]] = {
-            ("GET", "/health"): self._health,
+            ("GET", "/health"): lambda: self._health(headers or {}),
             ("GET", "/healthz"): self._healthz,
             ("GET", "/readyz"): self._readyz,
             ("GET", "/metrics"): self._scrape,
@@ -254,10 +262,25 @@ class HealthServer:
         name = host_of_header(host).lower()
         return is_ip_address(name) or is_loopback(name) or name == self.host.lower()
 
-    def _health(self) -> Reply:
+    def _health(self, headers: Mapping[str, str]) -> Reply:
         now = self._clock()
-        doc = with_uptime(self._doc, now - self._started, now - self._published_at)
+        shown = self._doc if self._authorized(headers) else self._public_doc
+        doc = with_uptime(shown, now - self._started, now - self._published_at)
         return _doc(200, doc)
+
+    def _authorized(self, headers: Mapping[str, str]) -> bool:
+        """True when the request bears the daemon's token, or the view key made from it
+        (`Authorization: Bearer ...`)."""
+        token = self._token
+        given = headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if not token or scheme.lower() != "bearer":
+            return False
+        value = value.strip()
+        return any(
+            hmac.compare_digest(value.encode(), known.encode())
+            for known in (token, view_key(token))
+        )
 
     def _healthz(self) -> Reply:
         age = self._clock() - self._alive_at
@@ -273,7 +296,8 @@ class HealthServer:
         if doc["server_circuit"] == "open":
             reason = "server circuit open: the server keeps failing"
             return _doc(503, {"status": "not_ready", "reason": reason})
-        return _doc(200, {"status": "ready", "daemon_id": doc["daemon_id"]})
+        ready = {"status": "ready", "daemon_id": doc["daemon_id"]}
+        return _doc(200, {**ready, "agents_as_root": doc["agents_as_root"]})
 
     def _scrape(self) -> Reply:
         return Reply(200, self._metrics.exposition(), METRICS_CONTENT_TYPE)
@@ -306,6 +330,13 @@ class HealthServer:
         self._stop()
         self.tick()
         return True
+
+
+def view_key(token: str) -> str:
+    """What `agent-daemon status` sends for the full view: made from the daemon's token but
+    useless as one, so a process squatting on the health port while the daemon is down
+    learns nothing it could take to the server."""
+    return hmac.new(token.encode(), b"agent-daemon health view", hashlib.sha256).hexdigest()
 
 
 def _status_line(doc: dict[str, Any]) -> str:

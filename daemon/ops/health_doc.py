@@ -6,7 +6,9 @@ Field names and shapes follow the Multica daemon's health endpoint (`status`, `p
 names, `workspaces` as `{id, runtimes}`) so tools written for it keep working; the rest
 (`agent_versions`, a workspace's `name`, `tasks`, `server_circuit`, `outbox_depth`, ...) is
 this daemon's own, as is `provider_failures` (each backend's last). It never holds the
-daemon's token, a task's token or a prompt.
+daemon's token, a task's token or a prompt. Without the daemon's token it is served
+`without_ids`: tasks, workspaces and runtimes by handle (handles.py), since an id leads to a
+work dir.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 import daemon
 from daemon.addresses import without_credentials
+from daemon.ops.handles import runtime_handle, task_handle, workspace_handle
 from daemon.snapshot import DaemonSnapshot, RunSnapshot
 from daemon.times import format_duration, utc_iso
 
@@ -75,6 +78,7 @@ def health_document(
         "tasks": [],
         "disk": None,
         "provider_failures": [],
+        "agents_as_root": False,
     }
     if snapshot is None:
         return doc
@@ -105,6 +109,7 @@ def health_document(
             {"backend": f.backend, "reason": f.reason, "at": f.at, "resets": f.resets}
             for f in snapshot.provider_failures
         ],
+        agents_as_root=snapshot.agents_as_root,
     )
     return doc
 
@@ -116,4 +121,21 @@ def with_uptime(doc: dict[str, Any], uptime: float, snapshot_age: float) -> dict
         "uptime": format_duration(int(uptime)),
         "uptime_seconds": round(uptime, 1),
         "snapshot_age_seconds": round(snapshot_age, 3),
+    }
+
+
+def without_ids(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` as it is shown without the daemon's token: each task, workspace and runtime
+    named by its handle, nothing else changed."""
+    return {
+        **doc,
+        "tasks": [{**task, "id": task_handle(task["id"])} for task in doc["tasks"]],
+        "workspaces": [
+            {
+                **workspace,
+                "id": workspace_handle(workspace["id"]),
+                "runtimes": [runtime_handle(r) for r in workspace["runtimes"]],
+            }
+            for workspace in doc["workspaces"]
+        ],
     }

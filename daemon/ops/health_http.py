@@ -2,20 +2,22 @@
 
 One thread accepts connections and reads each request's head itself (non-blocking, through a
 selector), so an idle or trickling client costs a file descriptor, never a thread. A request
-whose head is complete goes to a short-lived thread of its own for the answer. At most
-`max_connections` are open at once: past that, the oldest connection still sending its head is
-closed to make room (a real probe sends its head at once, so a slow-loris flood cannot keep
-`/healthz` out), and a connection older than `deadline` is closed whatever it is doing —
-unless its whole request is in and its route is working on the answer, which may take up to
-`answer_deadline` (a repository checkout runs git). The answer is one request per connection
-(`Connection: close`), so the deadline is per request.
+whose head is complete goes to a short-lived thread of its own, which reads the body and
+answers. At most `max_connections` are open at once: past that, the oldest connection whose
+route is not at work (still sending its head or body, or being answered) is closed to make
+room, since a real probe sends its whole request at once and so a flood of unfinished requests
+cannot keep `/healthz` out. A route at work holds its slot, but routes on methods other than
+`GET` may hold all slots but a reserve, so probes always find one. A connection older than
+`deadline` is closed whatever it is doing, unless its route is at work, which may take up to
+`answer_deadline` (a repository checkout runs git). A body cut short, by the client or by the
+deadline, is answered 400 and never reaches the route. The answer is one request per
+connection (`Connection: close`), so the deadline is per request.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import logging
 import selectors
 import socket
@@ -23,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 from daemon.addresses import join_host_port, listen
 from daemon.errors import AlreadyRunningError, ConfigError
@@ -32,6 +35,8 @@ log = logging.getLogger(__name__)
 
 MAX_CONNECTIONS = 64
 """Open connections the health port holds at most; the oldest unfinished request makes room."""
+PROBE_RESERVE_SHARE = 8
+"""One slot in this many is kept for `GET`s: routes at work on other methods never take it."""
 REQUEST_DEADLINE = 10.0
 """Seconds a connection may take from accept to the end of its answer."""
 ANSWER_DEADLINE = 330.0
@@ -57,6 +62,11 @@ def bind(host: str, port: int) -> socket.socket:
         raise ConfigError(f"the health port cannot listen on {shown}: {exc}") from exc
 
 
+Stage = Literal["head", "body", "working", "written"]
+"""Where a request is: its head read by the port's thread, its body read by its own thread,
+its route at work, its answer written. Only `working` holds a slot against newcomers."""
+
+
 @dataclass(eq=False, slots=True)
 class _Connection:
     sock: socket.socket
@@ -64,7 +74,17 @@ class _Connection:
     opened: float
     ends: float
     head: bytearray = field(default_factory=bytearray)
-    answering: bool = False
+    stage: Stage = "head"
+    method: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PortStatistics:
+    """How many connections the health port holds now, and how many of them are where."""
+
+    open_connections: int
+    reading_bodies: int
+    at_work: int
 
 
 class HttpPort:
@@ -83,6 +103,7 @@ class HttpPort:
         self._listener = sock
         self._route = route
         self._max = max_connections
+        self._probe_reserve = max(1, max_connections // PROBE_RESERVE_SHARE)
         self.deadline = deadline
         self.answer_deadline = max(deadline, answer_deadline)
         self._clock = clock
@@ -106,6 +127,12 @@ class HttpPort:
             for conn in list(self._open.values()):
                 self._end(conn)
         self._listener.close()
+
+    def statistics(self) -> PortStatistics:
+        """A snapshot of the connections held (a request's connection counts until closed)."""
+        with self._lock:
+            stages = [c.stage for c in self._open.values()]
+        return PortStatistics(len(stages), stages.count("body"), stages.count("working"))
 
     def _serve(self) -> None:
         with selectors.DefaultSelector() as selector:
@@ -141,7 +168,7 @@ class HttpPort:
         with self._lock:
             full = len(self._open) >= self._max
         if full and not self._make_room(selector):
-            sock.close()  # every slot is answering a request: refuse this one
+            sock.close()  # every slot is a route at work: refuse this one
             return
         sock.setblocking(False)
         with self._lock:
@@ -149,14 +176,17 @@ class HttpPort:
         selector.register(sock, selectors.EVENT_READ, conn)
 
     def _make_room(self, selector: selectors.BaseSelector) -> bool:
-        """Close the oldest connection still sending its head; False when there is none."""
+        """Close the oldest connection whose route is not at work; False when there is none.
+
+        A request still sending its head or its body holds nothing anyone waits for: 64
+        clients each sending a whole head that announces a body, and then nothing, used to
+        hold every slot until the deadline, and Kubernetes restarted a healthy daemon.
+        """
         with self._lock:
-            oldest = next((c for c in self._open.values() if not c.answering), None)
-        if oldest is None:
-            return False
-        selector.unregister(oldest.sock)
-        with self._lock:
-            self._close(oldest)
+            oldest = next((c for c in self._open.values() if c.stage != "working"), None)
+            if oldest is None:
+                return False
+            self._evict(selector, oldest)
         return True
 
     def _read_head(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
@@ -166,62 +196,90 @@ class HttpPort:
             return
         except OSError:
             chunk = b""
-        if not chunk:
-            selector.unregister(conn.sock)
-            with self._lock:
-                self._close(conn)
-            return
+        with self._lock:
+            if conn.sock not in self._open:  # pushed out meanwhile
+                return
+            if not chunk:
+                self._evict(selector, conn)
+                return
         conn.head += chunk
         if b"\r\n\r\n" not in conn.head and len(conn.head) < _HEAD_LIMIT:
             return
         selector.unregister(conn.sock)
-        conn.answering = True
+        with self._lock:
+            conn.stage = "body"  # from here the request's own thread owns the socket
         try:
             threading.Thread(
                 target=self._answer, args=(conn,), name="health-request", daemon=True
             ).start()
         except RuntimeError as exc:  # no thread to be had: this request is refused
             log.warning("health port: cannot answer a request: %s", exc)
-            with self._lock:
-                self._close(conn)
+            self._release(conn)
 
     def _answer(self, conn: _Connection) -> None:
         try:
             remaining = conn.ends - self._clock()
             conn.sock.settimeout(max(0.01, remaining))
-            working = functools.partial(self._working, conn)
-            answer(conn.sock, bytes(conn.head), conn.peer, self._route, working)
+            answer(conn.sock, bytes(conn.head), conn.peer, self._route, _Progress(self, conn))
         except Exception as exc:  # a broken connection is that client's problem only
             log.debug("health port: request from %s ended: %r", conn.peer, exc)
         finally:
-            with self._lock:
-                self._close(conn)
+            self._release(conn)
 
-    def _working(self, conn: _Connection) -> None:
-        """The request is in: its route may work up to the answer deadline."""
-        conn.ends = conn.opened + self.answer_deadline
+    def body_in(self, conn: _Connection, method: str) -> bool:
+        """`conn`'s request is whole: True when its route may run now (up to the answer
+        deadline); False when the connection was pushed out, or when every slot but the
+        probes' reserve already holds a route at work and this one is not a `GET`."""
+        with self._lock:
+            if conn.sock not in self._open:
+                return False
+            if method != "GET":
+                at_work = sum(
+                    1 for c in self._open.values() if c.stage == "working" and c.method != "GET"
+                )
+                if at_work >= self._max - self._probe_reserve:
+                    return False
+            conn.stage, conn.method = "working", method
+            conn.ends = conn.opened + self.answer_deadline
+            return True
+
+    def answered(self, conn: _Connection) -> None:
+        """`conn`'s route is done: writing its answer holds no slot against newcomers."""
+        with self._lock:
+            conn.stage = "written"
 
     def _expire(self, selector: selectors.BaseSelector) -> None:
         now = self._clock()
         with self._lock:
-            late = [c for c in self._open.values() if c.ends < now]
-        for conn in late:
-            if not conn.answering:
-                selector.unregister(conn.sock)
-            with self._lock:
-                self._end(conn)
+            for conn in [c for c in self._open.values() if c.ends < now]:
+                if conn.stage == "working":
+                    _cut(conn.sock)  # the route's thread closes it once the route returns
+                else:
+                    self._evict(selector, conn)
 
     def _end(self, conn: _Connection) -> None:
-        """End `conn` (the lock held): an answering one is cut, and closed by its own thread."""
-        if not conn.answering:
-            self._close(conn)
-            return
-        _cut(conn.sock)
+        """End `conn` at stop (the lock held): the port's own are closed, the others cut."""
+        if conn.stage == "head":
+            self._open.pop(conn.sock, None)
+            conn.sock.close()
+        else:
+            _cut(conn.sock)
 
-    def _close(self, conn: _Connection) -> None:
-        """Close `conn` (the lock held); a request thread blocked on it wakes with an error."""
-        if self._open.pop(conn.sock, None) is None:
-            return
+    def _evict(self, selector: selectors.BaseSelector, conn: _Connection) -> None:
+        """Free `conn`'s slot (the lock held): a socket the port's thread reads is closed; one
+        a request thread owns is cut, and that thread, woken with an EOF, closes it."""
+        self._open.pop(conn.sock, None)
+        if conn.stage == "head":
+            selector.unregister(conn.sock)
+            _cut(conn.sock)
+            conn.sock.close()
+        else:
+            _cut(conn.sock)
+
+    def _release(self, conn: _Connection) -> None:
+        """A request thread is done with `conn`: its slot is free and its socket closed."""
+        with self._lock:
+            self._open.pop(conn.sock, None)
         _cut(conn.sock)
         conn.sock.close()
 
@@ -230,6 +288,20 @@ class HttpPort:
         if now - self._fd_error_logged >= 10.0:
             self._fd_error_logged = now
             log.error("health port: out of file descriptors (%s); closing idle connections", exc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Progress:
+    """What a request thread tells the port about its connection (see `Progress`)."""
+
+    port: HttpPort
+    conn: _Connection
+
+    def body_in(self, method: str) -> bool:
+        return self.port.body_in(self.conn, method)
+
+    def answered(self) -> None:
+        self.port.answered(self.conn)
 
 
 def _cut(sock: socket.socket) -> None:

@@ -1,8 +1,10 @@
 """One request on the health port: parse it (its head already read), route it, answer it.
 
-The connection's deadline covers receiving the request; once its body is in, `working` is
-called and the route may take longer (a repository checkout runs git), while writing the answer
-gets a short deadline of its own.
+The connection's deadline covers receiving the request; once its whole body is in, the port is
+asked for a slot to work in (`Progress.body_in`) and the route may take longer (a repository
+checkout runs git), while writing the answer gets a short deadline of its own. A body shorter
+than its `Content-Length` never reaches the route: acting on part of a request is acting on a
+request nobody sent.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, Protocol
 
 from daemon.addresses import host_of_header, is_loopback
 
@@ -34,6 +36,16 @@ class Reply:
     body: bytes
     content_type: str = JSON_CONTENT_TYPE
     headers: Sequence[tuple[str, str]] = ()
+
+
+class Progress(Protocol):
+    """What the transport learns of one request as it goes."""
+
+    def body_in(self, method: str) -> bool:
+        """The whole request is read: True when its route may run now (else 503)."""
+
+    def answered(self) -> None:
+        """The route is done; only the answer's writing remains."""
 
 
 Route = Callable[[str, str, str, Mapping[str, str], bytes], Reply]
@@ -58,12 +70,10 @@ def local_refusal(peer: str, headers: Mapping[str, str]) -> str | None:
     return None
 
 
-def answer(
-    sock: socket.socket, head: bytes, peer: str, route: Route, working: Callable[[], None]
-) -> None:
-    """Read the request whose first bytes are `head` from `sock`, write the route's reply;
-    `working` is called once the request is read, before the route runs."""
-    _Handler(sock, head, peer, route, working)
+def answer(sock: socket.socket, head: bytes, peer: str, route: Route, progress: Progress) -> None:
+    """Read the request whose first bytes are `head` from `sock`, write the route's reply,
+    telling `progress` when the request is whole and when the route is done."""
+    _Handler(sock, head, peer, route, progress)
 
 
 class _Replay(io.RawIOBase):
@@ -99,12 +109,12 @@ class _Handler(BaseHTTPRequestHandler):
         head: bytes,
         peer: str,
         route: Route,
-        working: Callable[[], None],
+        progress: Progress,
     ) -> None:
         self._head = head
         self._peer = peer
         self._route_to = route
-        self._working = working
+        self._progress = progress
         super().__init__(sock, (peer, 0), None)  # type: ignore[arg-type]
 
     def setup(self) -> None:
@@ -141,15 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif length > _MAX_BODY:
             reply = Reply(413, b'{"error":"request body too large"}')
         else:
-            body = self.rfile.read(length) if length else b""
-            path = self.path.split("?", 1)[0]
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            self._working()
-            try:
-                reply = self._route_to(method, path, self._peer, headers, body)
-            except Exception:
-                log.exception("health port: %s %s failed", method, path)
-                reply = Reply(500, b'{"error":"internal error"}')
+            reply = self._route(method, length)
         self.request.settimeout(_WRITE_WAIT)
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
@@ -160,6 +162,33 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(reply.body)
+
+    def _route(self, method: str, length: int) -> Reply:
+        body = self._body(length)
+        if body is None:
+            return Reply(400, b'{"error":"request body cut short"}')
+        if not self._progress.body_in(method):
+            return Reply(503, b'{"error":"the health port is busy"}')
+        path = self.path.split("?", 1)[0]
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        try:
+            return self._route_to(method, path, self._peer, headers, body)
+        except Exception:
+            log.exception("health port: %s %s failed", method, path)
+            return Reply(500, b'{"error":"internal error"}')
+        finally:
+            self._progress.answered()
+
+    def _body(self, length: int) -> bytes | None:
+        """The `length` bytes of body; None when the client closes or the deadline cuts the
+        connection before they are all in (a read that ends early returns what it has)."""
+        if not length:
+            return b""
+        try:
+            body = self.rfile.read(length)
+        except OSError:
+            return None
+        return body if len(body) == length else None
 
     def log_message(self, format: str, *args: Any) -> None:
         # Every scrape would log a line; errors are logged by the route instead.

@@ -1,9 +1,9 @@
 """The status page's JSON (`GET /page.json`): the published snapshot as the page draws it.
 
-It shows what `/health` shows, less: tasks go by `task_label`, never by id; no prompt, no
-token, no error text (it may name paths), no work directory, no workspace, no tool input, no
-pid of an agent. Times the snapshot holds as "seconds so far" are moved forward by the
-snapshot's age, so a countdown is right at the moment of the answer.
+It shows what `/health` shows, less: tasks go by their handle (`daemon.ops.handles`),
+never by id; no prompt, no token, no error text (it may name paths), no work directory, no
+workspace, no tool input, no pid of an agent. Times the snapshot holds as "seconds so far" are
+moved forward by the snapshot's age, so a countdown is right at the moment of the answer.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from typing import Any
 
 import daemon
 from daemon.addresses import without_credentials
+from daemon.ops.handles import task_handle
 from daemon.ops.samples import Sample
-from daemon.ops.task_label import task_label
 from daemon.snapshot import DaemonSnapshot, FinishedSnapshot, RunSnapshot
 
 
@@ -73,7 +73,7 @@ def _running(run: RunSnapshot, age: float, now_wall: float) -> dict[str, Any]:
     # Between attempts no agent runs: nothing can fire until the next one starts.
     live = threshold > 0 and run.state != "retrying"
     return {
-        "label": task_label(run.id),
+        "label": task_handle(run.id),
         "backend": run.backend,
         "age_seconds": round(max(0.0, now_wall - run.started_wall), 1),
         "state": run.state,
@@ -95,7 +95,7 @@ def _running(run: RunSnapshot, age: float, now_wall: float) -> dict[str, Any]:
 def _finished(task: FinishedSnapshot, now_wall: float) -> dict[str, Any]:
     """One ended task: how, why, how long, what it spent."""
     return {
-        "label": task_label(task.id),
+        "label": task_handle(task.id),
         "backend": task.backend,
         "outcome": task.status,
         "reason": task.reason,

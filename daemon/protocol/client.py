@@ -79,6 +79,7 @@ class ServerClient(Caller):
         device_name: str,
         cli_version: str,
         runtimes: Sequence[RuntimeInfo],
+        legacy_daemon_ids: Sequence[str] = (),
     ) -> RegisterResponse:
         """Register this daemon's backends in one workspace; returns the server's runtimes."""
         # From now on every call says which daemon it comes from (the embedded server checks it).
@@ -89,6 +90,7 @@ class ServerClient(Caller):
             device_name=device_name,
             cli_version=cli_version,
             runtimes=list(runtimes),
+            legacy_daemon_ids=list(legacy_daemon_ids),
         )
         return await self._call("register", "POST", "/api/daemon/register", self._registered, body)
 

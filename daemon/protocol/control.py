@@ -26,6 +26,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
 from daemon.errors import RoundBoundary
+from daemon.logs import short_id
 from daemon.protocol import jsonin
 from daemon.wakeup import Wakeup
 
@@ -167,7 +168,7 @@ class ControlChannel:
         payload = message.get("payload")
         payload = payload if isinstance(payload, dict) else {}
         if kind == TASK_AVAILABLE:
-            log.debug("control channel: task %s available", payload.get("task_id"))
+            log.debug("control channel: task %s available", short_id(str(payload.get("task_id"))))
             self._wakeup.set()
         elif kind == WORKSPACES_CHANGED and self._pushes is not None:
             self._pushes.workspaces_changed()

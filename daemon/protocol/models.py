@@ -70,6 +70,8 @@ class RegisterRequest(WireModel):
     device_name: str
     cli_version: str
     runtimes: list[RuntimeInfo]
+    legacy_daemon_ids: list[str] = Field(default_factory=list)
+    """Ids this machine registered under before: the server folds their runtimes into ours."""
 
 
 class RepoRef(WireModel):
@@ -127,6 +129,9 @@ class HeartbeatRequest(WireModel):
     """Body of `POST /api/daemon/heartbeat`."""
 
     runtime_id: str
+    supports_batch_import: bool = True
+    """Hand this daemon every queued local skill import at once (it answers the batch field),
+    not one per heartbeat: a user's imports are answered within one heartbeat, not one each."""
 
 
 class SkillFile(WireModel):

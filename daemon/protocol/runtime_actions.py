@@ -27,9 +27,12 @@ log = logging.getLogger(__name__)
 RENEW_PATH = "/api/tokens/current/renew"
 _REMEMBERED = 256
 """Answered request ids kept, so a server that repeats an action is answered once."""
-PER_HEARTBEAT = 8
-"""Actions being answered at most (taken from heartbeat answers); the rest wait for later
-heartbeats, as the server keeps handing out what is not answered."""
+PER_HEARTBEAT = 16
+"""Actions being answered at most (taken from heartbeat answers), against a server that hands
+out thousands; more are left unanswered. Multica marks what it hands out running and never
+hands it out again, so this is at least the most one of its answers carries: a batch of 10
+local skill imports (`maxLocalSkillImportBatch`, asked for with `supports_batch_import`) and
+one each of update, model list and local skills."""
 AT_ONCE = 2
 """Answers in flight at once: the HTTP pool's other connections stay free for claims,
 heartbeats and reports, however many actions a server hands out."""

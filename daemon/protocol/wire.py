@@ -28,6 +28,7 @@ from daemon.errors import (
 from daemon.protocol import jsonin
 from daemon.protocol.answers import ACCEPT_ENCODING
 from daemon.protocol.models import Task, WireModel, Workspace
+from daemon.protocol.release import cli_version
 from daemon.protocol.transport import Http1Transport
 
 M = TypeVar("M", bound=WireModel)
@@ -112,7 +113,8 @@ def protocol_headers(token: str, version: str) -> dict[str, str]:
     """The headers every request carries, HTTP and the control WebSocket alike."""
     headers = {
         "X-Client-Platform": "daemon",
-        "X-Client-Version": version,
+        # What Multica logs as the client's version: the same string as `cli_version`.
+        "X-Client-Version": cli_version(version),
         "X-Client-OS": client_os(),
         "X-Client-Capabilities": ",".join(CAPABILITIES),
         "User-Agent": f"agent-daemon/{version}",

@@ -63,17 +63,23 @@ class Activity:
         self.tools.clear()
         self._anonymous.clear()
 
-    def observe(self, message: Message) -> None:
-        """Stamp activity for one message and keep the in-flight tool set up to date."""
+    def observe(self, message: Message) -> Message:
+        """Stamp activity for one message and keep the in-flight tool set up to date; returns
+        the message, a `tool_result` named after its call.
+
+        Every CLI names a tool only on its call, and Multica's transcript pairs a result with
+        the oldest open call of the same tool name: a nameless result renders as a row of its
+        own and its call without output. The calls in flight are known here, for every backend.
+        """
         now = self.clock()
         if message.heartbeat:
             call = self.tools.get(message.call_id)
             if call is not None:
                 self.tools[call.call_id] = replace(call, heartbeat_at=now)
-            return
+            return message
         if message.unrecognised and self.first_message_at is None:
             self.first_unrecognised = self.first_unrecognised or message.unrecognised
-            return
+            return message
         self.last_activity_at = now
         if self.first_message_at is None:
             self.first_message_at = now
@@ -93,9 +99,12 @@ class Activity:
                 # Ids are what pair calls with results; without one, first in, first out.
                 while self._anonymous and call_id not in self.tools:
                     call_id = self._anonymous.popleft()
-            self.tools.pop(call_id, None)
+            call = self.tools.pop(call_id, None)
+            if call is not None and call.name and not message.tool:
+                return replace(message, tool=call.name)
         elif kind is _RESULT:
             self.result_at = now
+        return message
 
     def idle_seconds(self) -> float:
         """Seconds since the last message (or since the start, before the first one)."""

@@ -190,7 +190,7 @@ class Attempt:
         try:
             async for message in agent.messages():
                 before = len(activity.tools)
-                activity.observe(message)
+                message = activity.observe(message)
                 counts[message.type] += 1
                 if len(activity.tools) != before:
                     tools_gauge.inc(len(activity.tools) - before)

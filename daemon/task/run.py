@@ -12,6 +12,7 @@ from pathlib import Path
 import anyio
 
 from backends.base import Backend, RunSpec
+from backends.process.identity import AgentUser
 from daemon.errors import TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
@@ -46,6 +47,7 @@ class TaskRun:
         self.id = short_id(task.id)
         self._services = services
         self._mcp_config: Path | None = None
+        self._user: AgentUser | None = None
         self._lease = TaskLease(services.leases)
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
@@ -116,7 +118,9 @@ class TaskRun:
             services = self._services
             self.task = await resolve_skills(services.client, self.task, services.skill_cache)
             root = services.settings.workspaces_root
-            user, hold = services.settings.agent_identity, self._lease.hold
+            # A user of its own while its agent runs (one of a pool): its dirs are that uid's.
+            user = self._user = await services.users.acquire()
+            hold = self._lease.hold
             placed = await anyio.to_thread.run_sync(
                 prepare, root, self.task, self.backend.name, user, hold
             )
@@ -128,6 +132,10 @@ class TaskRun:
             ending = self._failed(exc, prepared=dirs is not None)
         finally:
             with anyio.CancelScope(shield=True):
+                # Before the report: every process of the uid is killed before the server,
+                # and so the next task of this agent, hears the task is over.
+                await self._services.users.release(self._user)
+                self._user = None
                 outcome = outcome_of(ending, str(dirs.work_dir if dirs else ""))
                 m.tasks_running.dec()
                 await self.reporter.report(outcome)
@@ -187,21 +195,24 @@ class TaskRun:
         return ending
 
     def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
-        """While the agent runs, its token may check out repositories into its work dir."""
+        """While the agent runs, its token may check out repositories into its work dir, as
+        the user the agent runs as."""
         workdirs = self._services.workdirs
         if workdirs is None:
             return nullcontext()
-        return workdirs.task_window(self.task, dirs.work_dir)
+        return workdirs.task_window(self.task, dirs.work_dir, self._user)
 
     def _spec(self, dirs: TaskDirs) -> RunSpec:
         """The agent's spec, with how it reaches the daemon: its slot, the health port."""
         services = self._services
         observer = RunObserverMetrics(services.metrics)
+        # The settings as this run sees them: its agent runs as the user it was handed.
+        settings = services.settings.model_copy(update={"agent_identity": self._user})
         return agent_spec(
             self.task,
             self.backend.name,
             dirs,
-            services.settings,
+            settings,
             observer,
             self._mcp_config,
             services.reach,

@@ -11,6 +11,7 @@ task core's objects built with test-friendly defaults, and real child processes 
 from daemon.testing.clock import FakeClock, RecordingSleep
 from daemon.testing.factories import (
     AGENT_ENV,
+    ROOT_AGENTS_ACCEPTED,
     SERVER_URL,
     fast_env,
     reporter,
@@ -28,6 +29,7 @@ from daemon.testing.server import TASK_CALLS, Call, FakeTaskServer
 
 __all__ = [
     "AGENT_ENV",
+    "ROOT_AGENTS_ACCEPTED",
     "SERVER_URL",
     "TASK_CALLS",
     "Call",

@@ -39,6 +39,11 @@ AGENT_ENV = {"LC_ALL": "C.UTF-8"}
 """The environment an agent gets in a test: nothing of the test process's own."""
 
 
+ROOT_AGENTS_ACCEPTED = {"MULTICA_AGENT_ALLOW_ROOT": "1"}
+"""What a test daemon is given: CI runs as root against fake servers on loopback, where agents
+as root are what the test means; a test of the refusal overrides it."""
+
+
 def fast_env(home: Path, server_url: str = SERVER_URL, token: str = "test-token") -> dict[str, str]:
     """A daemon environment rooted in `home` with fast windows; each test overrides what it is
     about (the caller adds PATH when agents need it)."""
@@ -60,6 +65,7 @@ def fast_env(home: Path, server_url: str = SERVER_URL, token: str = "test-token"
         "MULTICA_OPENCODE_PATH": str(home / "no-opencode"),
         "MULTICA_GEMINI_PATH": str(home / "no-gemini"),
         "MULTICA_HERMES_PATH": str(home / "no-hermes"),
+        **ROOT_AGENTS_ACCEPTED,
     }
 
 

@@ -237,6 +237,7 @@ class FakeTaskServer:
         device_name: str,
         cli_version: str,
         runtimes: Sequence[RuntimeInfo],
+        legacy_daemon_ids: Sequence[str] = (),
     ) -> RegisterResponse:
         """One runtime per backend, named `<workspace>/<backend>`."""
         self._take("register")

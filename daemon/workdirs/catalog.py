@@ -14,17 +14,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from backends.process.identity import AgentUser
 from daemon.protocol.models import RepoRef, Task
 
 
 @dataclass(frozen=True, slots=True)
 class ActiveTask:
-    """A task whose agent is running: who it is and the work dir its checkouts must stay in."""
+    """A task whose agent is running: who it is, the work dir its checkouts must stay in, and
+    the agent user it runs as (None: the daemon's own), whose git makes its checkouts."""
 
     workspace_id: str
     task_id: str
     agent_name: str
     work_dir: Path
+    user: AgentUser | None = None
 
 
 class RepoCatalog:

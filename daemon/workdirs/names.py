@@ -1,8 +1,10 @@
-"""The names Multica's daemon gives a repository's cache, its checkout and the task's branch.
+"""The names Multica's daemon gives a task's directory, a repository's cache, its checkout and
+the task's branch.
 
-Kept exactly as Go's `repocache` names them, so a cache or branch made by one daemon is the
-one the other finds: `github.com+org+repo.git` for the cache, `repo` for the checkout directory,
-`agent/<agent name, sanitised>/<last 12 hex digits of the task id>` for the branch.
+Kept exactly as Go names them (`execenv.PredictRootDir`, `repocache`), so a directory, cache or
+branch made by one daemon is the one the other finds: `<last 12 hex digits of the task id>`
+for the task's directory under its workspace, `github.com+org+repo.git` for the cache, `repo`
+for the checkout directory, `agent/<agent name, sanitised>/<the same 12 digits>` for the branch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from urllib.parse import urlsplit
 from daemon.files.private import path_part
 
 TASK_KEY_LEN = 12
-"""The branch's task segment: the id's LAST hex digits (a UUIDv7's first ones are a clock)."""
+"""A task's directory and branch segment: the id's LAST hex digits (a UUIDv7's first ones are
+a clock, shared by every task of the same minute or so; the last ones are random)."""
 _NAME_MAX = 30
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 _COMPONENT_MAX = 200
@@ -76,9 +79,21 @@ def sanitize_name(name: str) -> str:
 
 
 def task_key(task_id: str) -> str:
-    """The task's branch segment: the last 12 characters of its id without dashes."""
+    """The task's directory and branch segment: the last 12 characters of its id without
+    dashes (Go's `taskKey`)."""
     plain = task_id.replace("-", "")
     return plain[-TASK_KEY_LEN:] if len(plain) > TASK_KEY_LEN else plain
+
+
+def task_dir_name(task_id: str) -> str:
+    """The task's directory under its workspace: Go's task key for an id that is one plain
+    path component (Multica's are UUIDs), else the whole id made one (`path_part`).
+
+    Earlier versions named it after the whole id; such a directory is still a task directory
+    (the GC goes by its `.gc_meta.json`, reuse by its markers), only no new task gets one.
+    """
+    plain = path_part(task_id)
+    return task_key(task_id) if plain == task_id else plain
 
 
 def branch_name(agent_name: str, task_id: str) -> str:

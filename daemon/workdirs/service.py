@@ -51,13 +51,14 @@ class Workdirs:
         base_env: Mapping[str, str],
         refresh: Refresh,
         metrics: Metrics | None = None,
-        user: AgentUser | None = None,
+        *,
+        shared: bool = False,
     ) -> None:
-        """`user`: the agent user (MULTICA_AGENT_USER) whose git makes each checkout."""
+        """`shared`: agents run as users of their own (MULTICA_AGENT_USER), so the caches are
+        made readable to them; which user makes a checkout is its task's (`task_window`)."""
         self.metrics = metrics
         self.git = Git(base_env)
-        self._user = user
-        self.cache = RepoCache(workspaces_root, self.git, shared=user is not None)
+        self.cache = RepoCache(workspaces_root, self.git, shared=shared)
         self.catalog = RepoCatalog()
         self._refresh = refresh
         self._portal: BlockingPortal | None = None
@@ -95,14 +96,17 @@ class Workdirs:
         return any(self.cache.bare_path(ws, url) == bare for ws, url in self.catalog.listed())
 
     @contextmanager
-    def task_window(self, task: Task, work_dir: Path) -> Iterator[None]:
-        """While the agent runs, its token may check out the workspace's and task's repos."""
+    def task_window(
+        self, task: Task, work_dir: Path, user: AgentUser | None = None
+    ) -> Iterator[None]:
+        """While the agent runs, its token may check out the workspace's and task's repos;
+        `user` is the agent user it runs as (one of a pool), whose git makes them."""
         urls = self.catalog.add_task(task)
         missing = [u for u in urls if not self.cache.is_cached(task.workspace_id, u)]
         if missing:
             self._background(task.workspace_id, missing)
         token = task.auth_token.strip()
-        active = ActiveTask(task.workspace_id, task.id, task.agent.name, work_dir)
+        active = ActiveTask(task.workspace_id, task.id, task.agent.name, work_dir, user)
         if token:
             self.catalog.start(token, active)
         try:
@@ -179,8 +183,10 @@ class Workdirs:
             base = self.cache.base_ref(bare, wanted)
             branch = branch_name(task.agent_name, task.task_id)
             path = work_dir / repo_name(url)
+            # As the task's own user: each task of a pool runs as another uid, and only that
+            # uid may enter the work dir, own the checkout and remove a failed one.
             done = check_out(
-                self.git, bare, url, path, branch, base, isolated=isolated, user=self._user
+                self.git, bare, url, path, branch, base, isolated=isolated, user=task.user
             )
         log.info(
             "task %s: checked out %s at %s on %s%s",

@@ -11,12 +11,11 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 
-import daemon
 from backends.base import Backend
 from daemon.config import Settings
 from daemon.errors import (
@@ -27,7 +26,9 @@ from daemon.errors import (
 )
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
+from daemon.protocol.release import cli_version
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_names import runtime_name
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -67,8 +68,11 @@ class Registration:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_repos: Callable[[str, list[RepoRef]], None] | None = None,
+        legacy_ids: Sequence[str] = (),
     ) -> None:
+        """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`)."""
         self._client = client
+        self.legacy_ids = tuple(legacy_ids)
         self._on_repos = on_repos
         self._settings = settings
         self._backends = backends
@@ -159,11 +163,11 @@ class Registration:
         device = self._settings.device_name
         sent = self._versions()
         infos = [
-            RuntimeInfo(name=f"{name} ({device})", type=name, version=version)
+            RuntimeInfo(name=runtime_name(name, device), type=name, version=version)
             for name, (_, version) in self._backends.items()
         ]
         answer = await self._client.register(
-            workspace.id, self.daemon_id, device, daemon.__version__, infos
+            workspace.id, self.daemon_id, device, cli_version(), infos, self.legacy_ids
         )
         runtimes: list[Runtime] = []
         for info, registered in zip(infos, answer.runtimes, strict=False):

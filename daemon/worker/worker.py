@@ -8,7 +8,9 @@ summary) are already modules beside it.
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -18,9 +20,10 @@ from anyio.abc import TaskGroup
 
 from backends.base import Backend
 from backends.process import ProcessRegistry
+from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
-from daemon.multica_home import daemon_id
+from daemon.multica_home import daemon_id, legacy_daemon_ids
 from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
@@ -92,18 +95,25 @@ class Worker:
         self.metrics = metrics
         self.circuit = circuit
         self.status = "starting"
-        self.daemon_id = daemon_id(
-            settings.home, settings.daemon_id, settings.profile, settings.state_dir / "daemon_id"
+        earlier = settings.state_dir / "daemon_id"
+        self.daemon_id = daemon_id(settings.home, settings.daemon_id, settings.profile, earlier)
+        legacy = legacy_daemon_ids(
+            settings.home, socket.gethostname(), settings.profile, self.daemon_id, earlier
         )
         self.workdirs = Workdirs(
             settings.workspaces_root,
             reach.base_env,
             client.workspace_repos,
             metrics,
-            user=settings.agent_identity,
+            shared=settings.agent_identity is not None,
         )
         self.registration = Registration(
-            client, settings, self.backends, self.daemon_id, on_repos=self.workdirs.learned
+            client,
+            settings,
+            self.backends,
+            self.daemon_id,
+            on_repos=self.workdirs.learned,
+            legacy_ids=legacy,
         )
         self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
         self.runs = Runs(budget, self._ended)
@@ -127,6 +137,7 @@ class Worker:
             pacing=Pacing(lambda: len(self.runs), metrics),
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
+            agent_users=AgentPool(settings.agent_pool),
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -185,6 +196,7 @@ class Worker:
             disk=self.gc.disk,
             provider_failures=self.provider_failures.snapshot(),
             finished=tuple(self.finished),
+            agents_as_root=os.geteuid() == 0 and self.settings.agent_identity is None,
         )
 
     async def run(self) -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 from backends.base import LineParser, Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.process import ProcIdentity, identify
+from daemon.task.activity import Activity
+from daemon.testing import FakeClock
 
 
 @dataclass
@@ -104,3 +106,21 @@ def read_meta(path: Path) -> dict[str, Any]:
     """A recorded transcript's `.meta.json`."""
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+def as_transcribed(sent: Iterable[Message]) -> list[Message]:
+    """The messages as the drain loop passes them on: through one run's `Activity`, which names
+    each tool result after its call."""
+    activity = Activity(FakeClock())
+    return [activity.observe(m) for m in sent]
+
+
+def results_named_after_calls(sent: Iterable[Message]) -> list[tuple[str, str]]:
+    """(call's tool, result's tool) for every tool result, once transcribed; at least one."""
+    transcribed = as_transcribed(sent)
+    calls = {m.call_id: m.tool for m in transcribed if m.type is MessageType.TOOL_USE}
+    pairs = [
+        (calls.get(m.call_id, ""), m.tool) for m in transcribed if m.type is MessageType.TOOL_RESULT
+    ]
+    assert pairs, "no tool result to name"
+    return pairs

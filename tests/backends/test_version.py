@@ -25,9 +25,19 @@ def test_version_is_picked_out_of_the_line() -> None:
     assert parse_version("no digits here") == "no digits here"
 
 
-async def test_answering_cli_gives_its_version() -> None:
-    """A CLI that prints a version and exits 0 is detected with that version."""
-    assert await cli_version(python("print(); print('tool 4.5.6')"), ENV) == "4.5.6"
+async def test_answering_cli_gives_its_version_line() -> None:
+    """A CLI that prints a version and exits 0 is detected with its version line, whole, as
+    Multica's daemon registers it (`2.1.328 (Claude Code)`); noise before it is skipped."""
+    code = "print(); print('Active code page: 65001'); print('4.5.6 (Tool)'); print('x 7.8.9')"
+    assert await cli_version(python(code), ENV) == "4.5.6 (Tool)"
+    assert await cli_version(python("print('nightly')"), ENV) == "nightly"
+
+
+def test_a_version_line_is_ordered_by_its_version() -> None:
+    """The minimum-version check reads the version out of the line, wherever it stands."""
+    assert version_at_least("codex-cli 0.169.0", "0.100.0")
+    assert not version_at_least("codex-cli 0.99.0", "0.100.0")
+    assert not version_at_least("1.9.0 (Claude Code)", "2.0.0")
 
 
 async def test_failing_cli_is_not_detected() -> None:

@@ -41,6 +41,8 @@ def base_env(home: Path, **overrides: str) -> dict[str, str]:
         "MULTICA_CODEX_PATH": str(home / "no-codex"),
         "MULTICA_DAEMON_HEALTH_ADDR": f"127.0.0.1:{free_port()}",
         "LOG_LEVEL": os.environ.get("BENCH_LOG_LEVEL", "WARNING"),
+        # A benchmark run as root measures agents as root against its own fake server.
+        "MULTICA_AGENT_ALLOW_ROOT": "1",
     }
     env.update(overrides)
     return env

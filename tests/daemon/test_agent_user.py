@@ -222,3 +222,25 @@ def test_a_prior_work_dir_of_another_user_is_not_reused(
     assert marker["issue_id"] == "I-1"
     third = _task().model_copy(update={"id": "task-3", "prior_work_dir": str(again.work_dir)})
     assert prepare(root, third, "claude", agent_user)[0].reused
+
+
+def test_a_prior_work_dir_of_another_pool_user_is_not_reused(
+    agent_user: AgentUser, passable_tmp: Path
+) -> None:
+    """With a pool, a follow-up handed another user than its prior task's gets a fresh work dir
+    of its own (the prior one, and any checkout in it, stays its first uid's); handed the same
+    user, it continues the prior one."""
+    root = passable_tmp / "workspaces"
+    take_over(agent_user, root, passable_tmp / "state")
+    first, _ = prepare(root, _task(), "claude", agent_user)
+    with system_user() as other:
+        follow_up = _task().model_copy(
+            update={"id": "task-2", "prior_work_dir": str(first.work_dir)}
+        )
+        elsewhere, _ = prepare(root, follow_up, "claude", other)
+        assert not elsewhere.reused and elsewhere.work_dir != first.work_dir
+        assert {elsewhere.work_dir.stat().st_uid, elsewhere.env_root.stat().st_uid} == {other.uid}
+        assert {first.work_dir.stat().st_uid, first.env_root.stat().st_uid} == {agent_user.uid}
+    third = _task().model_copy(update={"id": "task-3", "prior_work_dir": str(first.work_dir)})
+    again, _ = prepare(root, third, "claude", agent_user)
+    assert again.reused and again.work_dir == first.work_dir

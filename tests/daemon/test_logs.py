@@ -6,6 +6,8 @@ import io
 import json
 import logging
 import re
+import secrets
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,10 +112,25 @@ def test_bad_level_or_format_is_a_clear_error(level: str, fmt: str, named: str) 
         configure_logging(level, fmt, stream=io.StringIO())
 
 
-def test_short_id_is_the_first_eight_characters() -> None:
-    """short_id keeps 8 characters of a UUID and leaves shorter ids whole."""
-    assert short_id("1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809") == "1a2b3c4d"
-    assert short_id("t1") == "t1"
+def test_short_id_is_the_random_tail() -> None:
+    """short_id keeps the last 12 hex digits of a UUID (Go's task key) and leaves shorter ids
+    whole."""
+    assert short_id("1a2b3c4d-5e6f-7081-92a3-b4c5d6e7f809") == "b4c5d6e7f809"
+    assert short_id("t-1") == "t1"
+
+
+def test_tasks_of_one_minute_have_different_short_ids() -> None:
+    """Six UUIDv7 ids made within a minute share their first 8 hex digits (the clock's high
+    bits), never their short ids."""
+    start_ms = 0x01A2194D << 16
+    ids = [_uuid7(start_ms + n * 10_000) for n in range(6)]
+    assert len({i[:8] for i in ids}) == 1
+    assert len({short_id(i) for i in ids}) == 6
+
+
+def _uuid7(ms: int) -> str:
+    value = (ms << 80) | (0x7 << 76) | (0b10 << 62) | secrets.randbits(62)
+    return str(uuid.UUID(int=value))
 
 
 def test_a_servers_newline_cannot_forge_a_text_line() -> None:

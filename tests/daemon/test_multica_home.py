@@ -15,6 +15,7 @@ from daemon.multica_home import (
     MulticaConfig,
     daemon_id,
     default_workspaces_root,
+    legacy_daemon_ids,
     profile_dir,
     read_config,
 )
@@ -64,6 +65,25 @@ def test_a_profiles_id_is_promoted_to_the_machine_file(tmp_path: Path) -> None:
     old.write_text(KNOWN)
     assert daemon_id(tmp_path, profile="work") == KNOWN
     assert _id_file(tmp_path).read_text().strip() == KNOWN
+
+
+def test_legacy_ids_are_the_host_forms_and_every_earlier_id(tmp_path: Path) -> None:
+    """Go's `LegacyDaemonIDs` (the host name with and without `.local`, each with `-<profile>`),
+    the profiles' own ids and an earlier agent-daemon's; never the current id, each once, and
+    an unreadable file skipped."""
+    current, older, ours = KNOWN, str(uuid.uuid4()), str(uuid.uuid4())
+    for name, value in (("work", older), ("home", current)):
+        path = profile_dir(tmp_path, name) / "daemon.id"
+        path.parent.mkdir(parents=True)
+        path.write_text(value + "\n")
+    (profile_dir(tmp_path, "broken") / "daemon.id").mkdir(parents=True)
+    earlier = tmp_path / "state" / "daemon_id"
+    earlier.parent.mkdir()
+    earlier.write_text(ours)
+    ids = legacy_daemon_ids(tmp_path, "box.local", "work", current, earlier)
+    assert ids == ["box", "box.local", "box-work", "box.local-work", older, ours]
+    assert legacy_daemon_ids(tmp_path / "none", " box ", "", current) == ["box", "box.local"]
+    assert legacy_daemon_ids(tmp_path / "none", "box", "", "box") == ["box.local"]
 
 
 def test_config_fields_are_read(tmp_path: Path) -> None:

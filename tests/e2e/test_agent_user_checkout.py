@@ -54,3 +54,59 @@ async def test_a_root_daemons_agent_user_checks_out_and_commits(
     assert report["answers"][0]["status"] == 200, report["answers"]
     assert (report["uid"], report["owner"]) == (agent_user.uid, agent_user.uid)
     assert report["commit"] == 0, report["said"]
+
+
+# Both agents wait until the other runs too (a file each in a shared folder), so the two
+# checkouts happen while both tasks hold a user of the pool.
+BOTH_RUNNING = """
+shared = os.environ['SHARED']
+open(os.path.join(shared, str(os.getuid())), 'w').close()
+for _ in range(600):
+    if len(os.listdir(shared)) >= 2:
+        break
+    time.sleep(0.1)
+"""
+# Who the agent is and who owns what its checkout made.
+OWNERS = """
+app = answers[0].get('path', '')
+report.update(uid=os.getuid(), owners=sorted({
+    os.stat(os.path.join(app, name)).st_uid for name in ('.', 'README.md', '.git/HEAD')
+}) if app else [])
+"""
+
+
+async def test_two_tasks_of_a_pool_each_check_out_as_their_own_user(
+    passable_tmp: Path, two_users: tuple[AgentUser, AgentUser], tmp_path: Path
+) -> None:
+    """A pool of two and two tasks running at once: each agent's `repo checkout` succeeds and
+    what it made belongs to that task's uid, not to the pool's first user."""
+    a, b = two_users
+    url = make_origin(tmp_path / "o")
+    agent = passable_tmp / "checkout_agent.py"
+    agent.write_text(CHECKOUT_AGENT)
+    agent.chmod(0o644)
+    shared = passable_tmp / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    settings = {
+        "MULTICA_AGENT_USER": f"{a.name},{b.name}",
+        "MULTICA_DAEMON_MAX_CONCURRENT_TASKS": "2",
+        "MULTICA_COMMAND_PATH": "/usr/bin/python3",
+        "MULTICA_COMMAND_ARGS": str(agent),
+        "MULTICA_EMBEDDED_REPOS": url,
+    }
+    async with root_daemon(passable_tmp, a, **settings) as (_, api):
+        env = {"SHARED": str(shared), **calls({"url": url}, first=BOTH_RUNNING, then=OWNERS)}
+        custom = {"name": "Bot", "custom_env": env}
+        ids = [
+            str((await api.create_task("Check out.", backend="command", agent=custom))["id"])
+            for _ in range(2)
+        ]
+        done = [await wait_task(api, task_id, within=90) for task_id in ids]
+    outcomes = [(d["status"], d["error"], d["output"]) for d in done]
+    assert [d["status"] for d in done] == ["completed"] * 2, outcomes
+    reports = [json.loads(d["output"]) for d in done]
+    assert sorted(r["uid"] for r in reports) == sorted((a.uid, b.uid))
+    for report in reports:
+        assert report["answers"][0]["status"] == 200, report["answers"]
+        assert report["owners"] == [report["uid"]], report

@@ -65,16 +65,11 @@ async def root_daemon(
     home: Path, user: AgentUser, **env: str
 ) -> AsyncIterator[tuple[DaemonChild, TasksApi]]:
     """`agent-daemon run` as root with its embedded server (state in `home/state`) and
-    MULTICA_AGENT_USER; yields the child and the task API of its server."""
+    MULTICA_AGENT_USER (`env` may name a pool there instead); yields the child and the task
+    API of its server."""
     assert os.geteuid() == 0
-    settings = daemon_env(
-        home,
-        "",
-        MULTICA_AGENT_USER=user.name,
-        MULTICA_EMBEDDED_LISTEN="127.0.0.1:0",
-        MULTICA_SCRIPTED_BACKEND="0",
-        **env,
-    )
+    defaults = {"MULTICA_AGENT_USER": user.name, "MULTICA_EMBEDDED_LISTEN": "127.0.0.1:0"}
+    settings = daemon_env(home, "", **defaults, MULTICA_SCRIPTED_BACKEND="0") | env
     # Run with only the capabilities the deploy files grant it: they are shown to suffice.
     python = (*with_only(AGENT_USER_CAPABILITIES), sys.executable)
     async with daemon_child(settings, python=python) as child:

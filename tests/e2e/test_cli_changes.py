@@ -67,7 +67,7 @@ async def test_an_upgraded_cli_reports_its_new_version_without_a_restart(tmp_pat
 
         await eventually(told, within=20)
         assert fake.live_runtimes() == [runtime]
-        assert ("claude", "2.1.400") in d.worker.snapshot().agents
+        assert ("claude", "2.1.400 (Claude Code)") in d.worker.snapshot().agents
         assert d.worker.status == "running"
         # The next task runs the new CLI, named with its new version.
         task_id = fake.queue_issue(provider="claude")

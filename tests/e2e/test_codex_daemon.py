@@ -52,8 +52,9 @@ async def test_shell_command_longer_than_the_window_completes(tmp_path: Path) ->
         task = await d.wait(await d.submit("Sleep.", backend="codex"), within=90)
         messages = await d.api.messages(task["id"])
     assert task["status"] == "completed", task
-    assert any(m["type"] == "tool_use" for m in messages)
-    assert any(m["type"] == "tool_result" and "slept" in m["output"] for m in messages)
+    (use,) = [m for m in messages if m["type"] == "tool_use"]
+    (done,) = [m for m in messages if m["type"] == "tool_result"]
+    assert done["tool"] == use["tool"] != "" and "slept" in done["output"]
     assert incidents(d) == []
 
 

@@ -26,6 +26,7 @@ from backends.process import (
     signal_group_of,
     tagged,
 )
+from daemon.logs import short_id
 from daemon.state.agent_records import AgentRecord, AgentRecords
 from tests.helpers import (
     FINAL,
@@ -174,7 +175,7 @@ async def test_restart_kills_the_tree_a_killed_daemon_left_and_settles_the_task(
     assert "crash recovery: 1 agent record(s) from a previous run" in logs
     pids = sorted(p.pid for p in tree)
     assert (
-        f"task {task_id[:8]}: killed 3 leftover process(es) of backend scripted "
+        f"task {short_id(task_id)}: killed 3 leftover process(es) of backend scripted "
         f"(recorded pid {record.pid}): pids {pids}" in logs
     )
     assert "server failed 1 orphaned tasks" in logs

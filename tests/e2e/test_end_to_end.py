@@ -43,6 +43,7 @@ async def test_command_task_completes_with_transcript_in_seq_order(tmp_path: Pat
     assert [m["seq"] for m in messages] == list(range(1, 8))
     assert [m["type"] for m in messages] == ["text"] * 5 + ["tool_use", "tool_result"]
     assert messages[5]["input"] == {"command": "ls"} and messages[6]["output"] == "a b"
+    assert messages[6]["tool"] == "Bash"  # the agent named only its call
 
 
 async def test_silent_agent_is_stopped_by_the_idle_watchdog(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from daemon.ops.metrics import Metrics
 from daemon.workdirs.gc import GcStats
 from daemon.workdirs.gc_loop import GcLoop, policy_of
 from daemon.workdirs.gc_meta import read_meta
+from daemon.workdirs.names import task_key
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon
 
@@ -54,7 +55,7 @@ async def test_multica_done_issue_goes_open_and_running_stay(tmp_path: Path) -> 
         gone, kept = await _done(fake, first, root), await _done(fake, second, root)
         running = fake.queue_comment(HANG, issue_id=done_issue)
         await eventually(lambda: fake.tasks[running].status == "running", within=30)
-        busy = next(p for p in (root / fake.workspace_id).iterdir() if p.name == running)
+        busy = next(p for p in (root / fake.workspace_id).iterdir() if p.name == task_key(running))
         long_ago = datetime.now(UTC) - timedelta(days=2)
         fake.set_issue(done_issue, "done", long_ago)
         fake.set_issue(open_issue, "in_progress", long_ago)
@@ -128,7 +129,7 @@ async def test_embedded_server_tasks_go_after_the_ttl(tmp_path: Path) -> None:
         assert env_root.exists()
         later = _gc(d, later=25 * 3600)
         stats = await later.round()
-        busy = env_root.parent / running
+        busy = env_root.parent / task_key(running)
         assert stats is not None and stats.cleaned == 1
         assert not env_root.exists() and busy.exists()
         assert later.disk is not None and later.disk.task_dirs == 1

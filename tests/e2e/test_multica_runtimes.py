@@ -4,6 +4,7 @@ changed, pending actions, token renewal and the health document, as Multica's da
 from __future__ import annotations
 
 import re
+import socket
 import sys
 from pathlib import Path
 
@@ -121,7 +122,10 @@ async def test_the_health_document_has_gos_shapes(tmp_path: Path) -> None:
     async with (
         multica_server() as fake,
         running_daemon(tmp_path, fake.url, health=True) as d,
-        httpx.AsyncClient(base_url=d.health_url) as probe,
+        # With the daemon's token: without it workspaces and runtimes go by handles.
+        httpx.AsyncClient(
+            base_url=d.health_url, headers={"Authorization": f"Bearer {d.settings.token}"}
+        ) as probe,
     ):
         doc = (await probe.get("/health")).json()
     (runtime,) = fake.live_runtimes()
@@ -195,3 +199,24 @@ async def test_the_token_is_renewed_first_and_then_on_schedule(tmp_path: Path) -
         await eventually(lambda: len(fake.seen("renew")) >= 3)
     assert fake.requests[0].route == "renew"
     assert fake.requests[0].body == {}
+
+
+async def test_the_runtime_this_host_had_before_uuid_ids_is_merged_into_ours(
+    tmp_path: Path,
+) -> None:
+    """A runtime Multica keeps under this machine's host name (a daemon from before ids were
+    UUIDs) is folded into the one the daemon registers: its tasks move, its row goes."""
+    async with multica_server() as fake, httpx.AsyncClient(base_url=fake.url) as http:
+        body = {
+            "workspace_id": fake.workspace_id,
+            "daemon_id": socket.gethostname().upper(),
+            "device_name": "old",
+            "cli_version": "0.2.0",
+            "runtimes": [{"name": "Scripted (old)", "type": "scripted", "version": "1"}],
+        }
+        answer = await http.post("/api/daemon/register", json=body)
+        old = answer.json()["runtimes"][0]["id"]
+        async with running_daemon(tmp_path, fake.url) as d:
+            (ours,) = d.worker.registration.runtimes
+            assert fake.merged_runtimes == {old: ours.id}
+            assert [r.id for r in fake.live_runtimes()] == [ours.id]

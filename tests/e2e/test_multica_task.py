@@ -13,6 +13,7 @@ import pytest
 
 from daemon.protocol.failure import REASONS
 from daemon.protocol.retry import RetryPolicy
+from daemon.workdirs.names import task_key
 from tests.fakes.multica_server import multica_server
 from tests.helpers import eventually, running_daemon
 
@@ -119,7 +120,7 @@ async def test_an_issue_task_gets_gos_prompt_and_environment(tmp_path: Path) -> 
     assert env["MULTICA_TASK_WORKSPACES_ROOT"] == str(tmp_path / "workspaces")
     assert env["PATH"].split(os.pathsep)[0] == str(multica_dir)
     assert env["EXTRA"] == "kept" and "HOME" not in env
-    work = tmp_path / "workspaces" / fake.workspace_id / task_id / "workdir"
+    work = tmp_path / "workspaces" / fake.workspace_id / task_key(task_id) / "workdir"
     assert report["cwd"] == str(work) == task.work_dir
     temp = Path(env["TMPDIR"])
     assert env["TMP"] == env["TEMP"] == str(temp) and temp.parent == work.parent
@@ -210,7 +211,7 @@ async def test_a_foreign_or_unmarked_prior_dir_is_not_reused(tmp_path: Path) -> 
             outcomes.append((task_id, await fake.finished(task_id)))
     for task_id, task in outcomes:
         assert task.status == "completed"
-        assert task.work_dir.endswith(f"/{task_id}/workdir")
+        assert task.work_dir.endswith(f"/{task_key(task_id)}/workdir")
         assert task.session_id != first.session_id
         assert task.output.endswith(
             "## Session Continuity Notice\n\nThis run was meant to continue an earlier"

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from tests.fakes.multica_server import MulticaFake
 
 CLAIM_CAP = 32
+IMPORT_BATCH = 10
+"""Go's `maxLocalSkillImportBatch`: imports one heartbeat hands a batch-capable daemon."""
 TASK_TOKEN_PREFIX = "mat_"
 # `retryAttemptCeiling` and `retryDelayForAttempt` of Go's task service: a provider network
 # failure gets three attempts, the last one deferred; a task a restarted daemon left in flight
@@ -54,6 +56,12 @@ class FakeRuntime:
     name: str
     status: str = "online"
     deleted: bool = False
+    cli_version: str = ""
+    """The daemon's `cli_version` at its last register (kept in the row's metadata)."""
+    version: str = ""
+    """The agent CLI's version as the daemon reported it."""
+    device_info: str = ""
+    """Go's `device_name · version`, what the runtime's page shows as its device."""
     queued: dict[str, Any] = field(default_factory=dict)
     """One-shot `pending_*` requests the next heartbeat hands out (Multica's `PopPending`)."""
 
@@ -176,7 +184,10 @@ class Handlers:
             return error(400, "at least one runtime or failed profile is required")
         if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
             return error(404, "workspace not found")
-        out = [self._upsert(workspace_id, body["daemon_id"], r) for r in body["runtimes"]]
+        out = [self._upsert(workspace_id, body, r) for r in body["runtimes"]]
+        legacy = body.get("legacy_daemon_ids") or []
+        for row in out:
+            self._merge_legacy(self.fake.runtimes[row["id"]], legacy)
         return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
 
     def _repos(self, workspace_id: str) -> dict[str, Any]:
@@ -196,10 +207,12 @@ class Handlers:
             return error(404, "workspace not found")
         return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id)})
 
-    def _upsert(self, workspace_id: str, daemon_id: str, runtime: dict[str, Any]) -> dict[str, Any]:
+    def _upsert(
+        self, workspace_id: str, body: dict[str, Any], runtime: dict[str, Any]
+    ) -> dict[str, Any]:
         # One row per (workspace, daemon, provider): a restart gets its runtime back; a deleted
         # runtime's row is gone, so registering again makes a new one.
-        provider = runtime.get("type") or ""
+        daemon_id, provider = body["daemon_id"], runtime.get("type") or ""
         for found in self.fake.live_runtimes(workspace_id):
             if (found.daemon_id, found.provider) == (daemon_id, provider):
                 found.status = "online"
@@ -209,7 +222,28 @@ class Handlers:
                 str(uuid.uuid4()), workspace_id, daemon_id, provider, runtime.get("name") or ""
             )
             self.fake.runtimes[found.id] = found
+        found.name = runtime.get("name") or found.name
+        found.cli_version = body.get("cli_version") or ""
+        found.version = runtime.get("version") or ""
+        device = (body.get("device_name") or "").strip()
+        found.device_info = " · ".join(p for p in (device, found.version) if p)
         return {"id": found.id, "name": found.name, "provider": provider, "status": found.status}
+
+    def _merge_legacy(self, registered: FakeRuntime, legacy_ids: list[Any]) -> None:
+        """Go's `mergeLegacyRuntimes`: a runtime of the same workspace and provider registered
+        under a daemon id this machine had before (matched without case) gives its tasks to
+        the new runtime, and its row is deleted."""
+        wanted = {str(i).strip().lower() for i in legacy_ids if str(i).strip()}
+        for old in self.fake.live_runtimes(registered.workspace_id):
+            if old.id == registered.id or old.provider != registered.provider:
+                continue
+            if old.daemon_id.lower() not in wanted:
+                continue
+            for task in self.fake.tasks.values():
+                if task.runtime_id == old.id:
+                    task.runtime_id = registered.id
+            old.deleted = True
+            self.fake.merged_runtimes[old.id] = registered.id
 
     async def deregister(self, request: Request) -> JSONResponse:
         body, refused = await self._read(request)
@@ -235,7 +269,20 @@ class Handlers:
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
         queued, runtime.queued = runtime.queued, {}
-        return JSONResponse({"status": "ok", **self.fake.pending, **queued})
+        return JSONResponse({"status": "ok", **self.fake.pending, **self._imports(body), **queued})
+
+    def _imports(self, body: dict[str, Any]) -> dict[str, Any]:
+        # Go pops a batch only for a daemon that says it reads one; the singular field carries
+        # the first either way, for daemons that know only that field.
+        queue, batched = self.fake.skill_imports, body.get("supports_batch_import") is True
+        taken = queue[: IMPORT_BATCH if batched else 1]
+        del queue[: len(taken)]
+        if not taken:
+            return {}
+        answer: dict[str, Any] = {"pending_local_skill_import": taken[0]}
+        if batched:
+            answer["pending_local_skill_imports"] = taken
+        return answer
 
     async def claim(self, request: Request) -> JSONResponse:
         body, refused = await self._read(request)

@@ -112,6 +112,13 @@ class MulticaFake:
     """The most pending-action results the server was answering at once."""
     repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
+    skill_imports: list[dict[str, str]] = field(default_factory=list)
+    """Local skill imports a user asked for, not yet handed to a runtime: a heartbeat takes
+    up to 10 from a daemon that says `supports_batch_import`, else one (Go's
+    `processHeartbeat`); once handed out they are running and never handed out again."""
+    merged_runtimes: dict[str, str] = field(default_factory=dict)
+    """Runtimes a register folded into another (old id → new id): registered under a
+    `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -239,6 +246,12 @@ class MulticaFake:
     def cancel_when_claimed(self, task_id: str) -> None:
         """Cancel the task right after a daemon claims it, before that daemon can `start` it."""
         self.cancelled_on_claim.add(task_id)
+
+    def queue_skill_import(self, skill_key: str) -> str:
+        """A user asks a runtime to import one of its local skills; return the request id."""
+        request_id = str(uuid.uuid4())
+        self.skill_imports.append({"id": request_id, "skill_key": skill_key})
+        return request_id
 
     def refuse_register(self, workspace_id: str) -> None:
         """Answer this workspace's registrations with 404 `workspace not found`."""

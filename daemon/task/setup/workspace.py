@@ -1,12 +1,14 @@
 """A task's place on disk, laid out as Multica's daemon lays it out.
 
-    <workspaces root>/<workspace>/<task>/            the task's own directory
+    <workspaces root>/<workspace>/<task key>/        the task's own directory
         .managed_env.json                          says which issue or chat it serves
         multica-config/  multica-task-XXXX/  mcp-config.json
         workdir/                                   the agent's working directory
             .multica/daemon_task_context.json      the daemon's marker
 
-Ids become path components through `daemon.files.private.path_part`, which keeps a plain id as it is
+The task key is Go's: the last 12 hex digits of the task id (`daemon.workdirs.names`); a directory
+named after the whole id, as earlier versions made them, is still reused and collected. Ids
+become path components through `daemon.files.private.path_part`, which keeps a plain id as it is
 and turns anything else into a short, hashed, collision-free name. A follow-up task may run in the
 `prior_work_dir` its claim names, but only when that directory is one of ours for the same
 agent and issue (or chat): a server's word alone never points the agent at a directory.
@@ -29,6 +31,7 @@ from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
+from daemon.workdirs.names import task_dir_name
 
 ENV_MARKER = ".managed_env.json"
 TASK_MARKER = ".multica/daemon_task_context.json"
@@ -78,7 +81,7 @@ def prepare_dirs(
         env_root, work = prior.parent, prior
     else:
         prior = None
-        env_root = root / path_part(task.workspace_id) / path_part(task.id)
+        env_root = root / path_part(task.workspace_id) / task_dir_name(task.id)
         work = env_root / "workdir"
         while not hold(env_root):
             time.sleep(_HOLD_RETRY)

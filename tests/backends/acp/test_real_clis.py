@@ -25,6 +25,7 @@ from backends.acp.catalog import CLAUDE_ACP
 from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Usage
 from backends.gemini import GEMINI
 from backends.opencode import OPENCODE
+from backends.version import parse_version
 from tests.fakes import anthropic_api
 from tests.fakes.anthropic_api import Text, ToolUse, claude_env, fake_anthropic
 from tests.fakes.chat_api import fake_chat, opencode_env
@@ -76,9 +77,9 @@ async def drain(run: AgentRun, bound: float = 60) -> list[tuple[float, Message]]
 async def test_detect_reports_the_pinned_version_at_least_the_minimum(one: Cli) -> None:
     """`detect` answers with the installed version, which meets the backend's minimum."""
     backend = one.backend()
-    version = await backend.detect()
-    assert version == pinned_version(one.package)
-    assert version == one.agent.min_version
+    line = await backend.detect()
+    assert line is not None
+    assert parse_version(line) == pinned_version(one.package) == one.agent.min_version
 
 
 async def test_second_opencode_run_resumes_the_first_session(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import pytest
 from backends.acp.agent import AcpAgent
 from backends.acp.session import AcpSession, Turn
 from backends.base import Message, MessageType, RunStatus, Usage
+from tests.backends.support import results_named_after_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -338,3 +339,13 @@ async def test_cancel_is_offered_only_while_the_prompt_runs() -> None:
     }
     agent.answer({"stopReason": "cancelled"})
     assert agent.session.cancel_line() is None
+
+
+def test_tool_results_are_named_after_their_calls_once_transcribed() -> None:
+    """An ACP update ending a call names only its id: the result reaches the transcript under
+    the call's kind."""
+    agent = start()
+    agent.prompting()
+    agent.update(sessionUpdate="tool_call", toolCallId="c1", kind="execute", status="in_progress")
+    agent.update(sessionUpdate="tool_call_update", toolCallId="c1", status="completed")
+    assert results_named_after_calls(agent.messages) == [("execute", "execute")]

@@ -12,6 +12,7 @@ import pytest
 
 from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Usage
 from backends.claude import ClaudeBackend
+from backends.version import parse_version
 from daemon.testing import survivors
 from tests.fakes.anthropic_api import (
     USAGE,
@@ -76,7 +77,8 @@ def kinds(messages: Sequence[Message]) -> list[MessageType]:
 
 async def test_detect_reports_the_installed_version(claude: ClaudeBackend) -> None:
     """`detect` answers with the version of the CLI the tests installed."""
-    assert await claude.detect() == pinned_version("@anthropic-ai/claude-code")
+    line = await claude.detect()  # the whole line, as Multica shows it: `2.1.328 (Claude Code)`
+    assert line is not None and parse_version(line) == pinned_version("@anthropic-ai/claude-code")
 
 
 async def test_plain_answer_completes_with_output_session_and_usage(

@@ -10,7 +10,13 @@ import pytest
 
 from backends.base import MessageType, ParseStep, RunStatus, Usage
 from backends.claude.stream import ClaudeStreamParser
-from tests.backends.support import feed_file, messages, of_type, read_meta
+from tests.backends.support import (
+    feed_file,
+    messages,
+    of_type,
+    read_meta,
+    results_named_after_calls,
+)
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "claude-stream-json"
 STALLS = ["stall", "stall-mid", "stall-headers", "stall-mid-partial", "tool-then-stall"]
@@ -258,3 +264,11 @@ def test_second_result_is_only_logged() -> None:
     step = parser.feed('{"type": "result", "subtype": "success", "result": "second"}')
     assert [m.type for m in step.messages] == [MessageType.LOG]
     assert parser.finish(0, "").output == "first"
+
+
+def test_tool_results_are_named_after_their_calls_once_transcribed() -> None:
+    """Claude names a tool only on its `tool_use`: each result reaches the transcript under the
+    name of the call its `tool_use_id` points at."""
+    _, steps = replay("many-tools-3")
+    pairs = results_named_after_calls(messages(steps))
+    assert len(pairs) == 3 and all(call and call == result for call, result in pairs)

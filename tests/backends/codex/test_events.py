@@ -8,7 +8,13 @@ from typing import Any
 
 from backends.base import MessageType, ParseStep, RunStatus, Usage
 from backends.codex.events import CodexEventParser
-from tests.backends.support import feed_file, messages, of_type, read_meta
+from tests.backends.support import (
+    feed_file,
+    messages,
+    of_type,
+    read_meta,
+    results_named_after_calls,
+)
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "codex"
 MODEL = "gpt-fake"
@@ -172,3 +178,10 @@ def test_a_turn_that_spent_nothing_reports_no_usage() -> None:
     parser.feed('{"type":"thread.started","thread_id":"t"}')
     parser.feed('{"type":"turn.completed","usage":{"input_tokens":0,"output_tokens":0}}')
     assert parser.finish(0, "").usage == ()
+
+
+def test_tool_results_are_named_after_their_calls_once_transcribed() -> None:
+    """A command's `item.completed` names no tool: its result reaches the transcript as `shell`,
+    the name of the call it ends."""
+    _, steps = replay("shell")
+    assert results_named_after_calls(messages(steps)) == [("shell", "shell")]

@@ -12,6 +12,7 @@ import pytest
 
 from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Usage
 from backends.codex import CodexBackend
+from backends.version import parse_version
 from daemon.testing import survivors
 from tests.fakes.openai_api import (
     MODEL,
@@ -69,7 +70,8 @@ def of_type(messages: Sequence[Message], kind: MessageType) -> list[Message]:
 
 async def test_detect_reports_the_installed_version(codex: CodexBackend) -> None:
     """`detect` answers with the version of the CLI the tests installed."""
-    assert await codex.detect() == pinned_version("@openai/codex")
+    line = await codex.detect()
+    assert line is not None and parse_version(line) == pinned_version("@openai/codex")
 
 
 async def test_plain_answer_completes_with_output_thread_and_usage(

@@ -7,6 +7,7 @@ from typing import Any
 
 from backends.base import Message, MessageType, RunStatus, Usage
 from backends.command.lineproto import TEXT_OUTPUT_LIMIT, LineProtocolParser, describe_exit
+from tests.backends.support import as_transcribed
 
 
 def feed(parser: LineProtocolParser, event: dict[str, Any] | str) -> list[Message]:
@@ -115,6 +116,24 @@ def test_nonzero_exit_fails_with_the_stderr_tail() -> None:
     assert result.error == "exit code 3: fatal: no such file"
 
 
+def test_a_failing_exit_names_the_agents_last_error_event() -> None:
+    """An agent that said why in `error` messages fails with the last of them, not with
+    "no error output" or its stderr noise."""
+    parser = LineProtocolParser()
+    feed(parser, {"type": "error", "content": "retrying the API"})
+    feed(parser, {"type": "error", "content": "invalid API key\n"})
+    feed(parser, {"type": "text", "content": "giving up"})
+    assert parser.finish(3, "").error == "exit code 3: invalid API key"
+    assert parser.finish(3, "DEBUG: shutting down\n").error == "exit code 3: invalid API key"
+
+
+def test_a_failing_exit_names_the_last_stderr_line() -> None:
+    """Without an error message, the last line the agent wrote on stderr says why (the end of
+    a traceback is its exception)."""
+    tail = "Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'token'\n\n"
+    assert LineProtocolParser().finish(1, tail).error == "exit code 1: KeyError: 'token'"
+
+
 def test_a_result_error_is_preferred_to_stderr_and_fails_even_on_exit_zero() -> None:
     """The result line's error explains the failure; an explicit error is never a success."""
     parser = LineProtocolParser()
@@ -143,3 +162,21 @@ def test_joined_text_is_bounded_to_its_end() -> None:
     assert output.startswith("[earlier output cut]\n")
     assert output.endswith("\nthe end")
     assert len(output) <= TEXT_OUTPUT_LIMIT + 100
+
+
+def test_tool_results_are_named_after_their_calls_once_transcribed() -> None:
+    """An agent of the line protocol may leave `tool` off a result: it reaches the transcript
+    under its call's name, by `call_id`, or first in first out for calls without one."""
+    parser = LineProtocolParser()
+    lines = [
+        {"type": "tool_use", "tool": "Bash", "call_id": "c1"},
+        {"type": "tool_use", "tool": "Read", "call_id": "c2"},
+        {"type": "tool_use", "tool": "Grep"},
+        {"type": "tool_result", "call_id": "c2", "output": "text"},
+        {"type": "tool_result", "call_id": "c1", "output": "ok"},
+        {"type": "tool_result", "output": "match"},
+        {"type": "tool_result", "tool": "Own", "call_id": "c3", "output": "named"},
+    ]
+    sent = [m for line in lines for m in feed(parser, line)]
+    named = [m.tool for m in as_transcribed(sent) if m.type is MessageType.TOOL_RESULT]
+    assert named == ["Read", "Bash", "Grep", "Own"]

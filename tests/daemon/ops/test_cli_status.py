@@ -8,11 +8,15 @@ import socket
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 
+from backends.process.identity import AgentUser
 from daemon.cli.status_view import base_url, render
-from daemon.ops.health import HealthServer
+from daemon.logs import short_id
+from daemon.ops.handles import LENGTH
+from daemon.ops.health import HealthServer, view_key
 from daemon.ops.metrics import Metrics
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
@@ -28,9 +32,20 @@ SCRIPT = {
 }
 
 
+ROOT_WARNING = (
+    "agent-daemon: warning: agents run as root and can read the daemon's token; "
+    "set MULTICA_AGENT_USER\n"
+)
+
+
 def cli_env(home: Path) -> dict[str, str]:
     """A minimal environment for the CLI; the address always comes from --addr."""
     return {"HOME": str(home), "PATH": os.environ.get("PATH", "")}
+
+
+def own_env(home: Path, d: RunningDaemon) -> dict[str, str]:
+    """The CLI's environment holding the daemon's token, as an operator's shell has it."""
+    return {**cli_env(home), "MULTICA_DAEMON_TOKEN": d.settings.token}
 
 
 def addr(health_url: str) -> str:
@@ -67,7 +82,7 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     ) as d:
         task_id = await with_tool_in_flight(d)
         code, out, err = await run_cli(
-            "status", "--addr", addr(d.health_url), env=cli_env(tmp_path)
+            "status", "--addr", addr(d.health_url), env=own_env(tmp_path, d)
         )
     lines = out.splitlines()
     assert (code, err) == (0, "")
@@ -75,14 +90,15 @@ async def test_status_prints_the_daemon_and_a_table_of_running_tasks(tmp_path: P
     assert d.worker.daemon_id in out
     assert f"server     {d.settings.server_url}  circuit closed  outbox 0" in lines
     assert "tasks      1 active, 1 running, 20 slots" in lines
-    assert f"agents     scripted {d.worker.backends['scripted'][1]}" in lines
+    as_root = "  (as root)" if os.geteuid() == 0 else ""
+    assert f"agents     scripted {d.worker.backends['scripted'][1]}{as_root}" in lines
     (workspace,) = d.worker.workspaces
     assert f"workspaces {workspace['name'] or workspace['id']} (1 runtimes)" in lines
     header = next(line for line in lines if line.startswith("TASK"))
     assert header.split() == [
         "TASK", "BACKEND", "PID", "STARTED", "IDLE", "TOOLS", "IN", "FLIGHT", "WATCHDOG"
     ]  # fmt: skip
-    (row,) = [line for line in lines if line.startswith(task_id[:8])]
+    (row,) = [line for line in lines if line.startswith(short_id(task_id))]
     assert " scripted " in row
     assert "Bash c7 (" in row
     assert "tool 1h0m0s, fires in " in row
@@ -93,13 +109,24 @@ async def test_status_json_prints_the_health_document(tmp_path: Path) -> None:
     async with serving_daemon(tmp_path, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d:
         task_id = await with_tool_in_flight(d)
         code, out, _ = await run_cli(
-            "status", "--json", "--addr", addr(d.health_url), env=cli_env(tmp_path)
+            "status", "--json", "--addr", addr(d.health_url), env=own_env(tmp_path, d)
         )
     doc = json.loads(out)
     assert code == 0
     assert doc["daemon_id"] == d.worker.daemon_id
     assert [t["id"] for t in doc["tasks"]] == [task_id]
     assert doc["tasks"][0]["tools_in_flight"][0]["call_id"] == "c7"
+
+
+async def test_status_without_the_token_names_tasks_by_handle(tmp_path: Path) -> None:
+    """A user without the daemon's token sees each task by its handle, never by its id."""
+    async with serving_daemon(tmp_path, health=True, MULTICA_DAEMON_SHUTDOWN_GRACE="100ms") as d:
+        task_id = await with_tool_in_flight(d)
+        code, out, _ = await run_cli("status", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    assert code == 0
+    assert task_id[:8] not in out
+    row = next(line for line in out.splitlines() if "Bash c7 (" in line)
+    assert len(row.split()[0]) == LENGTH and row.split()[0].isalpha()
 
 
 async def test_status_names_the_multica_profile(tmp_path: Path) -> None:
@@ -122,8 +149,22 @@ async def test_check_exits_0_when_live_and_ready(tmp_path: Path) -> None:
     """A registered daemon with a closed circuit passes `check`."""
     async with serving_daemon(tmp_path, health=True) as d:
         code, out, err = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
-    assert (code, err) == (0, "")
-    assert out == f"ok: live and ready (daemon {d.worker.daemon_id[:8]} on {d.health_url})\n"
+    assert (code, err) == (0, ROOT_WARNING if os.geteuid() == 0 else "")
+    assert out == f"ok: live and ready (daemon {short_id(d.worker.daemon_id)} on {d.health_url})\n"
+
+
+@pytest.mark.root
+async def test_check_warns_when_agents_run_as_root(tmp_path: Path, agent_user: AgentUser) -> None:
+    """A root daemon without an agent user passes `check` with a warning line saying its agents
+    run as root; with MULTICA_AGENT_USER it passes silently."""
+    async with serving_daemon(tmp_path, health=True) as d:
+        as_root = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+    with_user = tmp_path / "with-user"
+    with_user.mkdir()
+    async with serving_daemon(with_user, health=True, MULTICA_AGENT_USER=agent_user.name) as d:
+        as_user = await run_cli("check", "--addr", addr(d.health_url), env=cli_env(with_user))
+    assert (as_root[0], as_root[2]) == (0, ROOT_WARNING)
+    assert (as_user[0], as_user[2]) == (0, "")
 
 
 async def test_check_exits_1_with_the_reason_while_the_circuit_is_open(tmp_path: Path) -> None:
@@ -192,3 +233,39 @@ async def test_unusable_address_is_one_line_and_exit_1(tmp_path: Path, bad: str)
     code, out, err = await run_cli("check", "--addr", bad, env=cli_env(tmp_path))
     assert (code, out) == (1, "")
     assert len(err.splitlines()) == 1 and repr(bad) in err
+
+
+def _squatter(sock: socket.socket, heard: list[bytes]) -> None:
+    """Answer one request on `sock` with an empty health document, keeping what it heard."""
+    conn, _ = sock.accept()
+    with conn:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+        heard.append(data)
+        body = b'{"status":"running"}'
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
+
+
+async def test_status_sends_a_key_made_from_the_token_never_the_token(tmp_path: Path) -> None:
+    """Whatever listens on the health address (a process squatting on it while the daemon is
+    down) hears the view key, never the daemon's token; the daemon accepts that key."""
+    heard: list[bytes] = []
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        port = sock.getsockname()[1]
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _squatter, sock, heard)
+            env = {**cli_env(tmp_path), "MULTICA_DAEMON_TOKEN": "the-real-token"}
+            code, _, err = await run_cli("status", "--addr", f"127.0.0.1:{port}", env=env)
+    assert code == 0, err
+    (request,) = heard
+    assert b"the-real-token" not in request
+    assert f"Authorization: Bearer {view_key('the-real-token')}".encode() in request

@@ -49,8 +49,10 @@ async def health_port(**options: Any) -> AsyncIterator[tuple[HealthServer, str]]
         tg.cancel_scope.cancel()
 
 
-async def get(url: str) -> httpx.Response:
-    async with httpx.AsyncClient(timeout=5) as http:
+async def get(url: str, token: str = "") -> httpx.Response:
+    """GET `url`; with the daemon's `token`, as the authenticated view (full ids)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with httpx.AsyncClient(timeout=5, headers=headers) as http:
         return await http.get(url)
 
 
@@ -89,7 +91,7 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
     ) as d:
         task_id = await d.submit(tool_script(30))
         await eventually(lambda: tool_shown(d.health_url))
-        response = await get(f"{d.health_url}/health")
+        response = await get(f"{d.health_url}/health", token=d.settings.token)
     doc = response.json()
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"

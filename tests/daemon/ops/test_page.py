@@ -9,10 +9,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from daemon.ops.handles import task_handle
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.page import PATHS
-from daemon.ops.task_label import task_label
 from daemon.snapshot import (
     ActivitySnapshot,
     AttemptSnapshot,
@@ -159,8 +159,8 @@ def test_page_json_shows_no_id_token_path_or_tool_input() -> None:
     ):
         assert secret not in text, secret
     assert doc["server"] == "https://multica.example"
-    assert [r["label"] for r in doc["running"]] == [task_label(TASK_ID)]
-    assert [f["label"] for f in doc["finished"]] == [task_label(DONE_ID)]
+    assert [r["label"] for r in doc["running"]] == [task_handle(TASK_ID)]
+    assert [f["label"] for f in doc["finished"]] == [task_handle(DONE_ID)]
 
 
 def test_page_json_says_what_each_running_task_is_doing_and_when_its_watchdog_fires() -> None:

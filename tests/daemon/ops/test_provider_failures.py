@@ -33,7 +33,7 @@ def test_a_provider_failure_is_counted_logged_and_kept_as_the_last(
     assert (last.backend, last.reason, last.at, last.resets) == ("codex", QUOTA, AT, "2:05 PM")
     assert metrics.provider_failures.labels("codex", QUOTA)._value.get() == 1
     assert caplog.messages[-1] == (
-        f"task task-2: provider failure backend=codex reason={QUOTA} resets='2:05 PM'"
+        f"task task2: provider failure backend=codex reason={QUOTA} resets='2:05 PM'"
     )
 
 

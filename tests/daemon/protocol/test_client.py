@@ -33,6 +33,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.release import cli_version
 from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.retry import RetryPolicy
 from daemon.testing import RecordingSleep
@@ -408,7 +409,7 @@ async def test_register_sends_the_protocol_body() -> None:
         )
     )
     runtimes = [RuntimeInfo(name="Claude", type="claude", version="2.0")]
-    answer = await h.client.register("ws", "d1", "box", "0.1.0", runtimes)
+    answer = await h.client.register("ws", "d1", "box", "0.1.0", runtimes, ["box.local"])
     assert [r.id for r in answer.runtimes] == ["rt1"]
     assert json.loads(route.calls.last.request.content) == {
         "workspace_id": "ws",
@@ -416,6 +417,7 @@ async def test_register_sends_the_protocol_body() -> None:
         "device_name": "box",
         "cli_version": "0.1.0",
         "runtimes": [{"name": "Claude", "type": "claude", "version": "2.0", "status": "online"}],
+        "legacy_daemon_ids": ["box.local"],
     }
 
 
@@ -552,7 +554,8 @@ async def test_headers_are_on_every_request() -> None:
         headers = call.request.headers
         assert headers["Authorization"] == f"Bearer {TOKEN}"
         assert headers["X-Client-Platform"] == "daemon"
-        assert headers["X-Client-Version"] == VERSION
+        assert headers["X-Client-Version"] == cli_version(VERSION)
+        assert headers["User-Agent"] == f"agent-daemon/{VERSION}"
         assert headers["X-Client-OS"] in ("linux", "macos", "windows")
         assert headers["X-Client-Capabilities"] == "skill-bundles-v1"
 
@@ -670,7 +673,7 @@ async def test_against_a_real_server_on_loopback() -> None:
     assert len(seen) == 2
     assert seen[1]["authorization"] == f"Bearer {TOKEN}"
     assert seen[1]["x-client-platform"] == "daemon"
-    assert seen[1]["x-client-version"] == VERSION
+    assert seen[1]["x-client-version"] == cli_version(VERSION)
 
 
 @pytest.mark.anyio

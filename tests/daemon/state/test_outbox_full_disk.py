@@ -49,7 +49,7 @@ def test_a_report_that_cannot_be_written_is_kept_in_memory(
     assert depth == 1 and metrics.registry.get_sample_value(DEPTH) == 1
     assert waiting == [report]
     assert (
-        "outbox: complete for task t-1 could not be written ([Errno 28] No space left on device"
+        "outbox: complete for task t1 could not be written ([Errno 28] No space left on device"
         "): kept in memory, retrying"
     ) in caplog.text
     assert "outbox: kept" not in caplog.text

@@ -89,3 +89,23 @@ def test_a_recorded_long_tool_call_stamps_activity_only_for_real_output() -> Non
     at = kinds.index("tool_progress")
     assert stamps[at][1] == stamps[at - 1][1] < clock.now
     assert activity.tools == {} and activity.tool_calls == 1
+
+
+def test_a_result_is_named_after_the_call_it_ends() -> None:
+    """A result without a tool name leaves observe named after its call, by id, and calls
+    without ids first in first out; a result's own name, or one for no known call, is kept."""
+    activity = Activity(FakeClock())
+    for call in (
+        Message(MessageType.TOOL_USE, tool="Bash", call_id="c1"),
+        Message(MessageType.TOOL_USE, tool="Read", call_id="c2"),
+        Message(MessageType.TOOL_USE, tool="Grep"),
+        Message(MessageType.TOOL_USE, tool="Glob"),
+    ):
+        assert activity.observe(call) == call
+    assert activity.observe(_result("c2")).tool == "Read"
+    assert activity.observe(_result()).tool == "Grep"
+    assert activity.observe(_result("c1")).tool == "Bash"
+    assert activity.observe(_result("c1")).tool == ""  # already ended: nothing to name it after
+    own = Message(MessageType.TOOL_RESULT, tool="Glob*")
+    assert activity.observe(own) == own
+    assert activity.tools == {}

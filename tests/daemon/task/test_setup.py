@@ -12,6 +12,7 @@ from daemon.config import Settings
 from daemon.protocol.models import Task
 from daemon.services import AgentReach
 from daemon.task.setup.spec import agent_spec, prepare
+from daemon.workdirs.names import task_dir_name
 
 
 def _task(custom_env: dict[str, str]) -> Task:
@@ -42,7 +43,7 @@ def test_custom_env_names_the_daemon_keeps_are_skipped_and_logged(
     assert spec.env["MY_FLAG"] == "1"
     assert spec.env["MULTICA_TOKEN"] == "mat_task_secret" and spec.env["PATH"] != "/evil"
     assert [r.getMessage() for r in caplog.records] == [
-        "task task-1: custom_env may not set MULTICA_TOKEN, PATH"
+        "task task1: custom_env may not set MULTICA_TOKEN, PATH"
     ]
 
 
@@ -56,7 +57,7 @@ def test_a_failed_preparation_leaves_no_temp_dir(tmp_path: Path, planted: str) -
             "agent": {"id": "ag-1", "name": "Coder", "skills": [{"name": "lint", "content": "x"}]},
         }
     )
-    work = tmp_path / "ws" / "ws-1" / "task-1" / "workdir"
+    work = tmp_path / "ws" / "ws-1" / task_dir_name("task-1") / "workdir"
     work.mkdir(parents=True)
     (work / planted).write_text("in the way")
     with pytest.raises(OSError):

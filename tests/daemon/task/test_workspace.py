@@ -46,17 +46,18 @@ def test_a_300_character_id_makes_a_work_dir(tmp_path: Path) -> None:
 
 
 def test_tasks_sharing_a_prefix_get_their_own_directories(tmp_path: Path) -> None:
-    """Keyed on the whole task id: two UUIDv7 ids from the same second never share a dir."""
+    """Keyed on the id's random tail: two UUIDv7 ids from the same second never share a dir."""
     one = prepare_dirs(tmp_path, _task(id="0190f5e2-aaaa-7000-8000-000000000001"))
     two = prepare_dirs(tmp_path, _task(id="0190f5e2-aaaa-7000-8000-000000000002"))
     assert one.work_dir != two.work_dir
 
 
 def test_the_layout_and_markers_are_gos(tmp_path: Path) -> None:
-    """`<root>/<workspace>/<task>/workdir`, `.managed_env.json` and the workdir marker."""
-    task = _task()
+    """`<root>/<workspace>/<last 12 hex of the task id>/workdir` (Go's `PredictRootDir`),
+    `.managed_env.json` and the workdir marker."""
+    task = _task(id="0190f5e2-aaaa-7000-8000-0123456789ab")
     dirs = prepare_dirs(tmp_path, task)
-    assert dirs.work_dir == tmp_path / WS / task.id / "workdir"
+    assert dirs.work_dir == tmp_path / WS / "0123456789ab" / "workdir"
     env = json.loads((dirs.env_root / ENV_MARKER).read_text())
     assert env == {
         "managed_by": "multica-daemon-managed-env",
@@ -87,6 +88,17 @@ def test_our_prior_dir_for_the_same_agent_and_issue_is_reused(tmp_path: Path) ->
     assert resumable_session(follow_up, dirs) == ("s-1", False)
     marker = json.loads((dirs.work_dir / TASK_MARKER).read_text())
     assert marker["issue_id"] == "issue-1"
+
+
+def test_a_prior_dir_named_after_the_whole_task_id_is_still_reused(tmp_path: Path) -> None:
+    """An earlier version's `<workspace>/<full task id>/workdir`, markers matching: reused."""
+    old = _task()
+    moved = tmp_path / WS / old.id
+    prepare_dirs(tmp_path, old).env_root.rename(moved)
+    follow_up = _task(id="next", prior_work_dir=str(moved / "workdir"), prior_session_id="s-1")
+    dirs = prepare_dirs(tmp_path, follow_up)
+    assert (dirs.work_dir, dirs.reused) == ((moved / "workdir").resolve(), True)
+    assert resumable_session(follow_up, dirs) == ("s-1", False)
 
 
 def test_a_prior_dir_is_not_reused_for_another_agent_issue_or_workspace(tmp_path: Path) -> None:

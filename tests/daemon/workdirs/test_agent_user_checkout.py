@@ -18,6 +18,7 @@ from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.service import Workdirs
 from tests.fakes.repo_checkout import make_origin
+from tests.fakes.system_user import system_user
 
 pytestmark = pytest.mark.root
 
@@ -45,9 +46,9 @@ def test_the_checkout_belongs_to_the_agent_user(
     work = root / "w1"
     work.mkdir(mode=0o700)
     os.chown(work, agent_user.uid, agent_user.gid)
-    workdirs = Workdirs(root, {"PATH": "/usr/bin:/bin"}, _never, user=agent_user)
+    workdirs = Workdirs(root, {"PATH": "/usr/bin:/bin"}, _never, shared=True)
     workdirs.catalog.set_workspace("ws", [RepoRef(url=url)])
-    task = ActiveTask("ws", "0190f3c2-7a1b-7c3d-8e4f-a1b2c3d4e5f6", "bot", work)
+    task = ActiveTask("ws", "0190f3c2-7a1b-7c3d-8e4f-a1b2c3d4e5f6", "bot", work, agent_user)
     done = workdirs.check_out(task, url, "", work, 1.0)
     app = work / "app"
     assert done.path == app and (app / ".git").is_dir()
@@ -66,3 +67,24 @@ def test_the_checkout_belongs_to_the_agent_user(
     (app / "wip.txt").write_text("half")
     again = workdirs.check_out(task, url, "", work, 1.0)
     assert again.kept and (app / "wip.txt").read_text() == "half"
+
+
+def test_each_task_of_a_pool_checks_out_as_its_own_user(
+    agent_user: AgentUser, passable_tmp: Path, tmp_path: Path
+) -> None:
+    """Two tasks at once, each running as another user of a pool, each with a work dir only
+    its user may enter: each checkout is made by, and belongs to, its own task's user."""
+    url = make_origin(tmp_path / "o")
+    root = passable_tmp / "workspaces"
+    ensure_dir(root).chmod(SHARED_DIR_MODE)
+    workdirs = Workdirs(root, {"PATH": "/usr/bin:/bin"}, _never, shared=True)
+    workdirs.catalog.set_workspace("ws", [RepoRef(url=url)])
+    with system_user() as other:
+        for n, user in enumerate((agent_user, other)):
+            work = root / f"w{n}"
+            work.mkdir(mode=0o700)
+            os.chown(work, user.uid, user.gid)
+            task = ActiveTask("ws", f"0190f3c2-7a1b-7c3d-8e4f-a1b2c3d4e5f{n}", "bot", work, user)
+            done = workdirs.check_out(task, url, "", work, 1.0)
+            owners = {done.path.stat().st_uid, (done.path / ".git" / "HEAD").stat().st_uid}
+            assert owners == {user.uid}, (user.name, owners)

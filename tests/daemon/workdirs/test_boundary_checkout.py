@@ -64,9 +64,9 @@ def test_a_failed_clones_cleanup_does_not_follow_a_swapped_work_dir(
     fake.write_text(_SWAPPING_GIT.format(work=work, outside=outside, git=real))
     fake.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    workdirs = Workdirs(root, env, _never, user=agent_user)
+    workdirs = Workdirs(root, env, _never, shared=True)
     workdirs.catalog.set_workspace("ws", [RepoRef(url=url)])
-    task = ActiveTask("ws", "0190f3c2-7a1b-7c3d-8e4f-a1b2c3d4e5f6", "bot", work)
+    task = ActiveTask("ws", "0190f3c2-7a1b-7c3d-8e4f-a1b2c3d4e5f6", "bot", work, agent_user)
     with pytest.raises(GitError):
         workdirs.check_out(task, url, "", work, 1.0)
     assert work.is_symlink(), "the agent's swap happened"

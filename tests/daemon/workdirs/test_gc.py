@@ -8,6 +8,7 @@ from daemon.protocol.gc_check import ParentState
 from daemon.workdirs import gc_meta
 from daemon.workdirs.gc_meta import GcMeta
 from daemon.workdirs.leases import DirLeases
+from daemon.workdirs.names import task_dir_name
 from tests.daemon.workdirs.support import FakeLookup, age_dir, ago, collector, task_dir
 
 WS = "ws-1"
@@ -166,3 +167,22 @@ def test_a_missing_root_is_an_empty_round(tmp_path: Path) -> None:
     """Before the first task there is no root: nothing to do, no error."""
     stats = collector(tmp_path / "none", FakeLookup()).run_round()
     assert stats.cleaned == stats.orphaned == stats.skipped == 0
+
+
+def test_both_layouts_are_collected_alike(tmp_path: Path) -> None:
+    """A directory named after the whole task id (earlier versions) and one named after its
+    last 12 hex digits (Go's, and ours now) go by their meta alike, side by side."""
+    full = task_dir(tmp_path, "0190f5e2-aaaa-7000-8000-0123456789ab", _issue("i-done"))
+    key = task_dir(
+        tmp_path, task_dir_name("0190f5e2-aaaa-7000-8000-ba9876543210"), _issue("i-done")
+    )
+    kept = task_dir(tmp_path, task_dir_name("0190f5e2-aaaa-7000-8000-000000000001"), _issue("i"))
+    assert key.name == "ba9876543210"
+    lookup = FakeLookup(
+        issue_states={
+            "i-done": ParentState(True, "done", ago(30)),
+            "i": ParentState(True, "in_progress", ago(30)),
+        }
+    )
+    collector(tmp_path, lookup).run_round()
+    assert not full.exists() and not key.exists() and kept.exists()

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from daemon.workdirs.names import bare_dir_name, branch_name, repo_name, sanitize_name, task_key
+from daemon.files.private import path_part
+from daemon.workdirs.names import (
+    bare_dir_name,
+    branch_name,
+    repo_name,
+    sanitize_name,
+    task_dir_name,
+    task_key,
+)
 
 
 @pytest.mark.parametrize(
@@ -57,3 +65,12 @@ def test_the_branch_is_agent_name_and_the_task_ids_tail() -> None:
     assert branch_name("Review Bot!", task) == "agent/review-bot/a1b2c3d4e5f6"
     assert sanitize_name("  ") == "agent"
     assert sanitize_name("A" * 29 + " b") == "a" * 29
+
+
+def test_the_task_directory_is_gos_task_key() -> None:
+    """Go's `PredictRootDir` segment: the last 12 hex digits of the id, dashes dropped, a short
+    id whole; an id that is no plain path component stays the hashed whole id."""
+    assert task_dir_name("0190f3c2-7a1b-7c3d-8e4f-a1b2c3d4e5f6") == "a1b2c3d4e5f6"
+    assert task_dir_name("t-1") == "t1"
+    odd = "../../" + "x" * 20
+    assert task_dir_name(odd) == path_part(odd) != task_key(odd)

@@ -64,7 +64,7 @@ async def test_a_replaced_cli_reports_its_new_version(tmp_path: Path) -> None:
         assert await watch.check() == ["claude"]
         assert await watch.check() == []
         assert asked_of(cli) == asked + 1
-        assert backends["claude"][1] == "2.1.400"
+        assert backends["claude"][1] == "2.1.400 (Claude Code)"
         versions = registered_versions(fake)
         assert len(versions) == 2 and "2.1.328" in versions[0] and "2.1.400" in versions[1]
         assert registration.runtime_ids() == before
@@ -85,7 +85,7 @@ async def test_a_cli_that_gives_no_version_keeps_the_last_one(tmp_path: Path) ->
     async with watching(tmp_path, cli) as (fake, _, watch, backends):
         write_cli(cli, "")
         assert await watch.check() == []
-        assert backends["claude"][1] == "2.1.328"
+        assert backends["claude"][1] == "2.1.328 (Claude Code)"
         assert len(fake.seen("register")) == 1
 
 

@@ -8,15 +8,20 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import httpx
 import pytest
 
 import daemon
 from daemon.cli.discovery import available
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
+from daemon.protocol.models import RuntimeInfo
+from daemon.protocol.release import cli_version
+from daemon.protocol.runtime_actions import PendingActions
 from daemon.testing import FakeClock
 from daemon.worker.registration import FAILURE_BACKOFF, Registration
 from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.fakes.multica_versions import FLOORS, meets
 from tests.helpers import daemon_env
 
 pytestmark = pytest.mark.anyio
@@ -93,3 +98,69 @@ async def test_an_unknown_runtime_id_changes_nothing(tmp_path: Path) -> None:
     async with registered(tmp_path) as (fake, registration, _clock):
         await registration.runtime_gone("not-ours")
         assert registers(fake) == 1 and len(registration.runtimes) == 1
+
+
+async def test_registered_runtimes_open_every_feature_multica_gates_on_the_version(
+    tmp_path: Path,
+) -> None:
+    """Each runtime's `cli_version`, as the server stored it, meets every Multica floor."""
+    async with registered(tmp_path) as (fake, registration, _clock):
+        rows = [fake.runtimes[r.id] for r in registration.runtimes]
+        assert rows
+        for row in rows:
+            assert row.cli_version == cli_version()
+            assert all(meets(row.cli_version, floor) for floor in FLOORS.values())
+
+
+async def test_runtimes_are_named_and_versioned_as_gos(tmp_path: Path) -> None:
+    """`Scripted (<device>)` with the CLI's version line, which the server shows as the device
+    (`<device> · <version>`), as Multica's daemon registers them."""
+    async with registered(tmp_path, MULTICA_DAEMON_DEVICE_NAME="box") as (fake, registration, _):
+        (runtime,) = registration.runtimes
+        version = await runtime.backend.detect()
+        row = fake.runtimes[runtime.id]
+        assert (row.name, row.version) == ("Scripted (box)", version)
+        assert row.device_info == f"box · {version}"
+
+
+async def test_a_runtime_of_a_legacy_id_is_folded_into_ours(tmp_path: Path) -> None:
+    """A runtime this machine registered under an older id (its host name, before ids were
+    UUIDs) gives its tasks to the new one and is gone, as Multica merges `legacy_daemon_ids`."""
+    async with multica_server() as fake, httpx.AsyncClient(base_url=fake.url) as http:
+        body = {
+            "workspace_id": fake.workspace_id,
+            "daemon_id": "Old-Host",
+            "device_name": "old-host",
+            "cli_version": "0.2.0",
+            "runtimes": [{"name": "Scripted", "type": "scripted", "version": "1"}],
+        }
+        old = (await http.post("/api/daemon/register", json=body)).json()["runtimes"][0]["id"]
+        settings = Settings.from_env(daemon_env(tmp_path, fake.url))
+        async with make_http_client(fake.url, settings.token, daemon.__version__) as client:
+            backends = await available(settings)
+            registration = Registration(
+                ServerClient(client), settings, backends, "d1", legacy_ids=["old-host", "x"]
+            )
+            await registration.register_when_reachable()
+        (new,) = registration.runtimes
+        assert fake.merged_runtimes == {old: new.id}
+        assert [r.id for r in fake.live_runtimes()] == [new.id]
+        sent = fake.seen("register")[-1].body
+        assert sent["legacy_daemon_ids"] == ["old-host", "x"]
+
+
+async def test_one_heartbeat_takes_every_queued_skill_import() -> None:
+    """The heartbeat says `supports_batch_import`, so Multica hands out its whole batch (up to
+    10) at once instead of one import per heartbeat; all are answered."""
+    async with multica_server() as fake, make_http_client(fake.url, "", "1") as http:
+        client = ServerClient(http)
+        scripted = RuntimeInfo(name="Scripted", type="scripted")
+        answer = await client.register(fake.workspace_id, "d1", "box", "1", [scripted])
+        runtime_id = answer.runtimes[0].id
+        asked = [fake.queue_skill_import(f"skill-{n}") for n in range(3)]
+        beat = await client.heartbeat(runtime_id)
+        assert [p.id for p in beat.pending_local_skill_imports] == asked
+        assert fake.skill_imports == []
+        async with anyio.create_task_group() as tg:
+            PendingActions(client).handle(tg, runtime_id, "scripted", beat)
+        assert sorted(r["request_id"] for r in fake.action_results) == sorted(asked)

@@ -1,0 +1,140 @@
+"""The agent-user pool: parsing MULTICA_AGENT_USER, one user per task, and the sweep that kills
+every process of a uid before it is handed out again (real users and processes; needs root)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import anyio
+import pytest
+
+from backends.process.identity import AgentUser
+from daemon.agent_pool import AgentPool, processes_of, resolve_pool, sweep
+from daemon.config import Settings
+from daemon.errors import ConfigError
+from tests.fakes.system_user import system_user
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.root
+
+
+@pytest.fixture
+def two_users() -> Iterator[tuple[AgentUser, AgentUser]]:
+    """Two system users made for the test."""
+    with ExitStack() as stack:
+        users = stack.enter_context(system_user()), stack.enter_context(system_user())
+        try:
+            yield users
+        finally:
+            for user in users:  # a failed test leaves nothing running under a reused uid
+                sweep(user.uid)
+
+
+def leave_behind(user: AgentUser) -> int:
+    """Start, as `user`, a sleeper that double-forks, calls setsid, leaves for `/` with an
+    empty environment and outlives its parent, as an agent's tool can; its pid."""
+    script = "( cd / && env -i setsid sleep 444 </dev/null >/dev/null 2>&1 & echo $! )"
+    done = subprocess.run(
+        ["sh", "-c", script], check=True, capture_output=True, cwd="/", **user.spawn_options()
+    )
+    return int(done.stdout)
+
+
+def test_a_pool_is_a_list_or_a_uid_range(two_users: tuple[AgentUser, AgentUser]) -> None:
+    """`a,b` and `LOW-HIGH` name pools; a single name is a pool of one; an unknown or doubled
+    user, or a backwards range, stops start-up naming the variable."""
+    a, b = two_users
+    assert [u.uid for u in resolve_pool(f"{a.name},{b.name}")] == [a.uid, b.uid]
+    assert [u.uid for u in resolve_pool(f" {a.uid} , {b.name} ")] == [a.uid, b.uid]
+    assert [u.uid for u in resolve_pool(a.name)] == [a.uid]
+    low, high = sorted((a.uid, b.uid))
+    if high == low + 1:
+        assert [u.uid for u in resolve_pool(f"{low}-{high}")] == [low, high]
+    for bad in (f"{a.name},{a.name}", f"{a.name},no-such-user-x", f"{high}-{low}", "root,x"):
+        with pytest.raises(ConfigError, match="MULTICA_AGENT_USER"):
+            resolve_pool(bad)
+
+
+def test_a_pool_bounds_how_many_tasks_run_at_once(
+    tmp_path: Path, two_users: tuple[AgentUser, AgentUser]
+) -> None:
+    """Twenty slots asked, two users: two tasks at once; one user keeps the twenty."""
+    a, b = two_users
+    env = {"HOME": str(tmp_path), "MULTICA_DAEMON_MAX_CONCURRENT_TASKS": "20"}
+    pooled = Settings.from_env({**env, "MULTICA_AGENT_USER": f"{a.name},{b.name}"})
+    single = Settings.from_env({**env, "MULTICA_AGENT_USER": a.name})
+    assert (pooled.max_concurrent_tasks, [u.uid for u in pooled.agent_pool]) == (2, [a.uid, b.uid])
+    assert pooled.agent_identity == pooled.agent_pool[0]
+    assert single.max_concurrent_tasks == 20
+
+
+@pytest.mark.anyio
+async def test_each_running_task_gets_a_user_of_its_own(
+    two_users: tuple[AgentUser, AgentUser],
+) -> None:
+    """Two holders get two users; a third waits until one is released and swept."""
+    swept: list[int] = []
+    pool = AgentPool(two_users, clean=lambda uid: swept.append(uid) or 0)
+    first, second = await pool.acquire(), await pool.acquire()
+    assert first is not None and second is not None and first.uid != second.uid
+    third: list[AgentUser | None] = []
+
+    async def wait_for_one() -> None:
+        third.append(await pool.acquire())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(wait_for_one)
+        await anyio.wait_all_tasks_blocked()
+        assert third == []
+        await pool.release(second)
+    assert swept == [second.uid] and third == [second]
+
+
+@pytest.mark.anyio
+async def test_a_leftover_of_a_tasks_uid_is_gone_before_the_uid_is_handed_out_again(
+    two_users: tuple[AgentUser, AgentUser],
+) -> None:
+    """A double-forked, setsid'd sleeper of the first task's user is killed by its release:
+    when the pool hands that uid out again, no process of it is left."""
+    pool = AgentPool(two_users[:1])
+    user = await pool.acquire()
+    assert user is not None
+    leftover = leave_behind(user)
+    assert leftover in processes_of(user.uid)
+    await pool.release(user)
+    again = await pool.acquire()
+    assert again == user
+    assert processes_of(user.uid) == []
+    await eventually(lambda: not Path(f"/proc/{leftover}").exists() or _zombie(leftover))
+
+
+@pytest.mark.anyio
+async def test_a_shared_user_is_swept_only_when_no_task_of_it_runs(
+    two_users: tuple[AgentUser, AgentUser],
+) -> None:
+    """One user for every task: releasing one of two holders kills nothing; the last does."""
+    pool = AgentPool(two_users[:1])
+    one, other = await pool.acquire(), await pool.acquire()
+    assert one is not None and one == other
+    leftover = leave_behind(one)
+    await pool.release(one)
+    assert leftover in processes_of(one.uid)
+    await pool.release(other)
+    assert processes_of(one.uid) == []
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_the_tests_run_as_root() -> None:
+    """These tests create users and processes as them: without root they prove nothing."""
+    assert os.geteuid() == 0

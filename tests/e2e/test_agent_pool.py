@@ -1,0 +1,151 @@
+"""A real root `agent-daemon run` with a pool of agent users: each running task has a uid of
+its own that cannot read another's work dir, and what a task leaves behind under its uid is
+killed before that uid runs anything again. Needs root (as CI has) to create the users.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends.process.identity import AgentUser
+from daemon.cli.tasks_api import TasksApi
+from tests.daemon_child import DaemonChild, daemon_child
+from tests.fakes.system_user import AGENT_USER_CAPABILITIES, with_only
+from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
+
+pytestmark = [pytest.mark.anyio, pytest.mark.root]
+
+_EMBEDDED = re.compile(r"embedded server listening on (http://\S+)")
+
+# A shell agent. `leave`, the first time: a sleeper that double-forks, calls setsid, moves to
+# / and drops its environment (nothing ties it to the task), its pid kept in
+# `$shared/straggler`; every later time: whether that pid still lives. `peek` waits until two
+# agents have said where they work, then tries to list the other's work dir.
+AGENT = r"""#!/bin/sh
+shared="$1"
+me=$(id -u)
+echo "uid=$me"
+case "$2" in
+leave)
+    if [ -f "$shared/straggler" ]; then
+        # Running or asleep: a zombie (killed, waiting to be reaped) runs nothing.
+        state=$(sed 's/.*) //' "/proc/$(cat "$shared/straggler")/stat" 2>/dev/null | cut -d' ' -f1)
+        case "$state" in ""|Z|X) echo "alive=no" ;; *) echo "alive=yes state=$state" ;; esac
+        exit 0
+    fi
+    ( cd / && env -i setsid sleep 444 </dev/null >/dev/null 2>&1 & echo $! > "$shared/straggler" )
+    echo "straggler=$(cat "$shared/straggler")"
+    ;;
+peek)
+    echo "$MULTICA_WORKDIR" > "$shared/$me.workdir"
+    n=0
+    while [ "$(ls "$shared" | grep -c 'workdir$')" -lt 2 ] && [ $n -lt 300 ]; do
+        sleep 0.1; n=$((n+1))
+    done
+    for f in "$shared"/*.workdir; do
+        [ "$f" = "$shared/$me.workdir" ] && continue
+        if ls "$(cat "$f")" >/dev/null 2>&1; then echo "peek=allowed"; else echo "peek=refused"; fi
+    done
+    ;;
+esac
+"""
+
+
+@asynccontextmanager
+async def pool_daemon(
+    home: Path, users: str, mode: str
+) -> AsyncIterator[tuple[DaemonChild, TasksApi]]:
+    """`agent-daemon run` as root (embedded server) with MULTICA_AGENT_USER=`users` and the
+    shell agent in `mode`; yields the child and its server's task API."""
+    shared = home / "shared"
+    shared.mkdir(mode=0o777, exist_ok=True)
+    shared.chmod(0o1777)
+    agent = home / "agent.sh"
+    agent.write_text(AGENT)
+    agent.chmod(0o755)
+    env = daemon_env(
+        home,
+        "",
+        MULTICA_AGENT_USER=users,
+        MULTICA_EMBEDDED_LISTEN="127.0.0.1:0",
+        MULTICA_SCRIPTED_BACKEND="0",
+        MULTICA_COMMAND_PATH=str(agent),
+        MULTICA_COMMAND_ARGS=f"{shared} {mode}",
+        MULTICA_DAEMON_MAX_CONCURRENT_TASKS="4",
+    )
+    python = (*with_only(AGENT_USER_CAPABILITIES), sys.executable)
+    async with daemon_child(env, python=python) as child:
+        await eventually(lambda: _EMBEDDED.search(child.log) is not None, within=15)
+        url = _EMBEDDED.search(child.log).group(1)  # type: ignore[union-attr]
+        async with server_client(url, TOKEN) as http:
+            yield child, TasksApi(http)
+
+
+async def finished(api: TasksApi, task_id: str, within: float = 60) -> dict[str, Any]:
+    async def ended() -> bool:
+        return (await api.get_task(task_id))["status"] in FINAL
+
+    await eventually(ended, within=within)
+    return await api.get_task(task_id)
+
+
+async def said(api: TasksApi, task_id: str) -> dict[str, str]:
+    """The agent's `key=value` lines, from its transcript."""
+    text = "\n".join(str(m.get("content") or "") for m in await api.messages(task_id))
+    pairs = (line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+async def test_two_running_tasks_have_two_uids_and_cannot_read_each_others_work_dir(
+    passable_tmp: Path, two_users: tuple[AgentUser, AgentUser]
+) -> None:
+    """A pool of two: two tasks at once run as the two users, each work dir is its own uid's,
+    and neither agent can list the other's."""
+    a, b = two_users
+    async with pool_daemon(passable_tmp, f"{a.name},{b.name}", "peek") as (_, api):
+        ids = [str((await api.create_task("Peek.", backend="command"))["id"]) for _ in range(2)]
+        tasks = [await finished(api, task_id) for task_id in ids]
+        reports = [await said(api, task_id) for task_id in ids]
+    assert [t["status"] for t in tasks] == ["completed"] * 2, [t["error"] for t in tasks]
+    assert sorted(int(r["uid"]) for r in reports) == sorted((a.uid, b.uid))
+    assert [r["peek"] for r in reports] == ["refused", "refused"]
+    for task, report in zip(tasks, reports, strict=True):
+        assert _owners(Path(task["work_dir"])) == {int(report["uid"])}
+
+
+async def test_a_double_forked_leftover_is_gone_before_its_uid_runs_the_next_task(
+    passable_tmp: Path, two_users: tuple[AgentUser, AgentUser]
+) -> None:
+    """One agent user: task A leaves a double-forked, setsid'd sleeper in `/` with an empty
+    environment; by the time task B runs as the same uid, the sleeper is dead."""
+    a, _ = two_users
+    async with pool_daemon(passable_tmp, a.name, "leave") as (_, api):
+        first = str((await api.create_task("Leave one.", backend="command"))["id"])
+        left = await finished(api, first)
+        straggler = int((await said(api, first))["straggler"])
+        second = str((await api.create_task("Check.", backend="command"))["id"])
+        checked = await finished(api, second)
+        report = await said(api, second)
+    assert (left["status"], checked["status"]) == ("completed", "completed")
+    assert report == {"uid": str(a.uid), "alive": "no"}, report
+    assert _zombie(straggler)
+
+
+def _owners(work_dir: Path) -> set[int]:
+    """Who owns the work dir and its task's directory."""
+    return {work_dir.stat().st_uid, work_dir.parent.stat().st_uid}
+
+
+def _zombie(pid: int) -> bool:
+    """Gone, or a zombie waiting to be reaped (it runs nothing)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
