@@ -24,7 +24,7 @@ import logging
 import os
 import stat
 import tomllib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from backends.base import AgentRun, RunSpec
 from backends.codex.events import CodexEventParser, thread_totals
 from backends.process import ProcessSpec
 from backends.resume import Launch, start_session
-from daemon.files.beneath import opened_dir, read_at, walk_at
+from daemon.files.beneath import opened_at, opened_dir, read_at, walk_at
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,38 @@ def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
         return "codex-default"
     model = config.get("model")
     return model if isinstance(model, str) and model else "codex-default"
+
+
+def rollout_present(home: Path, thread: str) -> bool:
+    """Whether the thread's rollout file exists: until it does, `codex exec resume` cannot
+    find the thread, so a session named before it is not yet one a later run can resume.
+
+    Multica's two layouts, flat and by date (`YYYY/MM/DD`), plain or compressed; the newest
+    dates first, as a new thread's file is there. Only names are read, through handles that
+    follow no link below the sessions directory (the agent's to change)."""
+    if not thread:
+        return False
+    marker = f"-{thread}.jsonl"
+
+    def holds(fd: int) -> bool:
+        return any(n.startswith("rollout-") and marker in n for n in os.listdir(fd))
+
+    try:
+        with opened_dir(home / "sessions", follow=True) as sessions:
+            return holds(sessions) or _dated_holds(sessions, holds, 3)
+    except OSError:
+        return False
+
+
+def _dated_holds(fd: int, holds: Callable[[int], bool], depth: int) -> bool:
+    for name in sorted((n for n in os.listdir(fd) if n.isdigit()), reverse=True):
+        try:
+            with opened_at(fd, name) as below:
+                if holds(below) if depth == 1 else _dated_holds(below, holds, depth - 1):
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def rollout_totals(

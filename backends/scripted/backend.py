@@ -22,6 +22,9 @@ whose output is the prompt. Each step is an object with exactly one key:
     {"result": {"output": "done", "session_id": "s1", "usage": {...}}}   the final result line
                                                    (add `"error": "..."` for a failed result)
     {"hang": true}                                 sleep forever (until killed)
+    {"end_if_resumed": true}                       when the run resumes a session, name it
+                                                   (a `status`) and end with the result
+                                                   `resumed <session>`; else go on
     {"exit": 3}                                    exit with that code now
     {"crash": "SIGSEGV"}                           die by that signal (no core file)
 
@@ -146,6 +149,10 @@ class Script:
     def hang(self) -> Script:
         """Sleep forever."""
         return self._add("hang", True)
+
+    def end_if_resumed(self) -> Script:
+        """When resuming a session: name it and end with `resumed <session>`; else go on."""
+        return self._add("end_if_resumed", True)
 
     def exit(self, code: int) -> Script:
         """Exit with `code`."""

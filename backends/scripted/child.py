@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
         _emit({"type": "error", "content": f"bad script: {exc}"})
         print(f"bad script: {exc}", file=sys.stderr, flush=True)
         return 2
-    return _run(steps)
+    return _run(steps, resume)
 
 
 def find_script(prompt: str) -> dict[str, Any] | None:
@@ -122,14 +122,19 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "stderr": (lambda a: isinstance(a, str), "a string"),
     "result": (lambda a: isinstance(a, dict), "an object with the result's fields"),
     "hang": (lambda a: a is True, "true"),
+    "end_if_resumed": (lambda a: a is True, "true"),
     "exit": (lambda a: _is_count(a, 0) and a <= 255, "an exit code 0..255"),
     "crash": (lambda a: isinstance(a, str) and _signal(a) is not None, 'a signal name ("SIGSEGV")'),
 }
 
 
-def _run(steps: list[tuple[str, Any]]) -> int:
+def _run(steps: list[tuple[str, Any]], resume: str = "") -> int:
     for kind, arg in steps:
         match kind:
+            case "end_if_resumed" if resume:
+                _emit({"type": "status", "content": f"resumed {resume}", "session_id": resume})
+                _emit({"type": "result", "output": f"resumed {resume}", "session_id": resume})
+                return 0
             case "emit":
                 _emit(arg)
             case "text":

@@ -25,6 +25,9 @@ class TaskServer(Protocol):
         """Append a batch of transcript messages in their wire shape; the task's status when
         the server's answer named it."""
 
+    async def pin_session(self, task_id: str, session_id: str, work_dir: str) -> None:
+        """Record the running agent's session and work directory on the task."""
+
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:

@@ -161,6 +161,13 @@ class ServerClient(Caller):
         path = task_path(task_id, "status")
         return (await self._call("status", "GET", path, parse_model(TaskStatusResponse))).status
 
+    async def pin_session(self, task_id: str, session_id: str, work_dir: str) -> None:
+        """Record the agent's session and work directory on the task while it runs (one try):
+        a retry after a daemon crash resumes them."""
+        body = {k: v for k, v in (("session_id", session_id), ("work_dir", work_dir)) if v}
+        path = task_path(task_id, "session")
+        await self._call("session", "POST", path, ignore_body, body, _SINGLE_TRY)
+
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:

@@ -1,10 +1,16 @@
 """Multica's control WebSocket, client side: the server says a task waits, the daemon claims.
 
-`GET /api/daemon/ws?runtime_ids=<sorted, comma-separated>` with the HTTP requests' headers. The
-one frame acted on is `{"type": "daemon:task_available", "payload": {"runtime_id", "task_id"}}`;
-anything else is ignored. The channel only wakes the claim loop early: claims stay HTTP, and the
-poll interval stays the fallback, so a server without the route (404, a refused upgrade) or a
-dropped connection leaves the daemon claiming exactly as it would without the channel.
+`GET /api/daemon/ws?runtime_ids=<sorted, comma-separated>` with the HTTP requests' headers.
+Three frames are acted on, anything else is ignored:
+
+- `{"type": "daemon:task_available", "payload": {"runtime_id", "task_id"}}` wakes the claim loop;
+- `{"type": "daemon:workspaces_changed"}`: the account's workspaces changed (`Pushes` syncs);
+- `{"type": "daemon:pending_work", "payload": {"runtime_id", "kind"}}`: a heartbeat answer holds
+  work a user waits on (`Pushes` sends that runtime's heartbeat now).
+
+The channel only brings things forward: claims and heartbeats stay HTTP, and their intervals
+stay the fallback, so a server without the route (404, a refused upgrade) or a dropped
+connection leaves the daemon working exactly as it would without the channel.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 from urllib.parse import quote
 
 import anyio
@@ -27,6 +34,8 @@ log = logging.getLogger(__name__)
 
 PATH = "/api/daemon/ws"
 TASK_AVAILABLE = "daemon:task_available"
+WORKSPACES_CHANGED = "daemon:workspaces_changed"
+PENDING_WORK = "daemon:pending_work"
 BACKOFF_FIRST = 1.0
 BACKOFF_CAP = 30.0
 RESET_AFTER = 10.0
@@ -49,6 +58,16 @@ class _NoRedirects(connect):
         return exc
 
 
+class PushHandler(Protocol):
+    """What the daemon does with the pushes that are not a task's wake-up."""
+
+    def workspaces_changed(self) -> None:
+        """The account's workspaces changed."""
+
+    def pending_work(self, runtime_id: str, kind: str) -> None:
+        """A heartbeat answer for `runtime_id` holds work of this kind."""
+
+
 class ControlChannel:
     """Keeps the control WebSocket open for the current runtimes and sets `wakeup` on news."""
 
@@ -62,12 +81,14 @@ class ControlChannel:
         ping_interval: float = PING_INTERVAL,
         pong_timeout: float = PONG_TIMEOUT,
         jitter: Callable[[float, float], float] = random.uniform,
+        pushes: PushHandler | None = None,
     ) -> None:
         self._base = ws_url(server_url)
         self._headers = dict(headers)
         self._user_agent = self._headers.pop("User-Agent", None)
         self._runtime_ids = runtime_ids
         self._wakeup = wakeup
+        self._pushes = pushes
         self._ping_interval = ping_interval
         self._pong_timeout = pong_timeout
         self._session_scope = anyio.CancelScope()
@@ -141,11 +162,21 @@ class ControlChannel:
             message = jsonin.loads(frame, limit=FRAME_LIMIT, what="a control frame")
         except ValueError:
             return
-        if isinstance(message, dict) and message.get("type") == TASK_AVAILABLE:
-            payload = message.get("payload")
-            task = payload.get("task_id") if isinstance(payload, dict) else None
-            log.debug("control channel: task %s available", short_id(str(task)))
+        if not isinstance(message, dict):
+            return
+        kind = message.get("type")
+        payload = message.get("payload")
+        payload = payload if isinstance(payload, dict) else {}
+        if kind == TASK_AVAILABLE:
+            log.debug("control channel: task %s available", short_id(str(payload.get("task_id"))))
             self._wakeup.set()
+        elif kind == WORKSPACES_CHANGED and self._pushes is not None:
+            self._pushes.workspaces_changed()
+        elif kind == PENDING_WORK and self._pushes is not None:
+            # As Multica's daemon: a payload of the wrong shape, or without a runtime, is dropped.
+            runtime_id, work = payload.get("runtime_id"), payload.get("kind", "")
+            if isinstance(runtime_id, str) and runtime_id and isinstance(work, str):
+                self._pushes.pending_work(runtime_id, work)
 
     def _failed(self, exc: Exception) -> None:
         # One line per outage, not one per retry: a server without the route would otherwise

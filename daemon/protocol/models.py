@@ -179,6 +179,22 @@ def _mcp_object(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
 
+class IssueStatus(WireModel):
+    """One status of the workspace's own catalog, as the claim lists it."""
+
+    key: Text = ""
+    name: Text = ""
+    category: Text = ""
+    description: Text = ""
+
+
+def _status_entries(value: Any) -> Any:
+    # An entry that is not an object is skipped rather than failing the whole claim.
+    return (
+        [v for v in value if isinstance(v, dict | IssueStatus)] if isinstance(value, list) else []
+    )
+
+
 class Agent(WireModel):
     """The agent definition a task runs with."""
 
@@ -195,6 +211,11 @@ class Agent(WireModel):
     # Multica's three states: absent or null = the runtime's own MCP servers; any object (even
     # an empty one) = exactly these servers.
     mcp_config: Annotated[dict[str, Any] | None, BeforeValidator(_mcp_object)] = None
+
+
+def _object_entries(value: Any) -> Any:
+    # Anything but an object in the list is skipped rather than failing the whole claim.
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _default_agent(value: Any) -> Any:
@@ -236,11 +257,26 @@ class Task(WireModel):
     quick_create_due_date: Text = ""
     project_id: Text = ""
     project_title: Text = ""
+    # The project's standing context and its resources, shown to the agent in its brief.
+    project_description: Text = ""
+    project_resources: Annotated[list[dict[str, Any]], BeforeValidator(_object_entries)] = Field(
+        default_factory=list
+    )
     parent_issue_id: Text = ""
     parent_issue_identifier: Text = ""
     squad_id: Text = ""
     squad_name: Text = ""
+    # This run coordinates the squad (Multica's `is_leader_task`): it ends its turns differently.
+    is_leader_task: bool = False
     workspace_context: Text = ""
+    # Who the run works for, in their own words; the brief shows it as background.
+    requesting_user_name: Text = ""
+    requesting_user_profile_description: Text = ""
+    # The workspace's custom statuses (empty: only the built-in seven), and how many were cut.
+    issue_statuses: Annotated[list[IssueStatus], BeforeValidator(_status_entries)] = Field(
+        default_factory=list
+    )
+    issue_statuses_omitted: Count = 0
     prior_work_dir: Text = ""
     # The repositories this task may check out (a project's, else the workspace's).
     repos: RepoList = Field(default_factory=list)

@@ -76,6 +76,7 @@ def create_app(
             Route(task + "/messages", routes.post_messages, methods=["POST"]),
             Route(task + "/status", routes.status, methods=["GET"]),
             Route(task + "/usage", routes.post_usage, methods=["POST"]),
+            Route(task + "/session", routes.pin_session, methods=["POST"]),
             Route(task + "/complete", routes.complete, methods=["POST"]),
             Route(task + "/fail", routes.fail, methods=["POST"]),
             Route(task + "/cancel-ack", routes.cancel_ack, methods=["POST"]),
@@ -232,6 +233,15 @@ class _Routes:
         body = await parse(request, bodies.UsageIn, self._max_body)
         await in_thread(self._store.record_usage, await self._held(request), body.usage)
         return JSONResponse({"status": "ok"})
+
+    async def pin_session(self, request: Request) -> Response:
+        # Multica's PinTaskSession: 400 unless the body names a session or a work dir.
+        body = await parse(request, bodies.SessionIn, self._max_body)
+        if not (body.session_id or body.work_dir):
+            raise BadRequestError("session_id or work_dir required")
+        task = await self._held(request)
+        await in_thread(self._store.pin_session, task, body.session_id, body.work_dir)
+        return Response(status_code=204)
 
     async def complete(self, request: Request) -> Response:
         # Multica's CompleteTask: 200 whatever the status; only a `running` task changes.

@@ -104,6 +104,13 @@ class CompleteIn(_Body):
     work_dir: str = ""
 
 
+class SessionIn(_Body):
+    """`POST /api/daemon/tasks/{id}/session`: at least one of the two."""
+
+    session_id: str = ""
+    work_dir: str = ""
+
+
 class FailIn(_Body):
     """`POST /api/daemon/tasks/{id}/fail`."""
 

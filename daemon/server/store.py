@@ -258,6 +258,20 @@ class Store(Runtimes, Transcripts, Repos):
             view = records.task_view(self._task_row(conn, task_id))
             return {**view, "retry": followed} if followed else view
 
+    def pin_session(self, task_id: str, session_id: str, work_dir: str) -> None:
+        """Record a running agent's session and work dir (Multica's `UpdateAgentTaskSession`):
+        what is not given is kept; a finished task's row is left alone (a late pin never
+        contradicts its terminal report), except a cancelled one's empty session."""
+        with self._tx() as conn:
+            self._task_row(conn, task_id)
+            conn.execute(
+                """UPDATE tasks SET session_id = COALESCE(?, session_id),
+                       work_dir = COALESCE(?, work_dir)
+                   WHERE id = ? AND (status IN ('dispatched', 'running')
+                                     OR (status = 'cancelled' AND session_id IS NULL))""",
+                (session_id or None, work_dir or None, task_id),
+            )
+
     def cancel(self, task_id: str) -> dict[str, Any]:
         """Cancel the task unless it already finished; the daemon notices on its next poll."""
         with self._tx() as conn:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 
@@ -66,9 +66,11 @@ class Attempt:
         *,
         deadline: float,
         session_id: str,
+        on_session: Callable[[str], None] | None = None,
     ) -> None:
         """`deadline` is the wall clock's, on the event loop's clock; `session_id` the one the
-        attempts so far left (this attempt keeps it unless its agent names another)."""
+        attempts so far left (this attempt keeps it unless its agent names another);
+        `on_session` hears each session id the agent names (it must not block)."""
         self.backend = backend
         self.spec = spec
         self.activity = activity
@@ -80,6 +82,7 @@ class Attempt:
         self.policy = WatchdogPolicy(idle, settings.tool_watchdog, settings.first_output_timeout)
         self.exit_grace = settings.exit_grace
         self.session_id = session_id
+        self._on_session = on_session
         self.pid: int | None = None
         self.watchdog: Watchdog | None = None
         self._scope = anyio.CancelScope(deadline=deadline)
@@ -111,7 +114,10 @@ class Attempt:
                     with anyio.CancelScope() as grace:
                         async with aclosing(self._drain(agent)) as drain:
                             async for message in drain:
-                                session_id = message.session_id or session_id
+                                if message.session_id:
+                                    session_id = message.session_id
+                                    if self._on_session is not None:
+                                        self._on_session(session_id)
                                 spent = message.usage or spent
                                 if message.type is _RESULT and final is None:
                                     final = message

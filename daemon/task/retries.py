@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 
 import anyio
 
@@ -74,8 +75,9 @@ class Retries:
             self.attempt.stop()
         self._waiting.cancel()
 
-    async def run(self, spec: RunSpec) -> Ending:
-        """Attempts and their backoffs under the wall-clock cap, which covers every retry."""
+    async def run(self, spec: RunSpec, on_session: Callable[[str], None] | None = None) -> Ending:
+        """Attempts and their backoffs under the wall-clock cap, which covers every retry;
+        `on_session` hears each session id an agent names."""
         label = short_id(spec.task_id)
         retry_policy = self._services.idle_retry
         limit = self._services.settings.agent_timeout
@@ -90,6 +92,7 @@ class Retries:
                 self._transcript,
                 deadline=deadline,
                 session_id=session,
+                on_session=on_session,
             )
             if self.stop_reason:
                 attempt.stop()

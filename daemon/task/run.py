@@ -24,6 +24,7 @@ from daemon.task.incidents import TaskIncidents
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
+from daemon.task.session_pin import SessionPin, resumable_check
 from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
@@ -175,15 +176,21 @@ class TaskRun:
             dirs.work_dir,
             " (reused)" if dirs.reused else "",
         )
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self.reporter.stream)
-            every = self._services.settings.status_poll_interval
-            interval = functools.partial(self._services.pacing.status_interval, every)
-            due, news = self._status_due, self._status_news
-            tg.start_soon(poll_status, client, self.task.id, interval, self.stop, due, news)
-            with self._checkouts(dirs):
-                ending = await self._retries.run(spec)
-            tg.cancel_scope.cancel()
+        # The pins finish (each within its bound) before the terminal report, which then has
+        # the last word on the task's session.
+        async with anyio.create_task_group() as pins:
+            resumable = resumable_check(self.backend.name, spec)
+            pin = SessionPin(client, self.task.id, str(dirs.work_dir), pins, resumable)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self.reporter.stream)
+                every = self._services.settings.status_poll_interval
+                interval = functools.partial(self._services.pacing.status_interval, every)
+                due, news = self._status_due, self._status_news
+                tg.start_soon(poll_status, client, self.task.id, interval, self.stop, due, news)
+                with self._checkouts(dirs):
+                    ending = await self._retries.run(spec, pin.learned)
+                tg.cancel_scope.cancel()
+            pin.run_ended()
         await self.reporter.close()
         return ending
 

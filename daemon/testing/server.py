@@ -33,13 +33,21 @@ from daemon.protocol.runtime_models import HeartbeatResponse
 
 T = TypeVar("T")
 
-TASK_CALLS = ("start_task", "task_status", "send_messages", "report_usage", "send_report")
+TASK_CALLS = (
+    "start_task",
+    "task_status",
+    "send_messages",
+    "pin_session",
+    "report_usage",
+    "send_report",
+)
 """The calls of `TaskServer`: those a forgotten task answers with `TaskGoneError`."""
 _ENDPOINTS = {
     "start_task": "start",
     "task_status": "status",
     "send_messages": "messages",
     "report_usage": "usage",
+    "pin_session": "session",
 }
 """The endpoint each call names in its errors, as the real client's do."""
 _SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
@@ -84,6 +92,8 @@ class FakeTaskServer:
         self.usage: dict[str, list[UsageEntry]] = {}
         self.reports: dict[str, list[TerminalReport]] = {}
         """The terminal calls taken, per task."""
+        self.pins: dict[str, list[tuple[str, str]]] = {}
+        """The (session, work dir) pins taken, per task, in order."""
         self.hold: anyio.Event | None = None
         """While set, a transcript send waits for this event before it is answered."""
         self.sending = anyio.Event()
@@ -184,6 +194,11 @@ class FakeTaskServer:
             raise PermanentServerError("messages", "content: invalid", 400)
         self.transcripts.setdefault(task_id, []).extend(batch)
         return self.status_of(task_id) if self.names_status else None
+
+    async def pin_session(self, task_id: str, session_id: str, work_dir: str) -> None:
+        """Take the running agent's session and work directory (`pins`)."""
+        self._take("pin_session", task_id)
+        self.pins.setdefault(task_id, []).append((session_id, work_dir))
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True

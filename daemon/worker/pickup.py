@@ -15,7 +15,7 @@ import anyio
 
 import daemon
 from daemon.config import Settings
-from daemon.protocol.control import ControlChannel
+from daemon.protocol.control import ControlChannel, PushHandler
 from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
 from daemon.task.run import TaskRun
@@ -33,8 +33,10 @@ class Pickup:
         registration: Registration,
         server_url: str,
         control: bool,
+        pushes: PushHandler | None = None,
     ) -> None:
-        """`control`: open the server's control WebSocket (a server in another process)."""
+        """`control`: open the server's control WebSocket (a server in another process), whose
+        other pushes go to `pushes`."""
         self._settings = settings
         self._runs = runs
         self.wakeup = Wakeup()
@@ -42,7 +44,7 @@ class Pickup:
         if control:
             headers = protocol_headers(settings.token, daemon.__version__)
             ids = registration.runtime_ids
-            self.channel = ControlChannel(server_url, headers, ids, self.wakeup)
+            self.channel = ControlChannel(server_url, headers, ids, self.wakeup, pushes=pushes)
         self._registration = registration
 
     async def listen(self) -> None:

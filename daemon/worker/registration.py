@@ -1,6 +1,6 @@
-"""This daemon's runtimes on the server: registered per workspace, kept alive by heartbeats,
-re-registered (once, coalesced) when the server forgets one or a CLI's version changed,
-re-synced every half hour.
+"""This daemon's runtimes on the server: registered per workspace (heartbeats.py keeps them
+alive), re-registered (once, coalesced) when the server forgets one or a CLI's version changed,
+re-synced every half hour and whenever the server says the workspaces changed.
 
 A little past 300 lines: every path that registers shares the one `_register` and its record
 of what each workspace was last told, and splitting them would open those to a second module.
@@ -15,7 +15,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
-from anyio.abc import TaskGroup
 
 from backends.base import Backend
 from daemon.config import Settings
@@ -23,15 +22,14 @@ from daemon.errors import (
     DaemonError,
     PermanentServerError,
     RoundBoundary,
-    RuntimeGoneError,
     ServerError,
 )
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
 from daemon.protocol.release import cli_version
 from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.runtime_actions import PendingActions
 from daemon.protocol.runtime_names import runtime_name
+from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +80,11 @@ class Registration:
         self._clock = clock
         self.by_workspace: dict[str, list[Runtime]] = {}
         self.names: dict[str, str] = {}
-        self.actions = PendingActions(client)
         self._changed = anyio.Event()
         self._gone_inflight: set[str] = set()
         self._next_attempt: dict[str, float] = {}
         self._last_completed: dict[str, float] = {}
+        self._sync_now = Wakeup()
         self._sent: dict[str, dict[str, str]] = {}
         """The versions each workspace's last accepted register carried, by backend."""
 
@@ -186,6 +184,10 @@ class Registration:
             await recover_orphans(self._client, runtimes)
         return runtimes
 
+    def request_sync(self) -> None:
+        """Sync the workspaces now (the server said they changed), not at the next interval."""
+        self._sync_now.set()
+
     def _versions(self) -> dict[str, str]:
         return {name: version for name, (_, version) in self._backends.items()}
 
@@ -219,11 +221,13 @@ class Registration:
                 self._notify()
 
     async def sync_loop(self) -> None:
-        """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %)."""
+        """Sync the workspaces every `workspace_sync_interval` (jittered ±10 %), or at once
+        when asked; the interval starts again after each sync."""
         interval = self._settings.workspace_sync_interval
         boundary = RoundBoundary("workspace sync")
         while True:
-            await anyio.sleep(interval * random.uniform(0.9, 1.1))
+            if await self._sync_now.wait(interval * random.uniform(0.9, 1.1)):
+                log.info("workspace sync: the server says the workspaces changed")
             with boundary:
                 try:
                     await self.sync()
@@ -287,39 +291,9 @@ class Registration:
                 return workspace_id
         return None
 
-    async def heartbeats(self) -> None:
-        """One heartbeat loop per runtime, started and stopped as the runtime set changes."""
-        scopes: dict[str, anyio.CancelScope] = {}
-        async with anyio.create_task_group() as tg:
-            while True:
-                wanted = {r.id: r for r in self.runtimes}
-                for runtime_id in [r for r in scopes if r not in wanted]:
-                    scopes.pop(runtime_id).cancel()
-                for runtime_id, runtime in wanted.items():
-                    if runtime_id not in scopes:
-                        scopes[runtime_id] = anyio.CancelScope()
-                        tg.start_soon(self._heartbeat, runtime, scopes[runtime_id], tg)
-                await self.wait_changed()
-
-    async def _heartbeat(self, runtime: Runtime, scope: anyio.CancelScope, tg: TaskGroup) -> None:
-        """Heartbeat one runtime on its own schedule; nothing else can delay it."""
-        interval = self._settings.heartbeat_interval
-        boundary = RoundBoundary(f"heartbeat {runtime.id}")
-        with scope:
-            await anyio.sleep(random.uniform(0, interval))
-            while True:
-                with boundary:
-                    try:
-                        answer = await self._client.heartbeat(runtime.id)
-                    except RuntimeGoneError:
-                        # Outside this loop's scope: dropping the runtime cancels the scope.
-                        tg.start_soon(self.runtime_gone, runtime.id)
-                        return
-                    except ServerError as exc:
-                        log.warning("heartbeat %s failed: %s", runtime.id, exc)
-                    else:
-                        self.actions.handle(tg, runtime.id, runtime.backend.name, answer)
-                await anyio.sleep(interval)
+    def runtime(self, runtime_id: str) -> Runtime | None:
+        """The registered runtime with this id, if it is one of ours."""
+        return next((r for r in self.runtimes if r.id == runtime_id), None)
 
     def backend_for(self, task: Task) -> Backend:
         """The backend of the task's runtime, else the one it names, else the first."""

@@ -43,7 +43,9 @@ from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
 from daemon.worker.cli_watch import CliWatch
+from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
+from daemon.worker.pushes import Pushes
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.runs import Runs
 from daemon.worker.summary import Summary
@@ -142,7 +144,11 @@ class Worker:
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         url = reach.server_url
-        self.pickup = Pickup(settings, self.runs, self.registration, url, options.control)
+        self.heartbeats = Heartbeats(self.registration, client, settings)
+        self.pushes = Pushes(self.registration, self.heartbeats)
+        self.pickup = Pickup(
+            settings, self.runs, self.registration, url, options.control, self.pushes
+        )
         self.gc = GcLoop(
             settings,
             client,
@@ -249,13 +255,14 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.registration.heartbeats)
+            tg.start_soon(self.heartbeats.run)
             tg.start_soon(self.registration.sync_loop)
             tg.start_soon(self.cli_watch.run)
             tg.start_soon(
                 renewal_loop, self.client, self.settings.token_renew_interval, self.settings.profile
             )
             tg.start_soon(self._outbox_loop)
+            await tg.start(self.pushes.run)
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)

@@ -236,13 +236,41 @@ async def test_a_server_cancel_is_acknowledged() -> None:
 
 
 async def test_recover_orphans_fails_what_the_runtime_left_in_flight() -> None:
-    """Dispatched tasks of the runtime fail with `runtime_recovery`."""
+    """Dispatched tasks of the runtime fail with `runtime_recovery`, and each issue task is
+    retried once, at once (Go's default two attempts); the retry of a retry is not."""
     async with registered() as (fake, http, runtime_id):
         task_id = fake.queue_issue()
         await claim(http, [runtime_id])
-        answer = await http.post(f"/api/daemon/runtimes/{runtime_id}/recover-orphans", json={})
-        assert answer.json() == {"orphaned": 1, "retried": 0}
-        assert fake.tasks[task_id].failure_reason == "runtime_recovery"
+        path = f"/api/daemon/runtimes/{runtime_id}/recover-orphans"
+        assert (await http.post(path, json={})).json() == {"orphaned": 1, "retried": 1}
+        failed = fake.tasks[task_id]
+        assert (failed.status, failed.failure_reason) == ("failed", "runtime_recovery")
+        assert failed.error == "daemon restarted while task was in flight"
+        [child] = [t for t in fake.tasks.values() if t.parent_id == task_id]
+        assert (child.status, child.attempt, child.fire_at) == ("queued", 2, 0.0)
+        await claim(http, [runtime_id])
+        assert (await http.post(path, json={})).json() == {"orphaned": 1, "retried": 0}
+
+
+async def test_a_pinned_session_is_what_the_crash_retry_resumes() -> None:
+    """`session` pins a running task's session and work dir (204; 400 with neither); after
+    recover-orphans the retry's claim offers both."""
+    async with registered() as (fake, http, runtime_id):
+        task_id = fake.queue_issue()
+        await claim(http, [runtime_id])
+        await http.post(f"/api/daemon/tasks/{task_id}/start", json={})
+        pin = f"/api/daemon/tasks/{task_id}/session"
+        assert (await http.post(pin, json={})).status_code == 400
+        answer = await http.post(pin, json={"session_id": "s-1", "work_dir": "/w/1"})
+        assert answer.status_code == 204
+        assert (await http.post(pin, json={"work_dir": "/w/2"})).status_code == 204
+        assert (fake.tasks[task_id].session_id, fake.tasks[task_id].work_dir) == ("s-1", "/w/2")
+        await http.post(f"/api/daemon/runtimes/{runtime_id}/recover-orphans", json={})
+        [retry] = (await claim(http, [runtime_id])).json()["tasks"]
+        assert (retry["prior_session_id"], retry["prior_work_dir"]) == ("s-1", "/w/2")
+        done = f"/api/daemon/tasks/{task_id}/session"
+        assert (await http.post(done, json={"session_id": "late"})).status_code == 204
+        assert fake.tasks[task_id].session_id == "s-1"  # a finished row is left alone
 
 
 async def test_a_wrong_token_is_refused_and_renewal_answers() -> None:

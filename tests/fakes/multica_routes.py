@@ -7,12 +7,12 @@ import json
 import secrets
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 
 from daemon.protocol.failure_text import classify, resume_unsafe
 
@@ -24,9 +24,12 @@ IMPORT_BATCH = 10
 """Go's `maxLocalSkillImportBatch`: imports one heartbeat hands a batch-capable daemon."""
 TASK_TOKEN_PREFIX = "mat_"
 # `retryAttemptCeiling` and `retryDelayForAttempt` of Go's task service: a provider network
-# failure gets three attempts, the last one deferred.
-RETRY_CEILING = {"agent_error.provider_network": 3}
+# failure gets three attempts, the last one deferred; a task a restarted daemon left in flight
+# (`runtime_recovery`) gets the default two, at once.
+RETRY_CEILING = {"agent_error.provider_network": 3, "runtime_recovery": 2}
+DEFERRED_LAST = {"agent_error.provider_network"}
 FINAL_RETRY_WAIT = 5.0
+RECOVERY_ERROR = "daemon restarted while task was in flight"
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -59,6 +62,8 @@ class FakeRuntime:
     """The agent CLI's version as the daemon reported it."""
     device_info: str = ""
     """Go's `device_name · version`, what the runtime's page shows as its device."""
+    queued: dict[str, Any] = field(default_factory=dict)
+    """One-shot `pending_*` requests the next heartbeat hands out (Multica's `PopPending`)."""
 
 
 @dataclass
@@ -263,7 +268,8 @@ class Handlers:
         runtime = self.fake.runtimes.get(runtime_id)
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
-        return JSONResponse({"status": "ok", **self.fake.pending, **self._imports(body)})
+        queued, runtime.queued = runtime.queued, {}
+        return JSONResponse({"status": "ok", **self.fake.pending, **self._imports(body), **queued})
 
     def _imports(self, body: dict[str, Any]) -> dict[str, Any]:
         # Go pops a batch only for a daemon that says it reads one; the singular field carries
@@ -342,11 +348,13 @@ class Handlers:
             fields["prior_session_id"] = prior.session_id
         return fields
 
-    def _retry(self, task: FakeTask) -> None:
-        """Go's in-transaction auto-retry of a failed task (`retryEligible`, `CreateRetryTask`)."""
+    def _retry(self, task: FakeTask) -> bool:
+        """Go's auto-retry of a failed task (`retryEligible`, `CreateRetryTask`): the child
+        inherits the task's fields; what it resumes, its claim finds (`_resume_fields`) in the
+        session and work dir the parent's row holds — reported, or pinned while it ran."""
         ceiling = RETRY_CEILING.get(task.failure_reason, 0)
         if task.attempt >= ceiling or not task.fields.get("issue_id"):
-            return
+            return False
         child = FakeTask(
             str(uuid.uuid4()),
             task.workspace_id,
@@ -356,9 +364,10 @@ class Handlers:
             attempt=task.attempt + 1,
             parent_id=task.id,
         )
-        if child.attempt >= ceiling:
+        if child.attempt >= ceiling and task.failure_reason in DEFERRED_LAST:
             child.fire_at = time.monotonic() + FINAL_RETRY_WAIT
         self.fake.tasks[child.id] = child
+        return True
 
     def _end(self, task: FakeTask, status: str) -> None:
         task.status = status
@@ -383,9 +392,30 @@ class Handlers:
             for t in self.fake.tasks.values()
             if t.runtime_id == runtime.id and t.status in ("dispatched", "running")
         ]
+        # `RecoverOrphanedTasksForRuntime`, then the shared post-failure pipeline's retry.
+        retried = 0
         for task in orphaned:
-            task.status, task.failure_reason = "failed", "runtime_recovery"
-        return JSONResponse({"orphaned": len(orphaned), "retried": 0})
+            self._end(task, "failed")
+            task.failure_reason, task.error = "runtime_recovery", RECOVERY_ERROR
+            retried += self._retry(task)
+        return JSONResponse({"orphaned": len(orphaned), "retried": retried})
+
+    async def pin_session(self, request: Request) -> Response:
+        """`PinTaskSession`: 204; the row takes what is given (`UpdateAgentTaskSession`) while
+        the task is dispatched or running, or cancelled with no session yet."""
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if not isinstance(body, dict):
+            return error(400, "invalid request body")
+        session_id, work_dir = body.get("session_id") or "", body.get("work_dir") or ""
+        if not (session_id or work_dir):
+            return error(400, "session_id or work_dir required")
+        fills_empty = task.status == "cancelled" and not task.session_id
+        if task.status in ("dispatched", "running") or fills_empty:
+            task.session_id = session_id or task.session_id
+            task.work_dir = work_dir or task.work_dir
+        return Response(status_code=204)
 
     async def status(self, request: Request) -> JSONResponse:
         _, task, refused = await self._task(request)

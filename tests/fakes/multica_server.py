@@ -13,13 +13,20 @@ lenient where Multica refuses:
   other task both answer 200 and change nothing; an empty `failure_reason` is classified
   (`taskfailure.Classify`); a failed `agent_error.provider_network` issue task is retried
   (three attempts in all, the last deferred 5 s);
+- `session` pins a running task's session and work dir (204); `recover-orphans` fails what a
+  restarted daemon's runtime left in flight (`runtime_recovery`) and retries each issue task
+  once, at once, so the retry's claim offers the session that was pinned;
 - an issue task's claim offers the agent's last session on that issue (`prior_session_id` on
   the same runtime, `prior_work_dir`) unless its latest run failed for a reason that poisons
   it (`GetLastTaskSession`), and unless the task names its own;
 - messages are stored as sent, without any `(task, seq)` dedupe; usage is upserted per
   `(task, provider, model)`;
 - a heartbeat for a deleted runtime is a 404 `runtime not found`, a task route for an
-  unknown task a 404 `task not found`.
+  unknown task a 404 `task not found`; a request queued for a runtime (the model list) is
+  handed out by its next heartbeat only;
+- the control WebSocket pushes `daemon:task_available` when a task is queued,
+  `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
+  request waits for a runtime's heartbeat (`server/internal/daemonws/hub.go`).
 
 Test controls: queue Multica-shaped tasks, delete a runtime, cancel a task, make one
 workspace's register fail with 404, drop the answer of the next N calls of a route after the
@@ -125,6 +132,29 @@ class MulticaFake:
         workspace_id = str(uuid.uuid4())
         self.workspaces[workspace_id] = name
         return workspace_id
+
+    def create_workspace(self, name: str = "New") -> str:
+        """Create a workspace as a user would: Multica pushes `daemon:workspaces_changed` to
+        every control connection of the account (here, the one token's); return its id."""
+        workspace_id = self.add_workspace(name)
+        self.send_frame('{"type": "daemon:workspaces_changed", "payload": {}}')
+        return workspace_id
+
+    def request_models(self, runtime_id: str) -> str:
+        """A user opens the model picker: Multica queues a model-list request that the
+        runtime's next heartbeat hands out, and pushes `daemon:pending_work` to the
+        connections watching that runtime. Returns the request id."""
+        request_id = str(uuid.uuid4())
+        self.runtimes[runtime_id].queued["pending_model_list"] = {"id": request_id}
+        self.push_pending_work(runtime_id)
+        return request_id
+
+    def push_pending_work(self, runtime_id: str, kind: str = "model_list") -> None:
+        """Send `daemon:pending_work` for one runtime to the connections watching it."""
+        frame = {"type": "daemon:pending_work", "payload": {"runtime_id": runtime_id, "kind": kind}}
+        for runtime_ids, stream in self.watchers:
+            if runtime_id in runtime_ids:
+                stream.send_nowait(frame)
 
     def add_repo(self, url: str, workspace_id: str = "", description: str = "") -> None:
         """Add a repository to a workspace's list (as `multica repo add` does)."""
@@ -301,6 +331,7 @@ class MulticaFake:
             Route("/api/daemon/tasks/{tid}/messages", h.add_messages, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/messages", h.list_messages, methods=["GET"]),
             Route("/api/daemon/tasks/{tid}/usage", h.add_usage, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/session", h.pin_session, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/cancel-ack", h.cancel_ack, methods=["POST"]),
             Route("/api/tokens/current/renew", h.renew, methods=["POST"]),
             Route(

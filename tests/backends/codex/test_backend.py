@@ -9,7 +9,13 @@ import tomllib
 from pathlib import Path
 
 from backends.base import RunSpec
-from backends.codex.backend import CodexBackend, codex_home, configured_model, rollout_totals
+from backends.codex.backend import (
+    CodexBackend,
+    codex_home,
+    configured_model,
+    rollout_present,
+    rollout_totals,
+)
 
 
 def spec(**fields: object) -> RunSpec:
@@ -104,6 +110,18 @@ def test_relative_cli_path_is_made_absolute() -> None:
     """A relative path is resolved now, not later inside the task's work directory."""
     assert CodexBackend("bin/codex").path == str(Path.cwd() / "bin" / "codex")
     assert CodexBackend("codex").path == "codex"
+
+
+def test_a_thread_is_resumable_once_its_rollout_exists(tmp_path: Path) -> None:
+    """Flat or dated, plain or compressed: the rollout names the thread; another does not."""
+    sessions = tmp_path / "sessions"
+    assert not rollout_present(tmp_path, "th-1")
+    dated = sessions / "2026" / "11" / "26"
+    dated.mkdir(parents=True)
+    (dated / "rollout-2026-11-26T10-00-00-th-1.jsonl").write_text("{}")
+    (sessions / "rollout-2026-11-26T10-00-00-th-2.jsonl.zst").write_bytes(b"")
+    assert rollout_present(tmp_path, "th-1") and rollout_present(tmp_path, "th-2")
+    assert not rollout_present(tmp_path, "th-3") and not rollout_present(tmp_path, "")
 
 
 def test_an_agents_config_fifo_or_link_is_no_model(tmp_path: Path) -> None:

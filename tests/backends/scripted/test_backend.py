@@ -86,6 +86,19 @@ async def test_an_echo_resumes_the_given_session(tmp_path: Path) -> None:
 
 
 @pytest.mark.anyio
+async def test_end_if_resumed_ends_a_resumed_run_and_is_skipped_otherwise(tmp_path: Path) -> None:
+    """Resumed, the run names its session and ends there; fresh, the script goes on."""
+    script = Script().end_if_resumed().text("fresh work").result("done", session_id="s-new")
+    resumed = await replay(script.dumps(), tmp_path, resume_session_id="s-old")
+    assert [m.session_id for m in resumed.of(MessageType.STATUS)] == ["s-old"]
+    assert resumed.of(MessageType.TEXT) == []
+    assert (resumed.result.output, resumed.result.session_id) == ("resumed s-old", "s-old")
+    fresh = await replay(script.dumps(), tmp_path)
+    assert [m.content for m in fresh.of(MessageType.TEXT)] == ["fresh work"]
+    assert fresh.result.session_id == "s-new"
+
+
+@pytest.mark.anyio
 async def test_a_script_embedded_in_prompt_text_is_run(tmp_path: Path) -> None:
     """A script inside surrounding prompt text is found and run."""
     prompt = f"Instructions first.\n\n{Script().text('from the script').dumps()}\nThanks!"

@@ -22,7 +22,7 @@ AGENT_TREE_MODULES = (
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",
     "daemon/task/setup/codex_home.py",
-    "daemon/task/setup/runtime_brief.py",
+    "daemon/task/setup/runtime_brief/__init__.py",
     "daemon/task/setup/skills.py",
     "daemon/task/setup/spec.py",
     "daemon/task/setup/workspace.py",

@@ -70,6 +70,60 @@ async def test_channel_ignores_frames_it_does_not_know() -> None:
             tg.cancel_scope.cancel()
 
 
+class _Recorded:
+    """A push handler that writes down what it was told."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, ...]] = []
+
+    def workspaces_changed(self) -> None:
+        self.calls.append(("workspaces",))
+
+    def pending_work(self, runtime_id: str, kind: str) -> None:
+        self.calls.append(("pending", runtime_id, kind))
+
+
+async def test_pushes_reach_their_handler_and_malformed_ones_do_not() -> None:
+    """`workspaces_changed` and `pending_work` go to the push handler in order; a pending-work
+    frame without a runtime id, or with a field of the wrong type, is dropped; none wakes
+    the claim."""
+    frames = (
+        '{"type": "daemon:workspaces_changed", "payload": {}}',
+        '{"type": "daemon:pending_work", "payload": {"runtime_id": "r1", "kind": "model_list"}}',
+        '{"type": "daemon:pending_work", "payload": {"kind": "model_list"}}',
+        '{"type": "daemon:pending_work", "payload": {"runtime_id": 7}}',
+        '{"type": "daemon:pending_work", "payload": "r1"}',
+        '{"type": "daemon:pending_work", "payload": {"runtime_id": "r1", "kind": 3}}',
+        '{"type": "daemon:workspaces_changed"}',
+    )
+
+    async def handler(ws: ServerConnection) -> None:
+        for frame in frames:
+            await ws.send(frame)
+        await ws.wait_closed()
+
+    async with serve(handler, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        wakeup, pushes = Wakeup(), _Recorded()
+        channel = ControlChannel(
+            f"http://127.0.0.1:{port}",
+            protocol_headers("", "test"),
+            lambda: ["r1"],
+            wakeup,
+            pushes=pushes,
+        )
+        async with anyio.create_task_group() as tg:
+            await _opened(tg, channel, wakeup)
+            await eventually(lambda: len(pushes.calls) == 3)
+            assert pushes.calls == [
+                ("workspaces",),
+                ("pending", "r1", "model_list"),
+                ("workspaces",),
+            ]
+            assert not await wakeup.wait(0)
+            tg.cancel_scope.cancel()
+
+
 async def _opened(tg: TaskGroup, channel: ControlChannel, wakeup: Wakeup) -> anyio.Event:
     """Run `channel` in `tg` until connected; take the claim every (re)connection asks for."""
     tg.start_soon(channel.run)

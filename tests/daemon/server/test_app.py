@@ -159,6 +159,23 @@ async def test_fail_records_reason(client: httpx.AsyncClient) -> None:
     )
 
 
+async def test_a_running_task_takes_its_pinned_session(client: httpx.AsyncClient) -> None:
+    """`session` stores what it is given on a running task (204), 400 with nothing to store;
+    a finished task keeps what its terminal report said."""
+    task, _ = await _claimed(client)
+    url = _task_url(task["id"], "")
+    await client.post(url + "start", json={})
+    assert (await client.post(url + "session", json={})).status_code == 400
+    pinned = await client.post(url + "session", json={"session_id": "s-1", "work_dir": "/w"})
+    assert pinned.status_code == 204
+    assert (await client.post(url + "session", json={"work_dir": "/w2"})).status_code == 204
+    shown = (await client.get(f"/api/tasks/{task['id']}")).json()
+    assert (shown["session_id"], shown["work_dir"]) == ("s-1", "/w2")
+    await client.post(url + "complete", json={"output": "ok", "session_id": "s-2"})
+    assert (await client.post(url + "session", json={"session_id": "late"})).status_code == 204
+    assert (await client.get(f"/api/tasks/{task['id']}")).json()["session_id"] == "s-2"
+
+
 async def test_status_of_unknown_task_is_404_task_not_found(client: httpx.AsyncClient) -> None:
     """The daemon's 'task is gone' signal: 404 with 'task not found'."""
     answer = await client.get(_task_url("no-such-task", "status"))

@@ -29,16 +29,16 @@ def test_the_brief_carries_identity_instructions_and_workspace_context() -> None
     assert text.startswith("# Multica Agent Runtime\n\n")
     assert "**You are: Coder** (ID: `ag-1`)\n\nPrefer small diffs.\n\n" in text
     assert "## Workspace context\n\nWe ship on Fridays.\n\n" in text
-    assert "`multica issue get <id>`" in text
+    assert "`multica issue get <id> --output json`" in text
 
 
 def test_the_workflow_follows_the_task_kind() -> None:
     """A quick-create brief lists its one command; a chat brief treats the reply as the answer."""
     quick = runtime_brief(_task(quick_create_prompt="x"))
-    assert "the one command this task runs" in quick
-    assert "`multica issue get <id>`" not in quick
-    assert "This is a conversation." in runtime_brief(_task(chat_session_id="c"))
-    assert "there is no issue" in runtime_brief(_task(autopilot_run_id="r"))
+    assert "This task needs one command" in quick
+    assert "`multica issue get <id> --output json`" not in quick
+    assert "This is a chat" in runtime_brief(_task(chat_session_id="c"))
+    assert "no issue is assigned to it" in runtime_brief(_task(autopilot_run_id="r"))
 
 
 def test_an_agent_without_identity_gets_no_identity_section() -> None:
@@ -51,7 +51,7 @@ def test_the_brief_is_written_under_the_backends_file(tmp_path: Path) -> None:
     """write_brief puts the text in CLAUDE.md for Claude Code and returns the path."""
     path = write_brief(tmp_path, "claude", _task(issue_id="I-1", project_id="p", project_title="W"))
     assert path == tmp_path / "CLAUDE.md"
-    assert "## Project\n\nW\n\n" in path.read_text()
+    assert "## Project\n\nThis task belongs to the project **W**.\n\n" in path.read_text()
 
 
 def test_a_planted_symlink_is_replaced_not_followed(tmp_path: Path) -> None:

@@ -1,0 +1,98 @@
+"""What the server's pushes on the control WebSocket set off, besides a claim.
+
+`daemon:workspaces_changed` (a workspace was created, or the account joined or left one):
+sync the workspaces now, so a new workspace gets its runtimes at once instead of at the
+half-hourly sync. `daemon:pending_work` (`{runtime_id, kind}`, a user waits on something a
+heartbeat answer carries, such as the model list): one heartbeat for that runtime now, and
+its answer handled as any heartbeat's. The hint carries no work itself, so a lost or
+repeated one costs nothing but the wait for the next scheduled heartbeat; as Multica's
+daemon does, one runtime gets at most one such heartbeat a second and never two at once, so
+a user reloading a page cannot turn the hint into a heartbeat flood.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from daemon.worker.heartbeats import Heartbeats
+from daemon.worker.registration import Registration
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL = 1.0
+"""Seconds between two pushed heartbeats of one runtime (Multica's floor)."""
+BEAT_WITHIN = 15.0
+"""A pushed heartbeat gives up after this long: the scheduled one still comes."""
+FORGET_AFTER = 600.0
+"""A runtime's last pushed heartbeat is forgotten after this long, keeping the table small."""
+
+
+class Pushes:
+    """Acts on the server's workspace and pending-work pushes; `run` holds their tasks."""
+
+    def __init__(
+        self,
+        registration: Registration,
+        heartbeats: Heartbeats,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._registration = registration
+        self._heartbeats = heartbeats
+        self._clock = clock
+        self._last: dict[str, float] = {}
+        self._inflight: set[str] = set()
+        self._tg: TaskGroup | None = None
+        self.beats = 0
+        """Heartbeats sent for pending-work pushes (tests and `status` read it)."""
+
+    @property
+    def in_flight(self) -> frozenset[str]:
+        """The runtimes whose pushed heartbeat has not been answered yet."""
+        return frozenset(self._inflight)
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the task group pushed heartbeats run in; until cancelled."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            task_status.started()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self._tg = None
+
+    def workspaces_changed(self) -> None:
+        """A workspace came or went for this account: sync them now."""
+        self._registration.request_sync()
+
+    def pending_work(self, runtime_id: str, kind: str) -> None:
+        """Something waits for `runtime_id`'s next heartbeat: send it now, within the limit."""
+        runtime = self._registration.runtime(runtime_id)
+        if runtime is None or self._tg is None:
+            return  # another daemon's runtime, or one just dropped
+        now = self._clock()
+        self._last = {r: at for r, at in self._last.items() if now - at < FORGET_AFTER}
+        if runtime_id in self._inflight or now - self._last.get(runtime_id, -MIN_INTERVAL) < (
+            MIN_INTERVAL
+        ):
+            log.debug("pending work for %s (%s): heartbeat throttled", runtime_id, kind)
+            return
+        self._inflight.add(runtime_id)
+        self._last[runtime_id] = now
+        self.beats += 1
+        log.debug("pending work for %s (%s): heartbeat now", runtime_id, kind)
+        self._tg.start_soon(self._beat, runtime_id, self._tg)
+
+    async def _beat(self, runtime_id: str, tg: TaskGroup) -> None:
+        try:
+            runtime = self._registration.runtime(runtime_id)
+            if runtime is not None:
+                with anyio.move_on_after(BEAT_WITHIN):
+                    await self._heartbeats.beat(runtime, tg)
+        finally:
+            self._inflight.discard(runtime_id)
