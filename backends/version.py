@@ -19,7 +19,8 @@ _RELEASE = re.compile(r"\d+(?:\.\d+)*")
 
 
 class _FirstLine:
-    """A `LineParser` that keeps the first non-blank line the CLI prints."""
+    """A `LineParser` that keeps the first non-blank line the CLI prints: on stdout, else (Pi
+    prints its version there) the first of stderr that holds a version."""
 
     def __init__(self) -> None:
         self.line = ""
@@ -31,6 +32,9 @@ class _FirstLine:
         return ParseStep()
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
+        if not self.line:
+            said = [line.strip() for line in stderr_tail.splitlines() if line.strip()]
+            self.line = said[0] if said and _VERSION.search(said[0]) else ""
         ok = exit_code == 0 and bool(self.line)
         return RunResult(RunStatus.COMPLETED if ok else RunStatus.FAILED, output=self.line)
 
