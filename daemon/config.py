@@ -305,6 +305,7 @@ class Settings(BaseModel):
     opencode: AgentCliSettings = _agent_cli("OpenCode", idle="10m")
     gemini: AgentCliSettings = _agent_cli("Gemini CLI", models="Gemini")
     hermes: AgentCliSettings = _agent_cli("Hermes Agent", models="Hermes")
+    pi: AgentCliSettings = _agent_cli("Pi")
     gc_enabled: Flag = _env(
         "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
     )

@@ -22,12 +22,15 @@ def candidates(settings: Settings) -> list[Backend]:
     from backends.claude import ClaudeBackend
     from backends.codex import CodexBackend
     from backends.command import CommandBackend
+    from backends.pi import PiBackend
     from backends.scripted import ScriptedBackend
 
-    claude, codex, user = settings.claude, settings.codex, settings.agent_identity
+    claude, codex, pi = settings.claude, settings.codex, settings.pi
+    user = settings.agent_identity
     found: list[Backend] = [
         ClaudeBackend(claude.path, claude.args, claude.model, detect_as=user),
         CodexBackend(codex.path, codex.args, codex.model, detect_as=user),
+        PiBackend(pi.path, pi.args, pi.model, detect_as=user),
     ]
     for agent in AGENTS:
         cli = settings.agent_cli(agent.name)

@@ -201,3 +201,30 @@ def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def pi_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Pi with a fresh HOME under `root`, its only model the fake.
+
+    Pi reads custom providers from `models.json` in its agent directory; `PI_OFFLINE` keeps
+    it from checking for updates at start."""
+    agent_dir = root / "home" / ".pi" / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    provider = {
+        "baseUrl": f"{base_url}/v1",
+        "api": "openai-completions",
+        "apiKey": "sk-fake-key-for-tests",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": MODEL}],
+    }
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {PROVIDER: provider}}))
+    settings = {"defaultProvider": PROVIDER, "defaultModel": MODEL}
+    (agent_dir / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(root / "home"),
+        "LANG": "C.UTF-8",
+        "PI_OFFLINE": "1",
+    }
+    env.update(extra)
+    return env
