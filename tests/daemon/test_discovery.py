@@ -10,6 +10,7 @@ import pytest
 
 from backends.acp import AcpBackend
 from backends.gemini import GEMINI
+from backends.pi import PiBackend
 from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
 
@@ -52,3 +53,18 @@ def test_acp_agents_are_candidates_under_multica_names(tmp_path: Path) -> None:
     opencode, gemini = found["opencode"], found["gemini"]
     assert isinstance(opencode, AcpBackend) and opencode.path == "/opt/oc"
     assert isinstance(gemini, AcpBackend) and gemini.args == ("-d",)
+
+
+def test_pi_is_a_candidate_as_configured(tmp_path: Path) -> None:
+    """Pi is offered under its runtime type with its path, arguments and model."""
+    settings = Settings.from_env(
+        {
+            "HOME": str(tmp_path),
+            "MULTICA_PI_PATH": "/opt/pi",
+            "MULTICA_PI_ARGS": "--no-skills",
+            "MULTICA_PI_MODEL": "fake/model",
+        }
+    )
+    (pi,) = [b for b in candidates(settings) if b.name == "pi"]
+    assert isinstance(pi, PiBackend)
+    assert (pi.path, pi.args, pi.model) == ("/opt/pi", ("--no-skills",), "fake/model")
