@@ -4,8 +4,8 @@
 
 The prompt is read from stdin, which is closed after it (Pi reads a piped stdin to its end as
 the prompt). Arguments that would change that are dropped from the configured and the task's
-arguments (`filter_args`): the daemon's own flags, `@file` inputs and positional messages —
-Pi would add those to the prompt.
+arguments (`backends.cli_args`): the daemon's own flags, `@file` inputs and positional
+messages — Pi would add those to the prompt.
 
 The model goes to `--model` whole (`provider/id`, a bare id, an id with slashes): Pi resolves
 each, where splitting it into `--provider` would turn a gateway's `org/model` id into an
@@ -20,17 +20,15 @@ terminal refuses — so a session it cannot resume here starts a fresh one (`bac
 
 from __future__ import annotations
 
-import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
+from backends.cli_args import ArgRules, filter_args
 from backends.pi.events import PiEventParser
 from backends.process import ProcessSpec
 from backends.resume import Launch, start_session
-
-log = logging.getLogger(__name__)
 
 BASE_ARGS = ("-p", "--mode", "json")
 
@@ -38,17 +36,16 @@ BASE_ARGS = ("-p", "--mode", "json")
 # hand it on.
 SESSION_MARKERS = frozenset({"PI_CODING_AGENT"})
 
-# The daemon's own flags: the first two alone, the rest with a value.
-_RESERVED_ALONE = frozenset({"-p", "--print"})
-_RESERVED_VALUED = frozenset({"--mode", "--session", "--fork", "--export"})
-# Pi's flags that take no value (0.73.1); any other flag takes the word after it, if any.
-_ALONE = frozenset(
-    {
-        "-h", "--help", "-v", "--version", "-c", "--continue", "-r", "--resume",
-        "--no-session", "-nt", "--no-tools", "-nbt", "--no-builtin-tools",
+# The daemon's own flags, and Pi's flags that take no value (0.73.1).
+ARGS = ArgRules(
+    cli="pi",
+    reserved={"-p", "--print", "--mode", "--session", "--fork", "--export"},
+    alone={
+        "-p", "--print", "-h", "--help", "-v", "--version", "-c", "--continue", "-r",
+        "--resume", "--no-session", "-nt", "--no-tools", "-nbt", "--no-builtin-tools",
         "-ne", "--no-extensions", "-ns", "--no-skills", "-np", "--no-prompt-templates",
         "--no-themes", "-nc", "--no-context-files", "--verbose", "--offline",
-    }
+    },
 )  # fmt: skip
 
 
@@ -80,33 +77,8 @@ class PiBackend(AgentCli):
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
-        argv += filter_args(self.args)
-        argv += filter_args(spec.extra_args)
+        argv += filter_args(self.args, ARGS)
+        argv += filter_args(spec.extra_args, ARGS)
         if resume:
             argv += ["--session", resume]
         return argv
-
-
-def filter_args(args: Sequence[str]) -> list[str]:
-    """`args` without the daemon's own flags, `@file` inputs and positional messages (each
-    would change the prompt or the output); a flag's value stays with its flag."""
-    kept: list[str] = []
-    words = list(args)
-    i = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        flag = word.split("=", 1)[0]
-        takes_value = word.startswith("-") and "=" not in word
-        takes_value = takes_value and flag not in _ALONE and flag not in _RESERVED_ALONE
-        value: list[str] = []
-        if takes_value and i < len(words) and not words[i].startswith(("-", "@")):
-            value = [words[i]]
-            i += 1
-        if not word.startswith("-"):
-            log.warning("pi: ignoring %r in the arguments (it would change the prompt)", word)
-        elif flag in _RESERVED_ALONE or flag in _RESERVED_VALUED:
-            log.warning("pi: ignoring %s in the arguments (the daemon sets it)", flag)
-        else:
-            kept += [word, *value]
-    return kept

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from backends.base import RunSpec
+from backends.cli_args import filter_args
 from backends.pi import PiBackend
-from backends.pi.backend import filter_args
+from backends.pi.backend import ARGS
 
 
 def spec(**fields: object) -> RunSpec:
@@ -29,7 +30,7 @@ def test_arguments_that_would_change_the_prompt_or_the_output_are_dropped() -> N
     given = ["--mode", "text", "-p", "--thinking", "high", "@notes.md", "extra words",
              "--no-skills", "stray", "--session=x", "--tools", "read,bash",
              "--ext-flag=1"]  # fmt: skip
-    assert filter_args(given) == ["--thinking", "high", "--no-skills", "--tools", "read,bash",
+    assert filter_args(given, ARGS) == ["--thinking", "high", "--no-skills", "--tools", "read,bash",
                                   "--ext-flag=1"]  # fmt: skip
 
 
