@@ -12,7 +12,8 @@
     auto_retry_start            log (Pi retries a failed provider call by itself)
     auto_retry_end              a failed one is the run's failure (its finalError)
     compaction_start/_end       log
-    agent_end                   the run's end (Pi prints one after every retry, too)
+    agent_end                   result, when the turn succeeded (the daemon's exit grace
+                                starts); after a failed turn nothing — Pi may retry it
     message_start/_end,         nothing
     queue_update
     error                       error
@@ -67,6 +68,7 @@ class PiEventParser(JsonLinesParser):
         self._turn = _Turn()
         self._usage: dict[str, dict[str, int]] = {}
         self._failure = ""
+        self._final = False
 
     def event(self, event: dict[str, Any]) -> ParseStep:
         """One `--mode json` event as messages."""
@@ -86,8 +88,7 @@ class PiEventParser(JsonLinesParser):
             self._turn_end(event.get("message"))
             return ParseStep()
         if kind == "agent_end":
-            self.ended = True
-            return ParseStep()
+            return ParseStep(messages=self._agent_end())
         if kind.startswith("auto_retry_") or kind.startswith("compaction_"):
             return ParseStep(messages=self._retry_or_compaction(kind, event))
         if kind == "error":
@@ -131,6 +132,23 @@ class PiEventParser(JsonLinesParser):
             for model, spent in self._usage.items()
             if any(spent.values())
         )
+
+    def _agent_end(self) -> list[Message]:
+        self.ended = True
+        if self._turn.error or self._failure or self._final:
+            # A failed turn: Pi may retry it (`auto_retry_start` follows) or exit.
+            return []
+        self._final = True
+        output = "\n\n".join(self._turn.texts)
+        return [
+            Message(
+                MessageType.RESULT,
+                content=output,
+                output=output,
+                session_id=self.session_id,
+                usage=self.usage(),
+            )
+        ]
 
     def _session(self, event: Mapping[str, Any]) -> list[Message]:
         self.session_id = str_field(event.get("id"))

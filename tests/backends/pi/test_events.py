@@ -39,6 +39,13 @@ def test_answer_completes_with_its_text_session_and_usage() -> None:
     assert status.type is MessageType.STATUS and status.session_id == parser.session_id != ""
     assert [m.content for m in of_type(steps, MessageType.TEXT)] == ["All done here."]
     assert not any(step.invalid for step in steps)
+    # The final result, as the run's end: the daemon waits its exit grace from here.
+    (final,) = of_type(steps, MessageType.RESULT)
+    assert (final.output, final.session_id, final.usage) == (
+        "All done here.",
+        parser.session_id,
+        (ONE_REQUEST,),
+    )
     result = parser.finish(0, "")
     assert result.status is RunStatus.COMPLETED, result
     assert result.output == "All done here."
@@ -50,7 +57,7 @@ def test_reasoning_is_thinking_before_the_answer() -> None:
     """A reasoning block becomes one thinking message; the output is the text alone."""
     parser, steps = replay("reasoning")
     kinds = [m.type for m in messages(steps) if m.type is not MessageType.STATUS]
-    assert kinds == [MessageType.THINKING, MessageType.TEXT]
+    assert kinds == [MessageType.THINKING, MessageType.TEXT, MessageType.RESULT]
     assert of_type(steps, MessageType.THINKING)[0].content == "Let me think."
     assert parser.finish(0, "").output == "Thought it through."
 
@@ -102,8 +109,11 @@ def test_a_run_cut_before_its_end_failed(name: str) -> None:
 
 
 def test_an_error_pi_recovered_from_by_retrying_is_no_failure() -> None:
-    """500s and then an answer: Pi's retry is logged, the run completes."""
+    """500s and then an answer: Pi's retry is logged, the run completes (its one result
+    after the retry)."""
     parser, steps = replay("recovered")
+    (final,) = of_type(steps, MessageType.RESULT)
+    assert final.output == "Recovered."
     (retry,) = [m for m in of_type(steps, MessageType.LOG) if "retry" in m.content]
     assert "500 fake server scripted error" in retry.content
     result = parser.finish(0, "")
@@ -127,7 +137,8 @@ def test_a_provider_failure_fails_the_run_with_its_reason(
 ) -> None:
     """Pi exits 0 after a turn it could not complete (retries spent, or none tried): the run
     failed, named from the provider's error."""
-    parser, _ = replay(name)
+    parser, steps = replay(name)
+    assert of_type(steps, MessageType.RESULT) == []  # the turn failed: Pi may retry it
     result = parser.finish(0, "")
     assert result.status is RunStatus.FAILED, result
     assert said in result.error
