@@ -306,6 +306,7 @@ class Settings(BaseModel):
     gemini: AgentCliSettings = _agent_cli("Gemini CLI", models="Gemini")
     hermes: AgentCliSettings = _agent_cli("Hermes Agent", models="Hermes")
     pi: AgentCliSettings = _agent_cli("Pi")
+    qwen: AgentCliSettings = _agent_cli("Qwen Code")
     gc_enabled: Flag = _env(
         "MULTICA_GC_ENABLED", "1", "Remove finished tasks' work dirs and idle repo caches"
     )

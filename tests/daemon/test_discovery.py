@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 from backends.acp import AcpBackend
+from backends.agent_cli import AgentCli
 from backends.gemini import GEMINI
 from backends.pi import PiBackend
+from backends.qwen import QwenBackend
 from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
 
@@ -55,16 +57,19 @@ def test_acp_agents_are_candidates_under_multica_names(tmp_path: Path) -> None:
     assert isinstance(gemini, AcpBackend) and gemini.args == ("-d",)
 
 
-def test_pi_is_a_candidate_as_configured(tmp_path: Path) -> None:
-    """Pi is offered under its runtime type with its path, arguments and model."""
+@pytest.mark.parametrize("kind", [PiBackend, QwenBackend])
+def test_pi_and_qwen_are_candidates_as_configured(tmp_path: Path, kind: type[AgentCli]) -> None:
+    """Pi and Qwen Code are offered under their runtime types with their path, arguments
+    and model."""
+    var = f"MULTICA_{kind.name.upper()}"
     settings = Settings.from_env(
         {
             "HOME": str(tmp_path),
-            "MULTICA_PI_PATH": "/opt/pi",
-            "MULTICA_PI_ARGS": "--no-skills",
-            "MULTICA_PI_MODEL": "fake/model",
+            f"{var}_PATH": "/opt/agent",
+            f"{var}_ARGS": "--flag",
+            f"{var}_MODEL": "fake/model",
         }
     )
-    (pi,) = [b for b in candidates(settings) if b.name == "pi"]
-    assert isinstance(pi, PiBackend)
-    assert (pi.path, pi.args, pi.model) == ("/opt/pi", ("--no-skills",), "fake/model")
+    (found,) = [b for b in candidates(settings) if b.name == kind.name]
+    assert isinstance(found, kind)
+    assert (found.path, found.args, found.model) == ("/opt/agent", ("--flag",), "fake/model")

@@ -1,7 +1,8 @@
 """The runtime brief: standing instructions written where the agent CLI reads them on start.
 
 Multica's daemon writes one into the work directory before each run (`CLAUDE.md` for Claude
-Code, `AGENTS.md` for Codex and the others; here also `GEMINI.md` for Gemini CLI): who the
+Code, `QWEN.md` for Qwen Code, `AGENTS.md` for Codex and the others; here also `GEMINI.md`
+for Gemini CLI): who the
 agent is, its own instructions, the workspace's context, the `multica` commands it works
 through and how this kind of task is done. The per-run prompt stays short and points here.
 """
@@ -14,8 +15,9 @@ from daemon.protocol.models import Task
 from daemon.task.setup.nofollow import Owner, write_under
 from daemon.task.setup.prompt import task_kind
 
-# Gemini CLI loads GEMINI.md, not AGENTS.md, unless its user configured otherwise.
-_FILE_BY_BACKEND = {"claude": "CLAUDE.md", "gemini": "GEMINI.md"}
+# Gemini CLI loads GEMINI.md, not AGENTS.md, unless its user configured otherwise. Qwen Code
+# reads both QWEN.md and AGENTS.md; Multica writes QWEN.md, its own.
+_FILE_BY_BACKEND = {"claude": "CLAUDE.md", "gemini": "GEMINI.md", "qwen": "QWEN.md"}
 DEFAULT_FILE = "AGENTS.md"
 
 _HEADER = (
