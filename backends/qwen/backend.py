@@ -13,9 +13,9 @@ The prompt is read from stdin, closed after it (Multica passes it with `-p`: std
 long prompt off the command line and out of `ps`). `--yolo` runs every tool without asking:
 headless, Qwen Code would otherwise leave out the tools that need approval (shell, edits) —
 isolation is the deployment's job, as for the other agents. Arguments that would change the
-prompt, the output or the approvals are dropped from the configured and the task's arguments
-(`backends.cli_args`). The runtime brief is the `QWEN.md` Qwen Code loads from the work
-directory.
+prompt, the output, the model, the MCP servers or the approvals are dropped from the
+configured and the task's arguments (`backends.cli_args`); `--safe-mode` too, which would skip
+the brief. The runtime brief is the `QWEN.md` Qwen Code loads from the work directory.
 
 Sessions are Qwen Code's own, kept under the agent's `~/.qwen` per project directory; one it
 does not have for this directory makes `--resume` fail before any event, and the run falls
@@ -46,13 +46,14 @@ ARGS = ArgRules(
         "-p", "--prompt", "-i", "--prompt-interactive", "-o", "--output-format", "-r",
         "--resume", "-c", "--continue", "--session-id", "--fork-session", "--acp",
         "--chat-recording", "-y", "--yolo", "--approval-mode", "--input-format",
-        "--include-partial-messages",
+        "--include-partial-messages", "-m", "--model", "--mcp-config", "--safe-mode",
+        "--core-tools",
     },
     alone={
         "-c", "--continue", "--fork-session", "--acp", "--chat-recording", "-y", "--yolo",
         "--include-partial-messages", "-d", "--debug", "-s", "--sandbox", "--checkpointing",
         "--screen-reader", "--openai-logging", "-l", "--list-extensions", "-h", "--help",
-        "-v", "--version",
+        "-v", "--version", "--safe-mode",
     },
 )  # fmt: skip
 

@@ -28,8 +28,8 @@ def test_argv_streams_json_allows_every_tool_and_resumes_last() -> None:
 def test_arguments_that_change_the_prompt_output_or_approvals_are_dropped() -> None:
     """The daemon's flags (with their values) and positional words go; others stay."""
     given = ["-p", "hello", "--approval-mode", "default", "-o", "text", "words",
-             "--exclude-tools", "web_fetch", "--debug", "--resume", "old",
-             "--max-session-turns", "9"]  # fmt: skip
+             "--exclude-tools", "web_fetch", "--debug", "--resume", "old", "-m", "other",
+             "--safe-mode", "--core-tools", "a,b", "--max-session-turns", "9"]  # fmt: skip
     assert filter_args(given, ARGS) == ["--exclude-tools", "web_fetch", "--debug",
                                         "--max-session-turns", "9"]  # fmt: skip
 
