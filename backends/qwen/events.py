@@ -3,6 +3,9 @@
 The format is Claude Code's, as Qwen Code prints it (0.24.4):
 
     system/init                 status (carries the session id and the model)
+    system/retry                status: a provider call failed and is retried after a delay
+                                (a 429: up to 10 times, a minute apart, the first after
+                                minutes of silent retries of its own)
     system/<other>              log
     assistant                   one message per content block: text, thinking, tool_use —
                                 printed when the model's message is complete, before the tool
@@ -130,6 +133,13 @@ class QwenStreamParser(JsonLinesParser):
 
     def _system(self, event: Mapping[str, Any]) -> Message:
         subtype = str_field(event.get("subtype"))
+        if subtype == "retry":
+            data = event.get("data")
+            data = data if isinstance(data, dict) else {}
+            attempt, most = int_field(data.get("attempt")), int_field(data.get("maxRetries"))
+            wait = int_field(data.get("delayMs")) / 1000
+            said = "qwen retry" + (f" {attempt}/{most}" if attempt else "")
+            return Message(MessageType.STATUS, content=said + (f" in {wait:g}s" if wait else ""))
         if subtype != "init":
             return Message(MessageType.LOG, content=f"qwen {subtype}".strip())
         self.session_id = str_field(event.get("session_id"))

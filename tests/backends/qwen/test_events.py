@@ -96,6 +96,16 @@ def test_a_run_cut_before_its_result_failed_with_what_it_spent(name: str) -> Non
     assert result.usage == ((requests(1),) if name == "tool-then-stall" else ())
 
 
+def test_a_rate_limit_is_retried_and_each_retry_shown() -> None:
+    """A 429 that does not lift: after its own silent retries Qwen Code says it retries the
+    turn (a minute apart; the second notice without its numbers); killed meanwhile, the run
+    failed before its result."""
+    parser, steps = replay("rate-limit-retrying")
+    retries = [m for m in of_type(steps, MessageType.STATUS) if "retry" in m.content]
+    assert [m.content for m in retries] == ["qwen retry 1/10 in 60s", "qwen retry"]
+    assert parser.finish(None, "").status is RunStatus.FAILED
+
+
 def test_silent_retries_that_recover_complete() -> None:
     """Qwen Code retries 500s without a word, then answers: the run completes."""
     parser, _ = replay("recovered")
