@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
@@ -107,7 +107,8 @@ class PiEventParser(JsonLinesParser):
             early = ended_early(
                 "pi", "the agent ended", exit_code, stderr_tail, output, self.session_id
             )
-            return early
+            # Pi's own refusals (no key, an unknown model) are said on stderr, before a turn.
+            return replace(early, failure_reason=failure_reason(failure or stderr_tail))
         return RunResult(
             RunStatus.FAILED if failure else RunStatus.COMPLETED,
             output=output,

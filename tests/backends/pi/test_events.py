@@ -146,6 +146,33 @@ def test_a_provider_failure_fails_the_run_with_its_reason(
     assert result.session_id == parser.session_id != ""
 
 
+@pytest.mark.parametrize(
+    ("name", "stderr", "reason"),
+    [
+        (
+            "no-api-key",
+            "No API key found for the selected model.\n\nUse /login to log into a provider",
+            AUTH,
+        ),
+        (
+            None,
+            'Error: Model "nope/nope" not found. Use --list-models to see available models.',
+            MODEL,
+        ),
+    ],
+)
+def test_pis_own_refusal_before_any_turn_is_named(
+    name: str | None, stderr: str, reason: str
+) -> None:
+    """Pi refuses to start a turn (no key for the model; a model it does not know) on stderr
+    and exits 1: the run failed early, named from those words."""
+    parser, _ = replay(name) if name else (PiEventParser("m"), [])
+    result = parser.finish(1, stderr)
+    assert result.status is RunStatus.FAILED
+    assert stderr.splitlines()[0] in result.error
+    assert result.failure_reason == reason
+
+
 def test_resuming_the_same_session_is_no_fresh_one() -> None:
     """A resumed run's header names the session asked for: no fresh-session notice."""
     parser, steps = replay("resume", resuming="01a219c1-b3c8-718e-991e-a00db59f674f")
