@@ -108,7 +108,8 @@ class PiEventParser(JsonLinesParser):
                 "pi", "the agent ended", exit_code, stderr_tail, output, self.session_id
             )
             # Pi's own refusals (no key, an unknown model) are said on stderr, before a turn.
-            return replace(early, failure_reason=failure_reason(failure or stderr_tail))
+            reason = failure_reason(failure or stderr_tail)
+            return replace(early, usage=self.usage(), failure_reason=reason)
         return RunResult(
             RunStatus.FAILED if failure else RunStatus.COMPLETED,
             output=output,

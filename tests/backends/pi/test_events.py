@@ -101,11 +101,13 @@ def test_a_failed_command_is_an_error_result_and_the_run_goes_on() -> None:
 
 @pytest.mark.parametrize("name", ["stall", "tool-then-stall"])
 def test_a_run_cut_before_its_end_failed(name: str) -> None:
-    """A run killed before `agent_end` (a stalled stream) failed, whatever it printed."""
+    """A run killed before `agent_end` (a stalled stream) failed, whatever it printed; what
+    it spent so far is still reported."""
     parser, _ = replay(name)
     result = parser.finish(None, "")
     assert result.status is RunStatus.FAILED
     assert "before the agent ended" in result.error
+    assert result.usage == ((ONE_REQUEST,) if name == "tool-then-stall" else ())
 
 
 def test_an_error_pi_recovered_from_by_retrying_is_no_failure() -> None:
