@@ -22,7 +22,8 @@ _SEMVER = re.compile(r"v?\d+\.\d+\.\d+")
 class _VersionLine:
     """A `LineParser` that keeps the CLI's version line, as Multica's daemon picks it
     (`extractVersionLine`): the first line with an `x.y.z` in it (a shell may print noise
-    first), else the first non-blank line."""
+    first), else the first non-blank line; with nothing on stdout (Pi prints its version on
+    stderr), the first line of stderr that holds a version."""
 
     def __init__(self) -> None:
         self.line = ""
@@ -40,6 +41,9 @@ class _VersionLine:
 
     def finish(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         line = self.line or self.first
+        if not line:
+            said = [text.strip() for text in stderr_tail.splitlines() if text.strip()]
+            line = said[0] if said and _VERSION.search(said[0]) else ""
         ok = exit_code == 0 and bool(line)
         return RunResult(RunStatus.COMPLETED if ok else RunStatus.FAILED, output=line)
 

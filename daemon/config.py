@@ -318,6 +318,8 @@ class Settings(BaseModel):
     opencode: AgentCliSettings = _agent_cli("OpenCode", idle="10m")
     gemini: AgentCliSettings = _agent_cli("Gemini CLI", models="Gemini")
     hermes: AgentCliSettings = _agent_cli("Hermes Agent", models="Hermes")
+    pi: AgentCliSettings = _agent_cli("Pi")
+    qwen: AgentCliSettings = _agent_cli("Qwen Code")
     copilot: AgentCliSettings = _agent_cli("Copilot CLI", models="Copilot")
     # ACP agents offered from their entry alone, untested (backends/acp/catalog.py).
     kimi: AgentCliSettings = _agent_cli("Kimi Code CLI", models="Kimi")

@@ -23,12 +23,17 @@ def candidates(settings: Settings) -> list[Backend]:
     from backends.codex import CodexBackend
     from backends.command import CommandBackend
     from backends.copilot import CopilotBackend
+    from backends.pi import PiBackend
+    from backends.qwen import QwenBackend
     from backends.scripted import ScriptedBackend
 
-    claude, codex, user = settings.claude, settings.codex, settings.agent_identity
+    claude, codex, pi, qwen = settings.claude, settings.codex, settings.pi, settings.qwen
+    user = settings.agent_identity
     found: list[Backend] = [
         ClaudeBackend(claude.path, claude.args, claude.model, detect_as=user),
         CodexBackend(codex.path, codex.args, codex.model, detect_as=user),
+        PiBackend(pi.path, pi.args, pi.model, detect_as=user),
+        QwenBackend(qwen.path, qwen.args, qwen.model, detect_as=user),
     ]
     copilot = settings.copilot
     found.append(CopilotBackend(copilot.path, copilot.args, copilot.model, detect_as=user))

@@ -40,6 +40,14 @@ def test_a_version_line_is_ordered_by_its_version() -> None:
     assert not version_at_least("1.9.0 (Claude Code)", "2.0.0")
 
 
+async def test_cli_printing_its_version_on_stderr_gives_it() -> None:
+    """A CLI that prints its version on stderr only (Pi does) is detected with it; stderr
+    without a version is no answer."""
+    script = "import sys; sys.stderr.write('0.73.1\\n')"
+    assert await cli_version(python(script), ENV) == "0.73.1"
+    assert await cli_version(python("import sys; sys.stderr.write('oops\\n')"), ENV) is None
+
+
 async def test_failing_cli_is_not_detected() -> None:
     """A CLI that exits non-zero is not available, whatever it printed."""
     assert await cli_version(python("print('1.0.0'); raise SystemExit(3)"), ENV) is None

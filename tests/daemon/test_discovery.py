@@ -10,8 +10,11 @@ import pytest
 
 from backends.acp import AcpBackend
 from backends.acp.catalog import KIMI
+from backends.agent_cli import AgentCli
 from backends.copilot import CopilotBackend
 from backends.gemini import GEMINI
+from backends.pi import PiBackend
+from backends.qwen import QwenBackend
 from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
 
@@ -79,3 +82,21 @@ def test_copilot_is_a_candidate_as_configured(tmp_path: Path) -> None:
     copilot = {b.name: b for b in candidates(settings)}["copilot"]
     assert isinstance(copilot, CopilotBackend)
     assert (copilot.path, copilot.args, copilot.min_version) == ("/opt/copilot", ("-s",), "1.0.0")
+
+
+@pytest.mark.parametrize("kind", [PiBackend, QwenBackend])
+def test_pi_and_qwen_are_candidates_as_configured(tmp_path: Path, kind: type[AgentCli]) -> None:
+    """Pi and Qwen Code are offered under their runtime types with their path, arguments
+    and model."""
+    var = f"MULTICA_{kind.name.upper()}"
+    settings = Settings.from_env(
+        {
+            "HOME": str(tmp_path),
+            f"{var}_PATH": "/opt/agent",
+            f"{var}_ARGS": "--flag",
+            f"{var}_MODEL": "fake/model",
+        }
+    )
+    (found,) = [b for b in candidates(settings) if b.name == kind.name]
+    assert isinstance(found, kind)
+    assert (found.path, found.args, found.model) == ("/opt/agent", ("--flag",), "fake/model")

@@ -1,11 +1,13 @@
-"""A scriptable fake of the OpenAI Chat Completions API, for OpenCode run offline.
+"""A scriptable fake of the OpenAI Chat Completions API, for OpenCode, Pi and Qwen Code run
+offline.
 
 OpenCode reaches it through an `@ai-sdk/openai-compatible` provider whose `baseURL` is this
-server (`opencode_config`). Each streamed `POST /v1/chat/completions` that offers tools (the
-agent's own turns) takes the next step of the script — the steps of the Responses fake:
-`Answer`, `Shell` (a call of the `bash` tool), `Stall` (`no-bytes`, or `first-chunk`: one text
-chunk, then nothing) and `ApiError`. A request without tools (the session title) gets a short
-answer and is logged as a side request.
+server (`opencode_config`), Pi through its `models.json` (`pi_env`), Qwen Code through its
+OpenAI variables (`qwen_env`). Each streamed `POST /v1/chat/completions` that offers tools
+(the agent's own turns) takes the next step of the script — the steps of the Responses fake:
+`Answer`, `Shell` (a call of the shell tool the request offers: `SHELL_TOOLS`), `Stall`
+(`no-bytes`, or `first-chunk`: one text chunk, then nothing) and `ApiError`. A request
+without tools (the session title) gets a short answer and is logged as a side request.
 
     async with fake_chat([Shell("sleep 3"), Answer("done")]) as api:
         env = opencode_env(tmp_path, api.url)
@@ -39,6 +41,8 @@ from tests.fakes.openai_api import (
 MODEL = "fake-chat"
 PROVIDER = "fake"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
+SHELL_TOOLS = ("bash", "run_shell_command")
+"""The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own)."""
 
 __all__ = ["MODEL", "USAGE", "Answer", "ApiError", "FakeChat", "Shell", "Stall", "fake_chat"]
 
@@ -74,9 +78,11 @@ class FakeChat(FakeOpenAI):
         if isinstance(step, Stall) and step.when == "no-bytes":
             await self.closing.wait()
             return Response(status_code=503)
-        return StreamingResponse(self._chunks(step), media_type="text/event-stream")
+        offered = [str((t.get("function") or {}).get("name")) for t in body.get("tools") or []]
+        shell = next((name for name in offered if name in SHELL_TOOLS), "bash")
+        return StreamingResponse(self._chunks(step, shell), media_type="text/event-stream")
 
-    async def _chunks(self, step: Step) -> AsyncIterator[bytes]:
+    async def _chunks(self, step: Step, shell: str = "bash") -> AsyncIterator[bytes]:
         chunk_id = "chatcmpl-" + uuid.uuid4().hex[:20]
         if isinstance(step, Stall):
             yield _chunk(chunk_id, {"role": "assistant", "content": "Working on it"})
@@ -94,7 +100,7 @@ class FakeChat(FakeOpenAI):
                 "id": "call_" + uuid.uuid4().hex[:20],
                 "type": "function",
                 "function": {
-                    "name": "bash",
+                    "name": shell,
                     "arguments": json.dumps(
                         {"command": step.command, "description": "Run the scripted command"}
                     ),
@@ -198,6 +204,62 @@ def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
         "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
         "npm_config_offline": "true",
+    }
+    env.update(extra)
+    return env
+
+
+def pi_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Pi with a fresh HOME under `root`, its only model the fake.
+
+    Pi reads custom providers from `models.json` in its agent directory; `PI_OFFLINE` keeps
+    it from checking for updates at start."""
+    agent_dir = root / "home" / ".pi" / "agent"
+    agent_dir.mkdir(parents=True, exist_ok=True)
+    provider = {
+        "baseUrl": f"{base_url}/v1",
+        "api": "openai-completions",
+        "apiKey": "sk-fake-key-for-tests",
+        "compat": {"supportsDeveloperRole": False, "supportsReasoningEffort": False},
+        "models": [{"id": MODEL}],
+    }
+    (agent_dir / "models.json").write_text(json.dumps({"providers": {PROVIDER: provider}}))
+    settings = {"defaultProvider": PROVIDER, "defaultModel": MODEL}
+    (agent_dir / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(root / "home"),
+        "LANG": "C.UTF-8",
+        "PI_OFFLINE": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def qwen_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Qwen Code with a fresh HOME under `root`, its model the fake.
+
+    Qwen Code's OpenAI-compatible provider reads its key, URL and model from the environment;
+    the settings file selects that provider, turns off its usage statistics, its update check
+    and its managed memory (a subagent that calls the model after every turn, which would take
+    the script's next step)."""
+    home = root / "home"
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    settings = {
+        "security": {"auth": {"selectedType": "openai"}},
+        "privacy": {"usageStatisticsEnabled": False},
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        "memory": {"enableManagedAutoMemory": False},
+    }
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "OPENAI_API_KEY": "sk-fake-key-for-tests",
+        "OPENAI_BASE_URL": f"{base_url}/v1",
+        "OPENAI_MODEL": MODEL,
+        "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
     }
     env.update(extra)
     return env

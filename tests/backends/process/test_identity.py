@@ -136,7 +136,8 @@ async def test_the_version_probe_runs_as_the_agent_user(
     probe.chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "MULTICA_DAEMON_TOKEN": "secret"}
     backend = kind(str(probe), detect_env=env, detect_as=agent_user)
-    assert await backend.detect() == f"{agent_user.uid}.{agent_user.gid}.0"
+    line = await backend.detect()
+    assert line == f"{agent_user.uid}.{agent_user.gid}.0 ({agent_user.home})"
 
 
 def test_the_environment_is_the_users_and_idempotent() -> None:

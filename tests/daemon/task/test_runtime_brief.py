@@ -15,9 +15,12 @@ def _task(**fields: Any) -> Task:
 
 
 def test_claude_reads_claude_md_and_the_others_agents_md() -> None:
-    """Claude Code gets CLAUDE.md, Gemini CLI GEMINI.md; Codex and the others AGENTS.md."""
+    """Claude Code gets CLAUDE.md, Gemini CLI GEMINI.md, Qwen Code QWEN.md; Codex, Pi and the
+    others AGENTS.md."""
     assert brief_file("claude") == "CLAUDE.md"
     assert brief_file("gemini") == "GEMINI.md"
+    assert brief_file("qwen") == "QWEN.md"
+    assert brief_file("pi") == "AGENTS.md"
     assert brief_file("opencode") == "AGENTS.md"
     assert brief_file("codex") == "AGENTS.md"
     assert brief_file("command") == "AGENTS.md"

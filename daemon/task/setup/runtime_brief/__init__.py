@@ -29,7 +29,8 @@ from daemon.task.setup.runtime_brief.kind import BriefKind, brief_kind, leads_a_
 from daemon.task.setup.runtime_brief.output import output
 
 # Gemini CLI loads GEMINI.md, not AGENTS.md, unless its user configured otherwise.
-_FILE_BY_BACKEND = {"claude": "CLAUDE.md", "gemini": "GEMINI.md"}
+# Qwen Code reads both QWEN.md and AGENTS.md; Multica writes QWEN.md, its own.
+_FILE_BY_BACKEND = {"claude": "CLAUDE.md", "gemini": "GEMINI.md", "qwen": "QWEN.md"}
 DEFAULT_FILE = "AGENTS.md"
 # CLIs that load no brief file (Trae reads `.trae/rules/`): as in Multica, they also get the
 # brief in the prompt. Adding one that does read its file only sends the brief twice.

@@ -1,0 +1,84 @@
+"""The Pi backend: `pi -p --mode json`, one prompt per run, resumable by session id.
+
+    pi -p --mode json [--model MODEL] [configured args] [task args] [--session ID]
+
+The prompt is read from stdin, which is closed after it (Pi reads a piped stdin to its end as
+the prompt). Arguments that would change that are dropped from the configured and the task's
+arguments (`backends.cli_args`): the daemon's own flags, `@file` inputs and positional
+messages — Pi would add those to the prompt.
+
+The model goes to `--model` whole (`provider/id`, a bare id, an id with slashes): Pi resolves
+each, where splitting it into `--provider` would turn a gateway's `org/model` id into an
+unknown provider. The runtime brief reaches Pi as the `AGENTS.md` it loads from the work
+directory, so nothing is appended to its system prompt.
+
+Sessions are Pi's own, kept where it keeps them (under the agent's `~/.pi/agent`, by work
+directory); the session header's id is the session to resume, with `--session ID`. Pi finds
+it only from the same work directory — in another it offers to fork it, which a run without a
+terminal refuses — so a session it cannot resume here starts a fresh one (`backends.resume`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+from backends.agent_cli import AgentCli
+from backends.base import AgentRun, RunSpec
+from backends.cli_args import ArgRules, filter_args
+from backends.pi.events import PiEventParser
+from backends.process import ProcessSpec
+from backends.resume import Launch, start_session
+
+BASE_ARGS = ("-p", "--mode", "json")
+
+# Set by a running Pi for its own tool processes; a daemon started from inside Pi must not
+# hand it on.
+SESSION_MARKERS = frozenset({"PI_CODING_AGENT"})
+
+# The daemon's own flags, and Pi's flags that take no value (0.73.1).
+ARGS = ArgRules(
+    cli="pi",
+    reserved={"-p", "--print", "--mode", "--session", "--fork", "--export"},
+    alone={
+        "-p", "--print", "-h", "--help", "-v", "--version", "-c", "--continue", "-r",
+        "--resume", "--no-session", "-nt", "--no-tools", "-nbt", "--no-builtin-tools",
+        "-ne", "--no-extensions", "-ns", "--no-skills", "-np", "--no-prompt-templates",
+        "--no-themes", "-nc", "--no-context-files", "--verbose", "--offline",
+    },
+)  # fmt: skip
+
+
+class PiBackend(AgentCli):
+    """Runs the Pi CLI for a task; resumes sessions and falls back when one is gone."""
+
+    name = "pi"
+    min_version = "0.73.1"
+    session_markers = SESSION_MARKERS
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
+        """Start the CLI; leaving the context kills its process tree."""
+        return self._run(spec)
+
+    @asynccontextmanager
+    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        def launch(resume: str) -> Launch:
+            parser = PiEventParser(spec.model or self.model, resume, self.version)
+            argv = self.argv(spec, resume)
+            env = self.strip_markers(spec.env)
+            return ProcessSpec.for_run(spec, argv, env, spec.prompt.encode()), parser
+
+        async with start_session(self.name, spec.resume_session_id, launch) as run:
+            yield run
+
+    def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
+        """The command line for one run (configured and task arguments filtered)."""
+        argv = [self.path, *BASE_ARGS]
+        model = spec.model or self.model
+        if model:
+            argv += ["--model", model]
+        argv += filter_args(self.args, ARGS)
+        argv += filter_args(spec.extra_args, ARGS)
+        if resume:
+            argv += ["--session", resume]
+        return argv

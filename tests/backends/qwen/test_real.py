@@ -1,0 +1,85 @@
+"""The Qwen Code backend driving the real CLI against the fake Chat Completions API on
+loopback: detection, a session resumed, a session it does not have replaced by a fresh one.
+
+The whole-daemon scenarios (a tool under the watchdog, stalls, the kill) are in
+tests/e2e/test_chat_cli_daemon.py. Skipped, with the install command as the reason, only when
+the CLI is not installed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus
+from backends.qwen import QwenBackend
+from tests.fakes.chat_api import fake_chat, qwen_env
+from tests.fakes.openai_api import Answer
+from tests.fakes.real_cli import pinned_version, require_cli
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
+
+
+@pytest.fixture
+def qwen() -> QwenBackend:
+    return QwenBackend(require_cli("qwen", "MULTICA_TEST_QWEN_PATH"))
+
+
+def make_spec(env: dict[str, str], workdir: Path, resume: str = "") -> RunSpec:
+    workdir.mkdir(exist_ok=True)
+    return RunSpec(
+        prompt="Do the task.", workdir=workdir, env=env, resume_session_id=resume, kill_grace=1.0
+    )
+
+
+async def drain(run: AgentRun, bound: float = 90) -> list[Message]:
+    messages: list[Message] = []
+    with anyio.fail_after(bound):
+        async for message in run.messages():
+            messages.append(message)
+    return messages
+
+
+async def test_detect_reports_the_pinned_version_which_is_the_minimum(qwen: QwenBackend) -> None:
+    """`detect` answers with the installed version, the one the backend asks for at least."""
+    version = await qwen.detect()
+    assert version == pinned_version("@qwen-code/qwen-code")
+    assert version == QwenBackend.min_version
+
+
+async def test_a_session_resumes_and_an_unknown_one_starts_fresh(
+    qwen: QwenBackend, tmp_path: Path
+) -> None:
+    """The second run continues the first one's session (the model sees the first answer);
+    a run given a session Qwen Code does not have starts a fresh one in the same run,
+    saying so."""
+    script = [Answer("First."), Answer("Second."), Answer("Third.")]
+    work = tmp_path / "work"
+    async with fake_chat(script) as api:
+        env = qwen_env(tmp_path / "agent", api.url)
+        async with qwen.start(make_spec(env, work)) as run:
+            await drain(run)
+            first = await run.result()
+        async with qwen.start(make_spec(env, work, first.session_id)) as run:
+            resumed = await drain(run)
+            second = await run.result()
+        unknown = "11111111-2222-3333-4444-555555555555"
+        async with qwen.start(make_spec(env, work, unknown)) as run:
+            fresh = await drain(run)
+            third = await run.result()
+    assert first.status is RunStatus.COMPLETED and first.session_id, first
+    assert (second.status, second.output, second.session_id) == (
+        RunStatus.COMPLETED,
+        "Second.",
+        first.session_id,
+    )
+    assert not any("fresh session" in m.content for m in resumed)
+    main = api.main_requests()
+    assert "First." in str(main[1].body)
+    assert third.status is RunStatus.COMPLETED and third.output == "Third."
+    assert third.session_id not in ("", first.session_id, unknown)
+    notices = [m for m in fresh if m.type is MessageType.STATUS and "fresh" in m.content]
+    assert len(notices) == 1
+    assert "First." not in str(main[2].body)
