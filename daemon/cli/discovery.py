@@ -27,7 +27,7 @@ def candidates(settings: Settings) -> list[Backend]:
     claude, codex, user = settings.claude, settings.codex, settings.agent_identity
     found: list[Backend] = [
         ClaudeBackend(claude.path, claude.args, claude.model, detect_as=user),
-        CodexBackend(codex.path, codex.args, codex.model, detect_as=user),
+        CodexBackend(codex.path, codex.args, codex.model, detect_as=user, mode=settings.codex_mode),
     ]
     for agent in AGENTS:
         cli = settings.agent_cli(agent.name)
