@@ -5,6 +5,7 @@ Skipped, with the install command as the reason, only when the CLI is not instal
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -98,3 +99,16 @@ async def test_an_unknown_thread_starts_a_fresh_one(tmp_path: Path) -> None:
         task = await d.wait(await d.submit("Go.", backend="codex", prior_session_id=gone), 60)
     assert task["status"] == "completed", task
     assert task["session_id"] not in ("", gone)
+
+
+async def test_the_tasks_skill_reaches_the_app_server_through_its_codex_home(
+    tmp_path: Path,
+) -> None:
+    """The per-task CODEX_HOME holds the task's skill, and the app-server tells the model."""
+    marker = "Deploys-with-the-zebra-checklist"
+    skills = [{"name": "zebra-deploy", "description": marker, "content": "Use the zebra list."}]
+    async with app_server_daemon(tmp_path, [Answer("ok")]) as (d, api):
+        created = await d.api.create_task("Deploy it.", backend="codex", agent={"skills": skills})
+        task = await d.wait(created["id"], within=60)
+    assert task["status"] == "completed", task
+    assert any(marker in json.dumps(r.body) for r in api.main_requests())
