@@ -13,8 +13,9 @@ The thread runs unsandboxed and never asks (`approvalPolicy: never`, `danger-ful
 as exec mode's `--dangerously-bypass-approvals-and-sandbox`: isolation is the deployment's
 job. Requests that still come (an MCP server's elicitation, a permission) are accepted.
 
-Notifications of other threads (a sub-agent's) and those before turn/start (a resumed
-thread's replay) are not this turn's and are dropped. Why a turn failed is read from its
+Notifications of other threads (a sub-agent's) and those that come while the thread is being
+opened are not this turn's and are dropped (Codex 0.169.0 replays nothing of a resumed
+thread; the e2e resume test checks that). Why a turn failed is read from its
 error sentence, which is the one exec mode prints (`backends.codex.failure`).
 """
 
@@ -180,7 +181,9 @@ class AppServerSession:
 
     def _on_notification(self, method: str, params: Mapping[str, Any]) -> ParseStep:
         thread = params.get("threadId")
-        if not self.thread_id or (isinstance(thread, str) and thread != self.thread_id):
+        if self.waiting_for not in ("turn/start", "") or (
+            isinstance(thread, str) and thread != self.thread_id
+        ):
             return ParseStep()
         if method == "turn/started":
             turn = params.get("turn")

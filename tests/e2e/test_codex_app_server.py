@@ -68,6 +68,24 @@ async def test_ten_second_shell_under_a_four_second_window_completes(tmp_path: P
     assert tagged(TRACKING_ENV, task_id) == []
 
 
+async def test_stall_after_a_tool_is_stopped_by_the_watchdog(tmp_path: Path) -> None:
+    """A command completes, then the API goes quiet: idle_watchdog, nothing survives."""
+    script = [Shell("echo ran"), Stall("first-event")]
+    async with app_server_daemon(tmp_path, script, window="4s") as (d, _):
+        task_id = await d.submit("Run, then think.", backend="codex")
+        task = await d.wait(task_id, within=90)
+        messages = await d.api.messages(task_id)
+        records = incidents(d)
+    assert task["failure_reason"] == "idle_watchdog", task
+    assert [m["type"] for m in messages if m["type"].startswith("tool")] == [
+        "tool_use",
+        "tool_result",
+    ]
+    assert tagged(TRACKING_ENV, task_id) == []
+    (record,) = records
+    assert 4.0 <= record["idle_seconds"] <= 6.0
+
+
 async def test_stall_after_the_first_event_is_stopped_by_the_watchdog(tmp_path: Path) -> None:
     """The API starts its answer and then sends nothing: idle_watchdog, nothing survives."""
     async with app_server_daemon(tmp_path, [Stall("first-event")], window="4s") as (d, _):
@@ -81,12 +99,15 @@ async def test_stall_after_the_first_event_is_stopped_by_the_watchdog(tmp_path: 
 
 
 async def test_second_task_resumes_the_first_thread(tmp_path: Path) -> None:
-    """A task with prior_session_id resumes that thread through thread/resume."""
+    """A task with prior_session_id resumes that thread through thread/resume; the first
+    turn's items are not replayed into the second task's transcript."""
     async with app_server_daemon(tmp_path, [Answer("First."), Answer("Second.")]) as (d, api):
         first = await d.wait(await d.submit("One.", backend="codex"), within=60)
         second_id = await d.submit("Two.", backend="codex", prior_session_id=first["session_id"])
         second = await d.wait(second_id, within=60)
+        messages = await d.api.messages(second_id)
     assert second["status"] == "completed", second
+    assert [m["content"] for m in messages if m["type"] == "text"] == ["Second."]
     assert second["output"] == "Second."
     assert second["session_id"] == first["session_id"]
     assert api.main_requests()[-1].n_inputs > api.main_requests()[0].n_inputs

@@ -156,3 +156,13 @@ async def test_a_silent_handshake_fails_naming_the_request() -> None:
     assert (
         result.error == "codex app-server handshake timeout: initialize did not respond after 0.3s"
     )
+
+
+def test_items_before_the_turn_is_asked_for_are_dropped() -> None:
+    """An item notified while the thread is still being opened is not this turn's."""
+    session = AppServerSession(Thread("Do it.", "/w"))
+    session.first_line()
+    session.feed(json.dumps({"id": 0, "result": {}}))
+    item = {"type": "agentMessage", "id": "x", "text": "old"}
+    line = {"method": "item/completed", "params": {"item": item}}
+    assert session.feed(json.dumps(line)).messages == []
