@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from backends.acp import AcpBackend
+from backends.codex import CodexBackend
 from backends.gemini import GEMINI
 from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
@@ -52,3 +53,11 @@ def test_acp_agents_are_candidates_under_multica_names(tmp_path: Path) -> None:
     opencode, gemini = found["opencode"], found["gemini"]
     assert isinstance(opencode, AcpBackend) and opencode.path == "/opt/oc"
     assert isinstance(gemini, AcpBackend) and gemini.args == ("-d",)
+
+
+@pytest.mark.parametrize("mode", ["exec", "app-server"])
+def test_the_codex_mode_setting_reaches_the_codex_backend(tmp_path: Path, mode: str) -> None:
+    """MULTICA_CODEX_MODE picks how the offered Codex backend runs the CLI."""
+    settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_CODEX_MODE": mode})
+    (codex,) = [b for b in candidates(settings) if isinstance(b, CodexBackend)]
+    assert codex.mode == mode
