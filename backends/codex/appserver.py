@@ -198,8 +198,9 @@ class AppServerSession:
         return ParseStep(messages=messages or [])
 
     def _turn_end(self, turn: Mapping[str, Any]) -> ParseStep:
-        if self._result is not None or str_field(turn.get("id")) not in ("", self._turn_id):
-            return ParseStep()
+        turn_id = str_field(turn.get("id"))
+        if self._result is not None or (self._turn_id and turn_id not in ("", self._turn_id)):
+            return ParseStep()  # another turn's end (or ours, told twice)
         status = str_field(turn.get("status"))
         error = ""
         if status == "failed":

@@ -166,3 +166,16 @@ def test_items_before_the_turn_is_asked_for_are_dropped() -> None:
     item = {"type": "agentMessage", "id": "x", "text": "old"}
     line = {"method": "item/completed", "params": {"item": item}}
     assert session.feed(json.dumps(line)).messages == []
+
+
+def test_a_turn_end_before_the_turn_id_is_known_still_ends_the_run() -> None:
+    """turn/completed ahead of turn/start's answer ends the run; another turn's end does not."""
+    session = AppServerSession(Thread("Do it.", "/w"))
+    session.first_line()
+    session.feed(json.dumps({"id": 0, "result": {}}))
+    session.feed(json.dumps({"id": 1, "result": {"thread": {"id": "t"}}}))
+    done = {"threadId": "t", "turn": {"id": "z", "status": "completed"}}
+    step = session.feed(json.dumps({"method": "turn/completed", "params": done}))
+    assert step.close_stdin and session.finish(0, "").status is RunStatus.COMPLETED
+    other = {"threadId": "t", "turn": {"id": "y", "status": "failed"}}
+    assert session.feed(json.dumps({"method": "turn/completed", "params": other})).messages == []
