@@ -86,6 +86,13 @@ def _log_format(raw: str) -> str:
     return value
 
 
+def _codex_mode(raw: str) -> str:
+    value = raw.strip().lower()
+    if value not in ("exec", "app-server"):
+        raise ValueError(raw)
+    return value
+
+
 def _level(raw: str) -> str:
     value = raw.strip().upper()
     if value not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR"):
@@ -124,6 +131,7 @@ WORDS = Kind(_words, "shell words")
 FLAG = Kind(_flag, "1 or 0")
 PATTERNS = Kind(_patterns, "comma-separated directory names")
 LOG_FORMAT = Kind(_log_format, "text or json")
+CODEX_MODE = Kind(_codex_mode, "exec or app-server")
 LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
 
 
@@ -137,6 +145,7 @@ Words = Annotated[tuple[str, ...], WORDS]
 Flag = Annotated[bool, FLAG]
 Patterns = Annotated[tuple[str, ...], PATTERNS]
 LogFormat = Annotated[str, LOG_FORMAT]
+CodexMode = Annotated[str, CODEX_MODE]
 Level = Annotated[str, LEVEL]
 """A setting's type names its kind; a plain `str` is TEXT."""
 
@@ -315,6 +324,11 @@ class Settings(BaseModel):
     )
     claude: AgentCliSettings = _agent_cli("Claude Code", models="Claude")
     codex: AgentCliSettings = _agent_cli("Codex")
+    codex_mode: CodexMode = _env(
+        "MULTICA_CODEX_MODE",
+        "exec",
+        "How Codex runs: `exec` (`codex exec --json`) or `app-server` (JSON-RPC over stdio)",
+    )
     opencode: AgentCliSettings = _agent_cli("OpenCode", idle="10m")
     gemini: AgentCliSettings = _agent_cli("Gemini CLI", models="Gemini")
     hermes: AgentCliSettings = _agent_cli("Hermes Agent", models="Hermes")

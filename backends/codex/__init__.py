@@ -1,4 +1,4 @@
-"""Codex: the backend (`codex exec --json`) and its events."""
+"""Codex: the backend (`codex exec --json` or `codex app-server`) and its events."""
 
 from backends.codex.backend import CodexBackend
 

@@ -1,4 +1,9 @@
-"""The Codex backend: `codex exec --json`, one turn per run, resumable by thread id.
+"""The Codex backend: `codex exec --json` or `codex app-server`, one turn per run, resumable.
+
+Two modes (`MULTICA_CODEX_MODE`) run the same turn. `exec` (below) prints one JSON event per
+line and reads nothing back. `app-server` speaks JSON-RPC over stdio
+(`backends.codex.appserver`): it answers approval requests, names the handshake request that
+hung (`backends.codex.handshake`), and shows a running command's output as it comes.
 
     codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
                [-m MODEL] [-c developer_instructions=...] [configured args] [task args]
@@ -34,13 +39,19 @@ from pydantic_core import from_json
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
+from backends.codex.appserver import AppServerSession, Thread
 from backends.codex.events import CodexEventParser, thread_totals
-from backends.process import ProcessSpec
+from backends.codex.handshake import HANDSHAKE_TIMEOUT, HandshakeBoundRun
+from backends.process import ProcessSpec, run_process
 from backends.resume import Launch, start_session
 from daemon.files.beneath import opened_at, opened_dir, read_at, walk_at
 
 log = logging.getLogger(__name__)
 
+EXEC = "exec"
+APP_SERVER = "app-server"
+MODES = (EXEC, APP_SERVER)
+APP_SERVER_ARGS = ("app-server", "--listen", "stdio://")
 BASE_ARGS = (
     "exec",
     "--json",
@@ -74,6 +85,20 @@ class CodexBackend(AgentCli):
     min_version = "0.100.0"
     session_markers = SESSION_MARKERS
 
+    def __init__(
+        self,
+        *args: Any,
+        mode: str = EXEC,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        **kwargs: Any,
+    ) -> None:
+        """`mode` is `exec` or `app-server`; the rest as for every agent CLI."""
+        super().__init__(*args, **kwargs)
+        if mode not in MODES:
+            raise ValueError(f"codex mode {mode!r} is not one of {MODES}")
+        self.mode = mode
+        self.handshake_timeout = handshake_timeout
+
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
         return self._run(spec)
@@ -85,6 +110,10 @@ class CodexBackend(AgentCli):
         model = spec.model or self.model
         if not model:
             model = await anyio.to_thread.run_sync(configured_model, home, reader)
+        if self.mode == APP_SERVER:
+            async with self._serve(spec, model) as served:
+                yield served
+            return
         thread = spec.resume_session_id
         baseline = {}
         if thread:
@@ -97,6 +126,24 @@ class CodexBackend(AgentCli):
 
         async with start_session(self.name, thread, launch) as run:
             yield run
+
+    @asynccontextmanager
+    async def _serve(self, spec: RunSpec, model: str) -> AsyncIterator[AgentRun]:
+        """One turn through `codex app-server`: it resumes (or refuses) the thread itself."""
+        thread = Thread(
+            spec.prompt,
+            str(spec.workdir),
+            spec.resume_session_id,
+            spec.model or self.model,
+            spec.instructions,
+        )
+        session = AppServerSession(thread, model)
+        argv = [self.path, *APP_SERVER_ARGS, *filter_args(self.args), *filter_args(spec.extra_args)]
+        process = ProcessSpec.for_run(
+            spec, argv, self.env(spec), session.first_line(), keep_stdin_open=True
+        )
+        async with run_process(process, session) as run:
+            yield HandshakeBoundRun(run, session, self.handshake_timeout)
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""

@@ -31,7 +31,7 @@ def candidates(settings: Settings) -> list[Backend]:
     user = settings.agent_identity
     found: list[Backend] = [
         ClaudeBackend(claude.path, claude.args, claude.model, detect_as=user),
-        CodexBackend(codex.path, codex.args, codex.model, detect_as=user),
+        CodexBackend(codex.path, codex.args, codex.model, detect_as=user, mode=settings.codex_mode),
         PiBackend(pi.path, pi.args, pi.model, detect_as=user),
         QwenBackend(qwen.path, qwen.args, qwen.model, detect_as=user),
     ]

@@ -70,6 +70,7 @@ def test_go_durations(tmp_path: Path, var: str, value: str, seconds: float) -> N
         ("MULTICA_SERVER_URL", "ftp://x"),
         ("MULTICA_DAEMON_HEALTH_ADDR", "nope"),
         ("MULTICA_DAEMON_LOG_FORMAT", "xml"),
+        ("MULTICA_CODEX_MODE", "rpc"),
     ],
 )
 def test_bad_value_names_the_variable(tmp_path: Path, var: str, value: str) -> None:

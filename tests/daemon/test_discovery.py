@@ -11,6 +11,7 @@ import pytest
 from backends.acp import AcpBackend
 from backends.acp.catalog import KIMI
 from backends.agent_cli import AgentCli
+from backends.codex import CodexBackend
 from backends.copilot import CopilotBackend
 from backends.gemini import GEMINI
 from backends.pi import PiBackend
@@ -100,3 +101,11 @@ def test_pi_and_qwen_are_candidates_as_configured(tmp_path: Path, kind: type[Age
     (found,) = [b for b in candidates(settings) if b.name == kind.name]
     assert isinstance(found, kind)
     assert (found.path, found.args, found.model) == ("/opt/agent", ("--flag",), "fake/model")
+
+
+@pytest.mark.parametrize("mode", ["exec", "app-server"])
+def test_the_codex_mode_setting_reaches_the_codex_backend(tmp_path: Path, mode: str) -> None:
+    """MULTICA_CODEX_MODE picks how the offered Codex backend runs the CLI."""
+    settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_CODEX_MODE": mode})
+    (codex,) = [b for b in candidates(settings) if isinstance(b, CodexBackend)]
+    assert codex.mode == mode

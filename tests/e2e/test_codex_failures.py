@@ -32,11 +32,13 @@ QUOTA = "agent_error.provider_quota_limit"
 CLOCK_TIME = re.compile(r"^\d{1,2}:\d{2} [AP]M$")
 
 
+@pytest.mark.parametrize("mode", ["exec", "app-server"])
 async def test_rate_limit_and_quotas_are_named_with_when_they_lift(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
 ) -> None:
-    """429, insufficient_quota and a plan's usage limit: each `fail` names its reason with the
-    session; the usage limit's reset time reaches the log, the metric and `status`."""
+    """429, insufficient_quota and a plan's usage limit, in either Codex mode: each `fail`
+    names its reason with the session; the usage limit's reset time reaches the log, the
+    metric and `status`."""
     cli = require_cli("codex", "MULTICA_TEST_CODEX_PATH")
     script = [RATE_LIMITED, NO_QUOTA, usage_limit(int(time.time()) + 3600)]
     caplog.set_level(logging.WARNING, "daemon.ops.provider_failures")
@@ -48,6 +50,7 @@ async def test_rate_limit_and_quotas_are_named_with_when_they_lift(
             base_env=env,
             health=True,
             MULTICA_CODEX_PATH=cli,
+            MULTICA_CODEX_MODE=mode,
             MULTICA_SCRIPTED_BACKEND="0",
         ) as d:
             tasks = [await fake.finished(fake.queue_issue(provider="codex")) for _ in script]
