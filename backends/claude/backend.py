@@ -1,7 +1,8 @@
 """The Claude Code backend: `claude -p` speaking stream-json both ways.
 
     claude -p --output-format stream-json --input-format stream-json --verbose
-           --permission-mode bypassPermissions [--mcp-config FILE --strict-mcp-config]
+           --permission-mode bypassPermissions --disallowedTools AskUserQuestion
+           [--mcp-config FILE --strict-mcp-config]
            [--model M] [--resume SESSION] [--append-system-prompt INSTRUCTIONS]
            [configured args] [task args]
 
@@ -46,6 +47,11 @@ BASE_ARGS = (
     "--verbose",
     "--permission-mode",
     "bypassPermissions",
+    # Claude Code's question tool waits for a person at a terminal; headless, the agent gets an
+    # empty answer and goes on guessing, and the user never sees the question. As in Multica,
+    # questions belong in the issue's comments, which the brief tells the agent.
+    "--disallowedTools",
+    "AskUserQuestion",
 )
 
 # Set by a running Claude Code for its own tool processes. A daemon started from inside a

@@ -255,6 +255,8 @@ class Task(WireModel):
     autopilot_trigger_payload: Any = None
     quick_create_priority: Text = ""
     quick_create_due_date: Text = ""
+    # Files uploaded with a quick-create prompt, bound to the issue the agent creates.
+    quick_create_attachment_ids: TextList = Field(default_factory=list)
     project_id: Text = ""
     project_title: Text = ""
     # The project's standing context and its resources, shown to the agent in its brief.

@@ -7,6 +7,7 @@ credentials never reach the agent: it gets only its task's token.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,6 +138,7 @@ def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str
             "TEMP": temp,
         }
     )
+    env.update(_run_markers(task))
     if place.multica_bin is not None:
         # Some agents run tools in a sandbox with a reduced PATH; `multica` must still resolve.
         inherited = base.get("PATH", "")
@@ -145,6 +147,26 @@ def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str
     check_custom_env(task.agent.custom_env)
     env.update({k: v for k, v in task.agent.custom_env.items() if not _blocked(k)})
     return env
+
+
+def _run_markers(task: Task) -> dict[str, str]:
+    """What the `multica` CLI stamps on what the agent creates, as Multica's daemon sets it.
+
+    A quick-create's `issue create` marks the new issue with this task's id, which is how the
+    server finds the issue the task made: without it the server reports the quick-create as
+    failed although the issue exists. An autopilot run's ids tie its work to the run.
+    """
+    markers: dict[str, str] = {}
+    if task.autopilot_run_id:
+        markers["MULTICA_AUTOPILOT_RUN_ID"] = task.autopilot_run_id
+    if task.autopilot_id:
+        markers["MULTICA_AUTOPILOT_ID"] = task.autopilot_id
+    if task.quick_create_prompt:
+        markers["MULTICA_QUICK_CREATE_TASK_ID"] = task.id
+        if task.quick_create_attachment_ids:
+            ids = json.dumps(task.quick_create_attachment_ids)
+            markers["MULTICA_QUICK_CREATE_ATTACHMENT_IDS"] = ids
+    return markers
 
 
 def make_temp_dir(base: Path, owner: Owner | None = None) -> Path:

@@ -29,6 +29,8 @@ def test_argv_asks_for_stream_json_both_ways_and_bypassed_permissions() -> None:
         "--verbose",
         "--permission-mode",
         "bypassPermissions",
+        "--disallowedTools",
+        "AskUserQuestion",
     ]
 
 

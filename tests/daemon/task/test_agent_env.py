@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import stat
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,27 @@ def test_agent_gets_every_variable_the_multica_cli_needs(tmp_path: Path) -> None
     temp = str(tmp_path / "tmp")
     assert (env["TMPDIR"], env["TMP"], env["TEMP"]) == (temp, temp, temp)
     assert env["PATH"] == "/usr/bin"
+
+
+def test_a_quick_create_run_carries_the_marker_multicas_cli_stamps_on_its_issue(
+    tmp_path: Path,
+) -> None:
+    """A quick-create's agent gets the task id (and its attachments) that `multica issue
+    create` stamps on the new issue, so the server finds it; other runs do not."""
+    quick = _task(quick_create_prompt="a bug: login fails", quick_create_attachment_ids=["a1"])
+    env = agent_env({"PATH": "/usr/bin"}, quick, _place(tmp_path))
+    assert env["MULTICA_QUICK_CREATE_TASK_ID"] == "task-1"
+    assert json.loads(env["MULTICA_QUICK_CREATE_ATTACHMENT_IDS"]) == ["a1"]
+    plain = agent_env({"PATH": "/usr/bin"}, _task(), _place(tmp_path))
+    assert "MULTICA_QUICK_CREATE_TASK_ID" not in plain
+    assert "MULTICA_QUICK_CREATE_ATTACHMENT_IDS" not in plain
+
+
+def test_an_autopilot_run_carries_its_run_and_autopilot_ids(tmp_path: Path) -> None:
+    """The autopilot's ids reach the agent as Multica's daemon sets them."""
+    task = _task(autopilot_run_id="run-7", autopilot_id="ap-2")
+    env = agent_env({"PATH": "/usr/bin"}, task, _place(tmp_path))
+    assert (env["MULTICA_AUTOPILOT_RUN_ID"], env["MULTICA_AUTOPILOT_ID"]) == ("run-7", "ap-2")
 
 
 def test_the_daemons_own_variables_never_reach_the_agent(tmp_path: Path) -> None:
