@@ -126,16 +126,8 @@ class CodexEventParser(JsonLinesParser):
 
     def _item(self, phase: str, item: Mapping[str, Any]) -> list[Message]:
         kind = str_field(item.get("type"))
-        item_id = str_field(item.get("id"))
         if kind in EXEC_ITEMS:
-            if phase == "started":
-                self._started.add(item_id)
-                return [EXEC_ITEMS.tool_use(kind, item)]
-            if phase == "completed":
-                before = [] if item_id in self._started else [EXEC_ITEMS.tool_use(kind, item)]
-                self._started.discard(item_id)
-                return [*before, EXEC_ITEMS.tool_result(kind, item)]
-            return []
+            return EXEC_ITEMS.messages(phase, kind, item, self._started)
         if phase == "updated":
             if kind == "todo_list":
                 return [Message(MessageType.LOG, content=_plan(item))]

@@ -84,14 +84,8 @@ class TurnItems:
 
     def _item(self, phase: str, item: Mapping[str, Any]) -> list[Message]:
         kind = str_field(item.get("type"))
-        item_id = str_field(item.get("id"))
         if kind in APP_SERVER_ITEMS:
-            if phase == "started":
-                self._started.add(item_id)
-                return [APP_SERVER_ITEMS.tool_use(kind, item)]
-            before = [] if item_id in self._started else [APP_SERVER_ITEMS.tool_use(kind, item)]
-            self._started.discard(item_id)
-            return [*before, APP_SERVER_ITEMS.tool_result(kind, item)]
+            return APP_SERVER_ITEMS.messages(phase, kind, item, self._started)
         if phase != "completed" or kind in _QUIET_ITEMS:
             return []
         if kind == "agentMessage":

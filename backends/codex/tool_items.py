@@ -27,6 +27,21 @@ class ToolItems:
     def __contains__(self, kind: str) -> bool:
         return kind in self.tools
 
+    def messages(
+        self, phase: str, kind: str, item: Mapping[str, Any], started: set[str]
+    ) -> list[Message]:
+        """A tool item's messages: its tool_use as it starts (its id kept in `started`), its
+        tool_result as it completes, a tool_use first if its start was not seen."""
+        item_id = str_field(item.get("id"))
+        if phase == "started":
+            started.add(item_id)
+            return [self.tool_use(kind, item)]
+        if phase != "completed":
+            return []
+        before = [] if item_id in started else [self.tool_use(kind, item)]
+        started.discard(item_id)
+        return [*before, self.tool_result(kind, item)]
+
     def tool_use(self, kind: str, item: Mapping[str, Any]) -> Message:
         tool = self.tools[kind]
         arguments: dict[str, Any]
