@@ -21,10 +21,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from backends.claude.failure import AUTH, CAPACITY, CONTEXT, MODEL, NETWORK, QUOTA, SERVER
+from backends.claude.failure import CONTEXT, NETWORK, QUOTA, status_reason
 
 _STATUS = re.compile(r"^(\d{3})\b")
-_BY_STATUS = {401: AUTH, 402: QUOTA, 403: AUTH, 404: MODEL, 429: CAPACITY, 529: CAPACITY}
 WORDS = (
     ("exceeded your current quota", QUOTA),
     ("insufficient_quota", QUOTA),
@@ -51,7 +50,4 @@ def failure_reason(message: str, words: Iterable[tuple[str, str]] = ()) -> str:
     found = _STATUS.match(text)
     if found is None:
         return ""
-    status = int(found.group(1))
-    if status in _BY_STATUS:
-        return _BY_STATUS[status]
-    return SERVER if 500 <= status <= 599 else ""
+    return status_reason(int(found.group(1)))

@@ -256,12 +256,23 @@ async def daemon_process(
 
 @asynccontextmanager
 async def cli_daemon(
-    home: Path, agent_env: Mapping[str, str], **env: str
+    home: Path,
+    agent_env: Mapping[str, str],
+    backends: Mapping[str, tuple[Backend, str]] | None = None,
+    **env: str,
 ) -> AsyncIterator[RunningDaemon]:
-    """An embedded server and a daemon whose agents get `agent_env` (for the real CLIs)."""
+    """An embedded server and a daemon whose agents get `agent_env` (for the real CLIs), with
+    `backends` offered besides those found."""
     async with (
         embedded_server(home / "server.db") as url,
-        running_daemon(home, url, base_env=agent_env, MULTICA_SCRIPTED_BACKEND="0", **env) as d,
+        running_daemon(
+            home,
+            url,
+            base_env=agent_env,
+            backends=backends,
+            MULTICA_SCRIPTED_BACKEND="0",
+            **env,
+        ) as d,
     ):
         yield d
 

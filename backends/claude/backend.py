@@ -22,7 +22,6 @@ another one.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -32,11 +31,10 @@ from pathlib import Path
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.claude.stream import ClaudeStreamParser
+from backends.cli_args import drop_reserved
 from backends.process import ProcessSpec
 from backends.process.identity import AgentUser
 from backends.resume import Launch, start_session
-
-log = logging.getLogger(__name__)
 
 BASE_ARGS = (
     "-p",
@@ -158,19 +156,7 @@ def prompt_line(prompt: str) -> bytes:
 
 def filter_args(args: Sequence[str]) -> list[str]:
     """Drop `--output-format`, `--input-format` and `--mcp-config` with their values."""
-    kept: list[str] = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-            continue
-        flag = arg.split("=", 1)[0]
-        if flag in _RESERVED_FLAGS:
-            log.warning("claude: ignoring argument %r: the daemon sets it", arg)
-            skip_value = "=" not in arg
-            continue
-        kept.append(arg)
-    return kept
+    return drop_reserved(args, "claude", _RESERVED_FLAGS)
 
 
 def _instruction_args(

@@ -1,4 +1,5 @@
-"""Claude Code's content blocks and control requests: tool results, progress, replies."""
+"""Claude Code's content blocks and control requests: tool calls and results, progress,
+replies."""
 
 from __future__ import annotations
 
@@ -19,6 +20,17 @@ def tool_results(event: Mapping[str, Any]) -> list[Message]:
     return [
         tool_result(b) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"
     ]
+
+
+def tool_use(block: Mapping[str, Any]) -> Message:
+    """One `tool_use` block; an input that is not an object is kept under `value`."""
+    raw = block.get("input")
+    return Message(
+        MessageType.TOOL_USE,
+        tool=str_field(block.get("name")),
+        call_id=str_field(block.get("id")),
+        input=raw if isinstance(raw, dict) else {"value": raw},
+    )
 
 
 def tool_result(block: Mapping[str, Any]) -> Message:

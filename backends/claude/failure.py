@@ -49,7 +49,16 @@ _BY_TYPE = {
     "not_found_error": MODEL,
     "api_error": SERVER,
 }
-_BY_STATUS = {401: AUTH, 402: QUOTA, 403: AUTH, 404: MODEL, 429: CAPACITY, 529: CAPACITY}
+BY_STATUS = {401: AUTH, 402: QUOTA, 403: AUTH, 404: MODEL, 429: CAPACITY, 529: CAPACITY}
+"""The reason an HTTP status stands for, whichever CLI reports it."""
+
+
+def status_reason(status: int, by_status: Mapping[int, str] = BY_STATUS) -> str:
+    """The taxonomy reason an HTTP status stands for: its entry in `by_status`, else a
+    server error for any 5xx, else ""."""
+    if status in by_status:
+        return by_status[status]
+    return SERVER if 500 <= status <= 599 else ""
 
 
 def failure_reason(result: Mapping[str, Any], api_error: Mapping[str, Any] | None) -> str:
@@ -72,8 +81,8 @@ def failure_reason(result: Mapping[str, Any], api_error: Mapping[str, Any] | Non
         return NETWORK
     if isinstance(api_type, str) and api_type in _BY_TYPE:
         return _BY_TYPE[api_type]
-    if status in _BY_STATUS:
-        return _BY_STATUS[status]
+    if status in BY_STATUS:
+        return BY_STATUS[status]
     if (status is not None and 500 <= status <= 599) or kind == "server_error":
         return SERVER
     return ""

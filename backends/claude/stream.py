@@ -37,7 +37,7 @@ from dataclasses import replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.claude.blocks import control_reply, progress, tool_result, tool_results
+from backends.claude.blocks import control_reply, progress, tool_result, tool_results, tool_use
 from backends.claude.failure import failure_reason
 from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
 
@@ -192,15 +192,7 @@ class ClaudeStreamParser(JsonLinesParser):
             elif kind == "redacted_thinking":
                 out.append(Message(MessageType.THINKING, content="[redacted thinking]"))
             elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
-                raw = block.get("input")
-                out.append(
-                    Message(
-                        MessageType.TOOL_USE,
-                        tool=str_field(block.get("name")),
-                        call_id=str_field(block.get("id")),
-                        input=raw if isinstance(raw, dict) else {"value": raw},
-                    )
-                )
+                out.append(tool_use(block))
             elif isinstance(kind, str) and kind.endswith("tool_result"):
                 # Server-side tools (web search) answer inside the assistant message itself.
                 out.append(tool_result(block))

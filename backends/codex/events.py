@@ -22,13 +22,13 @@ API counts them): `input_tokens` = input − cached, `cache_read_tokens` = cache
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
 from backends.codex.failure import failure_reason, limit_resets
+from backends.codex.tool_items import EXEC_ITEMS
 from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
 from backends.resume import fresh_session_notice
 
@@ -36,12 +36,6 @@ from backends.resume import fresh_session_notice
 SESSION_MISSING = ("no rollout found", "thread/resume failed")
 PROVIDER = "codex"
 """The usage entries' `provider`: the runtime's name, as Multica's daemon reports it."""
-_TOOL_ITEMS = {
-    "command_execution": "shell",
-    "file_change": "apply_patch",
-    "mcp_tool_call": "mcp",
-    "web_search": "web_search",
-}
 _USAGE_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens", "output_tokens")
 
 
@@ -132,16 +126,8 @@ class CodexEventParser(JsonLinesParser):
 
     def _item(self, phase: str, item: Mapping[str, Any]) -> list[Message]:
         kind = str_field(item.get("type"))
-        item_id = str_field(item.get("id"))
-        if kind in _TOOL_ITEMS:
-            if phase == "started":
-                self._started.add(item_id)
-                return [_tool_use(kind, item)]
-            if phase == "completed":
-                before = [] if item_id in self._started else [_tool_use(kind, item)]
-                self._started.discard(item_id)
-                return [*before, _tool_result(kind, item)]
-            return []
+        if kind in EXEC_ITEMS:
+            return EXEC_ITEMS.messages(phase, kind, item, self._started)
         if phase == "updated":
             if kind == "todo_list":
                 return [Message(MessageType.LOG, content=_plan(item))]
@@ -204,47 +190,6 @@ class CodexEventParser(JsonLinesParser):
 def thread_totals(token_count: Mapping[str, Any]) -> dict[str, int]:
     """A thread's usage totals from a rollout `token_count` payload's `total_token_usage`."""
     return {k: int_field(token_count.get(k)) for k in _USAGE_KEYS}
-
-
-def _tool_use(kind: str, item: Mapping[str, Any]) -> Message:
-    tool = _TOOL_ITEMS[kind]
-    arguments: dict[str, Any]
-    if kind == "command_execution":
-        arguments = {"command": str_field(item.get("command"))}
-    elif kind == "file_change":
-        arguments = {"changes": item.get("changes") or []}
-    elif kind == "mcp_tool_call":
-        tool = f"{str_field(item.get('server'))}.{str_field(item.get('tool'))}"
-        raw = item.get("arguments")
-        arguments = raw if isinstance(raw, dict) else {"arguments": raw}
-    else:
-        arguments = {"query": str_field(item.get("query"))}
-    return Message(
-        MessageType.TOOL_USE, tool=tool, call_id=str_field(item.get("id")), input=arguments
-    )
-
-
-def _tool_result(kind: str, item: Mapping[str, Any]) -> Message:
-    status = str_field(item.get("status"))
-    failed = status in ("failed", "declined")
-    if kind == "command_execution":
-        output = str_field(item.get("aggregated_output"))
-        exit_code = item.get("exit_code")
-        failed = failed or (isinstance(exit_code, int) and exit_code != 0)
-    elif kind == "file_change":
-        changes = item.get("changes") or []
-        output = "\n".join(
-            f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes if isinstance(c, dict)
-        )
-    elif kind == "mcp_tool_call":
-        error = item.get("error")
-        failed = failed or bool(error)
-        output = json.dumps(error if error else item.get("result"))
-    else:
-        output = str_field(item.get("query"))
-    return Message(
-        MessageType.TOOL_RESULT, call_id=str_field(item.get("id")), output=output, is_error=failed
-    )
 
 
 def _plan(item: Mapping[str, Any]) -> str:

@@ -19,7 +19,16 @@ from __future__ import annotations
 
 import re
 
-from backends.claude.failure import AUTH, CAPACITY, CONTEXT, MODEL, NETWORK, QUOTA, SERVER
+from backends.claude.failure import (
+    AUTH,
+    CAPACITY,
+    CONTEXT,
+    MODEL,
+    NETWORK,
+    QUOTA,
+    SERVER,
+    status_reason,
+)
 
 _STATUS = re.compile(r"(?:last status:|unexpected status) (\d{3})\b")
 _RESETS = re.compile(r"try again at (.+?)\.?\s*$")
@@ -44,10 +53,7 @@ def failure_reason(message: str) -> str:
     found = _STATUS.search(text)
     if found is None:
         return ""
-    status = int(found.group(1))
-    if status in _BY_STATUS:
-        return _BY_STATUS[status]
-    return SERVER if 500 <= status <= 599 else ""
+    return status_reason(int(found.group(1)), _BY_STATUS)
 
 
 def limit_resets(message: str) -> str:

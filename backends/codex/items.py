@@ -15,20 +15,14 @@ own message, echoed as an item, is no output.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from backends.base import Message, MessageType, Usage
 from backends.codex.events import PROVIDER
+from backends.codex.tool_items import APP_SERVER_ITEMS
 from backends.json_lines import int_field, str_field
 
-_TOOL_ITEMS = {
-    "commandExecution": "shell",
-    "fileChange": "apply_patch",
-    "mcpToolCall": "mcp",
-    "webSearch": "web_search",
-}
 _QUIET_ITEMS = frozenset({"userMessage"})
 _USAGE_KEYS = ("inputTokens", "cachedInputTokens", "cacheWriteInputTokens", "outputTokens")
 
@@ -90,14 +84,8 @@ class TurnItems:
 
     def _item(self, phase: str, item: Mapping[str, Any]) -> list[Message]:
         kind = str_field(item.get("type"))
-        item_id = str_field(item.get("id"))
-        if kind in _TOOL_ITEMS:
-            if phase == "started":
-                self._started.add(item_id)
-                return [_tool_use(kind, item)]
-            before = [] if item_id in self._started else [_tool_use(kind, item)]
-            self._started.discard(item_id)
-            return [*before, _tool_result(kind, item)]
+        if kind in APP_SERVER_ITEMS:
+            return APP_SERVER_ITEMS.messages(phase, kind, item, self._started)
         if phase != "completed" or kind in _QUIET_ITEMS:
             return []
         if kind == "agentMessage":
@@ -115,44 +103,3 @@ class TurnItems:
             return []  # a message's own text deltas: the completed item carries the whole
         delta = str_field(params.get("delta"))
         return [Message(MessageType.LOG, content=delta, call_id=item_id, heartbeat=True)]
-
-
-def _tool_use(kind: str, item: Mapping[str, Any]) -> Message:
-    tool = _TOOL_ITEMS[kind]
-    arguments: dict[str, Any]
-    if kind == "commandExecution":
-        arguments = {"command": str_field(item.get("command"))}
-    elif kind == "fileChange":
-        arguments = {"changes": item.get("changes") or []}
-    elif kind == "mcpToolCall":
-        tool = f"{str_field(item.get('server'))}.{str_field(item.get('tool'))}"
-        raw = item.get("arguments")
-        arguments = raw if isinstance(raw, dict) else {"arguments": raw}
-    else:
-        arguments = {"query": str_field(item.get("query"))}
-    return Message(
-        MessageType.TOOL_USE, tool=tool, call_id=str_field(item.get("id")), input=arguments
-    )
-
-
-def _tool_result(kind: str, item: Mapping[str, Any]) -> Message:
-    status = str_field(item.get("status"))
-    failed = status in ("failed", "declined")
-    if kind == "commandExecution":
-        output = str_field(item.get("aggregatedOutput"))
-        exit_code = item.get("exitCode")
-        failed = failed or (isinstance(exit_code, int) and exit_code != 0)
-    elif kind == "fileChange":
-        changes = item.get("changes") or []
-        output = "\n".join(
-            f"{c.get('kind', '?')} {c.get('path', '?')}" for c in changes if isinstance(c, dict)
-        )
-    elif kind == "mcpToolCall":
-        error = item.get("error")
-        failed = failed or bool(error)
-        output = json.dumps(error if error else item.get("result"))
-    else:
-        output = str_field(item.get("query"))
-    return Message(
-        MessageType.TOOL_RESULT, call_id=str_field(item.get("id")), output=output, is_error=failed
-    )

@@ -16,17 +16,15 @@ matched"); the run then falls back to a fresh session (see `backends.resume`).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
+from backends.cli_args import drop_reserved
 from backends.copilot.events import CopilotEventParser
 from backends.process import ProcessSpec
 from backends.resume import Launch, start_session
-
-log = logging.getLogger(__name__)
 
 BASE_ARGS = ("--output-format", "json", "--allow-all", "--no-ask-user")
 
@@ -75,16 +73,4 @@ class CopilotBackend(AgentCli):
 
 def filter_args(args: Sequence[str]) -> list[str]:
     """Drop the flags the daemon sets itself (with their values)."""
-    kept: list[str] = []
-    skip_value = False
-    for arg in args:
-        if skip_value:
-            skip_value = False
-            continue
-        flag = arg.split("=", 1)[0]
-        if flag in _RESERVED_WITH_VALUE or flag in _RESERVED:
-            log.warning("copilot: ignoring argument %r: the daemon sets it", arg)
-            skip_value = flag in _RESERVED_WITH_VALUE and "=" not in arg
-            continue
-        kept.append(arg)
-    return kept
+    return drop_reserved(args, "copilot", _RESERVED_WITH_VALUE, _RESERVED)

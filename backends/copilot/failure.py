@@ -23,10 +23,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from backends.claude.failure import AUTH, CAPACITY, CONTEXT, MODEL, NETWORK, QUOTA, SERVER
+from backends.claude.failure import (
+    AUTH,
+    BY_STATUS,
+    CAPACITY,
+    CONTEXT,
+    MODEL,
+    NETWORK,
+    QUOTA,
+    SERVER,
+)
 from backends.json_lines import int_field, str_field
 
-_BY_STATUS = {401: AUTH, 402: QUOTA, 403: AUTH, 404: MODEL, 429: CAPACITY, 529: CAPACITY}
 _BY_TYPE = {
     "authentication": AUTH,
     "authorization": AUTH,
@@ -57,8 +65,8 @@ def failure_reason(error: Mapping[str, Any], call: Mapping[str, Any] | None = No
     status = int_field(error.get("statusCode")) or int_field((call or {}).get("statusCode"))
     if status == 429 and any(words in text for words in _QUOTA):
         return QUOTA
-    if status in _BY_STATUS:
-        return _BY_STATUS[status]
+    if status in BY_STATUS:
+        return BY_STATUS[status]
     kind = str_field(error.get("errorType"))
     if kind in _BY_TYPE:
         return _BY_TYPE[kind]

@@ -20,15 +20,10 @@ terminal refuses — so a session it cannot resume here starts a fresh one (`bac
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-
-from backends.agent_cli import AgentCli
-from backends.base import AgentRun, RunSpec
+from backends.base import RunSpec
 from backends.cli_args import ArgRules, filter_args
 from backends.pi.events import PiEventParser
-from backends.process import ProcessSpec
-from backends.resume import Launch, start_session
+from backends.stdin_cli import StdinPromptCli
 
 BASE_ARGS = ("-p", "--mode", "json")
 
@@ -49,27 +44,16 @@ ARGS = ArgRules(
 )  # fmt: skip
 
 
-class PiBackend(AgentCli):
+class PiBackend(StdinPromptCli):
     """Runs the Pi CLI for a task; resumes sessions and falls back when one is gone."""
 
     name = "pi"
     min_version = "0.73.1"
     session_markers = SESSION_MARKERS
 
-    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
-        """Start the CLI; leaving the context kills its process tree."""
-        return self._run(spec)
-
-    @asynccontextmanager
-    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
-        def launch(resume: str) -> Launch:
-            parser = PiEventParser(spec.model or self.model, resume, self.version)
-            argv = self.argv(spec, resume)
-            env = self.strip_markers(spec.env)
-            return ProcessSpec.for_run(spec, argv, env, spec.prompt.encode()), parser
-
-        async with start_session(self.name, spec.resume_session_id, launch) as run:
-            yield run
+    def parser(self, model: str, resume: str) -> PiEventParser:
+        """A parser for one run's output."""
+        return PiEventParser(model, resume, self.version)
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""

@@ -24,15 +24,10 @@ back to a fresh session (`backends.resume`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-
-from backends.agent_cli import AgentCli
-from backends.base import AgentRun, RunSpec
+from backends.base import RunSpec
 from backends.cli_args import ArgRules, filter_args
-from backends.process import ProcessSpec
 from backends.qwen.events import QwenStreamParser
-from backends.resume import Launch, start_session
+from backends.stdin_cli import StdinPromptCli
 
 BASE_ARGS = ("--output-format", "stream-json", "--yolo")
 
@@ -58,27 +53,16 @@ ARGS = ArgRules(
 )  # fmt: skip
 
 
-class QwenBackend(AgentCli):
+class QwenBackend(StdinPromptCli):
     """Runs Qwen Code for a task; resumes sessions and falls back when one is gone."""
 
     name = "qwen"
     min_version = "0.24.4"
     session_markers = SESSION_MARKERS
 
-    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
-        """Start the CLI; leaving the context kills its process tree."""
-        return self._run(spec)
-
-    @asynccontextmanager
-    async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
-        def launch(resume: str) -> Launch:
-            parser = QwenStreamParser(spec.model or self.model, resume, self.version)
-            argv = self.argv(spec, resume)
-            env = self.strip_markers(spec.env)
-            return ProcessSpec.for_run(spec, argv, env, spec.prompt.encode()), parser
-
-        async with start_session(self.name, spec.resume_session_id, launch) as run:
-            yield run
+    def parser(self, model: str, resume: str) -> QwenStreamParser:
+        """A parser for one run's output."""
+        return QwenStreamParser(model, resume, self.version)
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""

@@ -33,7 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.claude.blocks import tool_results
+from backends.claude.blocks import tool_results, tool_use
 from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
 from backends.qwen.failure import PREFIX, failure_reason
 from backends.resume import fresh_session_notice
@@ -175,15 +175,7 @@ class QwenStreamParser(JsonLinesParser):
             elif kind == "thinking" and str_field(block.get("thinking")):
                 out.append(Message(MessageType.THINKING, content=str_field(block.get("thinking"))))
             elif kind == "tool_use":
-                raw = block.get("input")
-                out.append(
-                    Message(
-                        MessageType.TOOL_USE,
-                        tool=str_field(block.get("name")),
-                        call_id=str_field(block.get("id")),
-                        input=raw if isinstance(raw, dict) else {"value": raw},
-                    )
-                )
+                out.append(tool_use(block))
             elif isinstance(kind, str) and kind not in ("text", "thinking"):
                 out.append(Message(MessageType.LOG, content=f"qwen content block: {kind}"))
         return out

@@ -1,4 +1,5 @@
-"""Shared by the process and backend tests: an observer, a line parser, transcript replay."""
+"""Shared by the process and backend tests: an observer, a line parser, transcript replay,
+a run drained."""
 
 from __future__ import annotations
 
@@ -8,7 +9,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.base import LineParser, Message, MessageType, ParseStep, RunResult, RunStatus
+import anyio
+
+from backends.base import (
+    AgentRun,
+    LineParser,
+    Message,
+    MessageType,
+    ParseStep,
+    RunResult,
+    RunSpec,
+    RunStatus,
+)
 from backends.process import ProcIdentity, identify
 from daemon.task.activity import Activity
 from daemon.testing import FakeClock
@@ -124,3 +136,20 @@ def results_named_after_calls(sent: Iterable[Message]) -> list[tuple[str, str]]:
     ]
     assert pairs, "no tool result to name"
     return pairs
+
+
+async def drain(run: AgentRun, bound: float = 30) -> list[Message]:
+    """Every message of `run`, to its end, within `bound` seconds."""
+    messages: list[Message] = []
+    with anyio.fail_after(bound):
+        async for message in run.messages():
+            messages.append(message)
+    return messages
+
+
+def stdin_spec(env: dict[str, str], workdir: Path, resume: str = "") -> RunSpec:
+    """A run of a CLI given its prompt on stdin, in `workdir` (made if missing)."""
+    workdir.mkdir(exist_ok=True)
+    return RunSpec(
+        prompt="Do the task.", workdir=workdir, env=env, resume_session_id=resume, kill_grace=1.0
+    )

@@ -5,33 +5,18 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.agent_pool import AgentPool, processes_of, resolve_pool, sweep
+from daemon.agent_pool import AgentPool, processes_of, resolve_pool
 from daemon.config import Settings
 from daemon.errors import ConfigError
-from tests.fakes.system_user import system_user
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.root
-
-
-@pytest.fixture
-def two_users() -> Iterator[tuple[AgentUser, AgentUser]]:
-    """Two system users made for the test."""
-    with ExitStack() as stack:
-        users = stack.enter_context(system_user()), stack.enter_context(system_user())
-        try:
-            yield users
-        finally:
-            for user in users:  # a failed test leaves nothing running under a reused uid
-                sweep(user.uid)
 
 
 def leave_behind(user: AgentUser) -> int:

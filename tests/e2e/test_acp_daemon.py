@@ -11,7 +11,6 @@ with the install command as the reason, only when the CLI is not installed.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
@@ -21,24 +20,23 @@ from typing import Any
 import pytest
 
 from backends.acp import AcpAgent, AcpBackend
-from backends.base import Backend
 from backends.gemini import GEMINI
 from backends.opencode import OPENCODE
-from daemon.testing import task_processes
+from tests.e2e.stall_support import (
+    DETACH,
+    WINDOW,
+    assert_stopped_in_time,
+    stalled_task,
+    tool_types,
+    watched_cli,
+)
 from tests.fakes.chat_api import fake_chat, opencode_env
 from tests.fakes.gemini_api import fake_gemini, gemini_env
 from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall
 from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, embedded_server, incidents, running_daemon
+from tests.helpers import RunningDaemon, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
-
-WINDOW = 4.0
-KILL_GRACE = 1.0
-# The watchdog fires between 1 and 1.5 windows of silence, the kill takes at most the grace;
-# the margin covers the CLI's own latency and the daemon's report reaching the server.
-STOP_BOUND = 1.5 * WINDOW + KILL_GRACE
-MARGIN = 2.0
 
 
 @dataclass(frozen=True)
@@ -62,40 +60,14 @@ def cli(request: pytest.FixtureRequest) -> Cli:
 async def acp_daemon(
     cli: Cli, tmp_path: Path, script: list[Any]
 ) -> AsyncIterator[tuple[RunningDaemon, FakeOpenAI]]:
-    """A daemon serving the real CLI, pointed at its fake API.
-
-    The backend is handed in rather than discovered: `--version` of a Node CLI costs seconds
-    on a loaded machine, and discovery has tests of its own (tests/backends/acp/test_real_clis.py).
-    """
+    """A daemon serving the real CLI, pointed at its fake API (discovery has tests of its own:
+    tests/backends/acp/test_real_clis.py)."""
     name = cli.agent.name
     path = require_cli(cli.agent.command, f"MULTICA_TEST_{name.upper()}_PATH")
-    backends: dict[str, tuple[Backend, str]] = {name: (AcpBackend(cli.agent, path), "test")}
-    async with (
-        cli.fake(script) as api,
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            base_env=cli.env(tmp_path / "agent", api.url),
-            backends=backends,
-            MULTICA_SCRIPTED_BACKEND="0",
-            MULTICA_AGENT_IDLE_WATCHDOG=f"{WINDOW:g}s",
-            MULTICA_AGENT_KILL_GRACE=f"{KILL_GRACE:g}s",
-        ) as d,
-    ):
-        yield d, api
-
-
-async def stopped_after_stall(
-    d: RunningDaemon, api: FakeOpenAI, task_id: str, requests: int
-) -> tuple[dict[str, Any], float]:
-    """The task once ended, and the seconds from the stalled request (the `requests`-th the
-    model got) to its end."""
-    task = await d.wait(task_id, within=120)
-    ended_at = time.monotonic()
-    calls = api.main_requests()
-    assert len(calls) == requests, api.log()
-    return task, ended_at - (api.started + calls[-1].t)
+    async with cli.fake(script) as api:
+        agent_env = cli.env(tmp_path / "agent", api.url)
+        async with watched_cli(tmp_path, agent_env, name, AcpBackend(cli.agent, path)) as d:
+            yield d, api
 
 
 async def test_tool_longer_than_the_window_completes(cli: Cli, tmp_path: Path) -> None:
@@ -122,35 +94,16 @@ async def test_tool_longer_than_the_window_completes(cli: Cli, tmp_path: Path) -
 async def test_stall_after_the_first_chunk_is_stopped(cli: Cli, tmp_path: Path) -> None:
     """The model sends one chunk and then nothing: idle_watchdog in time, nothing survives."""
     async with acp_daemon(cli, tmp_path, [Stall("first-chunk")]) as (d, api):
-        task_id = await d.submit("Do it.", backend=cli.agent.name)
-        task, took = await stopped_after_stall(d, api, task_id, 1)
-        records = incidents(d)
-    assert task["failure_reason"] == "idle_watchdog", task
-    (record,) = records
-    assert record["scope"] == "idle"
-    assert WINDOW <= record["idle_seconds"] <= 1.5 * WINDOW + 0.5
-    print(f"{cli.agent.name}: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND + MARGIN, took
-    assert task_processes(task_id) == []
+        stalled = await stalled_task(d, api, cli.agent.name, "Do it.", 1)
+    assert_stopped_in_time(stalled, cli.agent.name)
+    assert WINDOW <= stalled.records[0]["idle_seconds"] <= 1.5 * WINDOW + 0.5
 
 
 async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(
     cli: Cli, tmp_path: Path
 ) -> None:
     """A tool leaves a detached process, then the model stalls: idle_watchdog, all killed."""
-    detach = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo detached"
-    async with acp_daemon(cli, tmp_path, [Shell(detach), Stall()]) as (d, api):
-        task_id = await d.submit("Start it.", backend=cli.agent.name)
-        task, took = await stopped_after_stall(d, api, task_id, 2)
-        records = incidents(d)
-        messages = await d.api.messages(task_id)
-    assert task["failure_reason"] == "idle_watchdog", task
-    assert [m["type"] for m in messages if m["type"].startswith("tool")] == [
-        "tool_use",
-        "tool_result",
-    ]
-    (record,) = records
-    assert record["scope"] == "idle"
-    print(f"{cli.agent.name}: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND + MARGIN, took
-    assert task_processes(task_id) == []
+    async with acp_daemon(cli, tmp_path, [Shell(DETACH), Stall()]) as (d, api):
+        stalled = await stalled_task(d, api, cli.agent.name, "Start it.", 2)
+    assert_stopped_in_time(stalled, cli.agent.name)
+    assert tool_types(stalled) == ["tool_use", "tool_result"]

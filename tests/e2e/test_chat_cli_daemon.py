@@ -22,23 +22,24 @@ from typing import Any
 import pytest
 
 from backends.agent_cli import AgentCli
-from backends.base import Backend
 from backends.pi import PiBackend
 from backends.qwen import QwenBackend
 from daemon.testing import task_processes
+from tests.e2e.stall_support import (
+    DETACH,
+    WINDOW,
+    assert_stopped_in_time,
+    stalled_task,
+    tool_types,
+    watched_cli,
+)
 from tests.fakes.chat_api import fake_chat, pi_env, qwen_env
 from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall
 from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, embedded_server, incidents, running_daemon
+from tests.helpers import RunningDaemon, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
-WINDOW = 4.0
-KILL_GRACE = 1.0
-# The watchdog fires between 1 and 1.5 windows of silence, the kill takes at most the grace;
-# the margin covers the CLI's own latency and the daemon's report reaching the server.
-STOP_BOUND = 1.5 * WINDOW + KILL_GRACE
-MARGIN = 2.0
 # Qwen Code refuses `sleep N && …` in the foreground ("run blocking commands in the
 # background"); a Python sleep it runs.
 SLEEP_10 = "python3 -c 'import time; time.sleep(10)' && echo slept"
@@ -68,38 +69,12 @@ def cli(request: pytest.FixtureRequest) -> Cli:
 async def cli_daemon(
     cli: Cli, tmp_path: Path, script: list[Any]
 ) -> AsyncIterator[tuple[RunningDaemon, FakeOpenAI]]:
-    """A daemon serving the real CLI, pointed at the fake API.
-
-    The backend is handed in rather than discovered: `--version` of a Node CLI costs seconds
-    on a loaded machine."""
+    """A daemon serving the real CLI, pointed at the fake API."""
     path = require_cli(cli.name, f"MULTICA_TEST_{cli.name.upper()}_PATH")
-    backends: dict[str, tuple[Backend, str]] = {cli.name: (cli.backend(path), "test")}
-    async with (
-        fake_chat(script) as api,
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            base_env=cli.env(tmp_path / "agent", api.url),
-            backends=backends,
-            MULTICA_SCRIPTED_BACKEND="0",
-            MULTICA_AGENT_IDLE_WATCHDOG=f"{WINDOW:g}s",
-            MULTICA_AGENT_KILL_GRACE=f"{KILL_GRACE:g}s",
-        ) as d,
-    ):
-        yield d, api
-
-
-async def stopped_after_stall(
-    d: RunningDaemon, api: FakeOpenAI, task_id: str, requests: int
-) -> tuple[dict[str, Any], float]:
-    """The task once ended, and the seconds from the stalled request (the `requests`-th the
-    model got) to its end."""
-    task = await d.wait(task_id, within=120)
-    ended_at = time.monotonic()
-    calls = api.main_requests()
-    assert len(calls) == requests, api.log()
-    return task, ended_at - (api.started + calls[-1].t)
+    async with fake_chat(script) as api:
+        agent_env = cli.env(tmp_path / "agent", api.url)
+        async with watched_cli(tmp_path, agent_env, cli.name, cli.backend(path)) as d:
+            yield d, api
 
 
 async def test_answer_completes_with_its_text_and_session(cli: Cli, tmp_path: Path) -> None:
@@ -138,35 +113,16 @@ async def test_tool_longer_than_the_window_completes(cli: Cli, tmp_path: Path) -
 async def test_stall_after_the_first_chunk_is_stopped(cli: Cli, tmp_path: Path) -> None:
     """The model sends one chunk and then nothing: idle_watchdog in time, nothing survives."""
     async with cli_daemon(cli, tmp_path, [Stall("first-chunk")]) as (d, api):
-        task_id = await d.submit("Do it.", backend=cli.name)
-        task, took = await stopped_after_stall(d, api, task_id, 1)
-        records = incidents(d)
-    assert task["failure_reason"] == "idle_watchdog", task
-    (record,) = records
-    assert record["scope"] == "idle"
-    assert WINDOW <= record["idle_seconds"] <= 1.5 * WINDOW + 0.5
-    print(f"{cli.name}: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND + MARGIN, took
-    assert task_processes(task_id) == []
+        stalled = await stalled_task(d, api, cli.name, "Do it.", 1)
+    assert_stopped_in_time(stalled, cli.name)
+    assert WINDOW <= stalled.records[0]["idle_seconds"] <= 1.5 * WINDOW + 0.5
 
 
 async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(
     cli: Cli, tmp_path: Path
 ) -> None:
     """A tool leaves a detached process, then the model stalls: idle_watchdog, all killed."""
-    detach = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo detached"
-    async with cli_daemon(cli, tmp_path, [Shell(detach), Stall()]) as (d, api):
-        task_id = await d.submit("Start it.", backend=cli.name)
-        task, took = await stopped_after_stall(d, api, task_id, 2)
-        records = incidents(d)
-        messages = await d.api.messages(task_id)
-    assert task["failure_reason"] == "idle_watchdog", task
-    assert [m["type"] for m in messages if m["type"].startswith("tool")] == [
-        "tool_use",
-        "tool_result",
-    ]
-    (record,) = records
-    assert record["scope"] == "idle"
-    print(f"{cli.name}: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND + MARGIN, took
-    assert task_processes(task_id) == []
+    async with cli_daemon(cli, tmp_path, [Shell(DETACH), Stall()]) as (d, api):
+        stalled = await stalled_task(d, api, cli.name, "Start it.", 2)
+    assert_stopped_in_time(stalled, cli.name)
+    assert tool_types(stalled) == ["tool_use", "tool_result"]

@@ -6,38 +6,25 @@ Skipped, with the install command as the reason, only when the CLI is not instal
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from backends.process import TRACKING_ENV, tagged
-from tests.fakes.openai_api import USAGE, Answer, FakeOpenAI, Shell, Stall, codex_env, codex_home
-from tests.fakes.openai_api import fake_openai as fake_api
-from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, cli_daemon, incidents
+from tests.e2e.codex_support import codex_daemon
+from tests.fakes.openai_api import USAGE, Answer, FakeOpenAI, Shell, Stall
+from tests.helpers import RunningDaemon, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 
-@asynccontextmanager
-async def app_server_daemon(
+def app_server_daemon(
     tmp_path: Path, script: list[Any], window: str = "4s"
-) -> AsyncIterator[tuple[RunningDaemon, FakeOpenAI]]:
+) -> AbstractAsyncContextManager[tuple[RunningDaemon, FakeOpenAI]]:
     """A daemon running the real Codex CLI in app-server mode, pointed at a fake API."""
-    cli = require_cli("codex", "MULTICA_TEST_CODEX_PATH")
-    async with fake_api(script) as api:
-        agent_env = codex_env(tmp_path / "home", codex_home(tmp_path / "codex-home", api.url))
-        async with cli_daemon(
-            tmp_path,
-            agent_env,
-            MULTICA_CODEX_PATH=cli,
-            MULTICA_CODEX_MODE="app-server",
-            MULTICA_AGENT_IDLE_WATCHDOG=window,
-        ) as d:
-            yield d, api
+    return codex_daemon(tmp_path, script, window, MULTICA_CODEX_MODE="app-server")
 
 
 async def test_answer_completes_with_output_thread_and_usage(tmp_path: Path) -> None:

@@ -6,34 +6,16 @@ Skipped, with the install command as the reason, only when the CLI is not instal
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from backends.process import TRACKING_ENV, tagged
-from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall, codex_env, codex_home
-from tests.fakes.openai_api import fake_openai as fake_api
-from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, cli_daemon, incidents
+from tests.e2e.codex_support import codex_daemon
+from tests.fakes.openai_api import Answer, Shell, Stall
+from tests.helpers import incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
-
-
-@asynccontextmanager
-async def codex_daemon(
-    tmp_path: Path, script: list[Any], window: str = "2s"
-) -> AsyncIterator[tuple[RunningDaemon, FakeOpenAI]]:
-    """A daemon whose only backend is the real Codex CLI, pointed at a fake API."""
-    cli = require_cli("codex", "MULTICA_TEST_CODEX_PATH")
-    async with fake_api(script) as api:
-        agent_env = codex_env(tmp_path / "home", codex_home(tmp_path / "codex-home", api.url))
-        async with cli_daemon(
-            tmp_path, agent_env, MULTICA_CODEX_PATH=cli, MULTICA_AGENT_IDLE_WATCHDOG=window
-        ) as d:
-            yield d, api
 
 
 async def test_plain_answer_completes_with_output_and_thread(tmp_path: Path) -> None:

@@ -18,57 +18,33 @@ from typing import Any
 
 import pytest
 
-from backends.base import Backend
 from backends.copilot import CopilotBackend
-from daemon.testing import task_processes
+from tests.e2e.stall_support import (
+    DETACH,
+    assert_stopped_in_time,
+    stalled_task,
+    tool_types,
+    watched_cli,
+)
 from tests.fakes.chat_api import FakeChat, fake_chat
 from tests.fakes.copilot_cli import copilot_env
 from tests.fakes.openai_api import Answer, Shell, Stall
 from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, embedded_server, incidents, running_daemon
+from tests.helpers import RunningDaemon, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
-
-WINDOW = 4.0
-KILL_GRACE = 1.0
-# The watchdog fires between 1 and 1.5 windows of silence, the kill takes at most the grace;
-# the margin covers the CLI's own latency and the daemon's report reaching the server.
-STOP_BOUND = 1.5 * WINDOW + KILL_GRACE + 2.0
 
 
 @asynccontextmanager
 async def copilot_daemon(
     tmp_path: Path, script: list[Any]
 ) -> AsyncIterator[tuple[RunningDaemon, FakeChat]]:
-    """A daemon serving the real CLI (handed in: `--version` of a Node CLI costs seconds on a
-    loaded machine), pointed at the fake API."""
+    """A daemon serving the real CLI, pointed at the fake API."""
     path = require_cli("copilot", "MULTICA_TEST_COPILOT_PATH")
-    backends: dict[str, tuple[Backend, str]] = {"copilot": (CopilotBackend(path), "test")}
-    async with (
-        fake_chat(script) as api,
-        embedded_server(tmp_path / "server.db") as url,
-        running_daemon(
-            tmp_path,
-            url,
-            base_env=copilot_env(tmp_path / "agent", api.url),
-            backends=backends,
-            MULTICA_SCRIPTED_BACKEND="0",
-            MULTICA_AGENT_IDLE_WATCHDOG=f"{WINDOW:g}s",
-            MULTICA_AGENT_KILL_GRACE=f"{KILL_GRACE:g}s",
-        ) as d,
-    ):
-        yield d, api
-
-
-async def stopped_after_stall(
-    d: RunningDaemon, api: FakeChat, task_id: str, requests: int
-) -> tuple[dict[str, Any], float]:
-    """The task once ended, and the seconds from the stalled request to its end."""
-    task = await d.wait(task_id, within=120)
-    ended_at = time.monotonic()
-    calls = api.main_requests()
-    assert len(calls) == requests, api.log()
-    return task, ended_at - (api.started + calls[-1].t)
+    async with fake_chat(script) as api:
+        agent_env = copilot_env(tmp_path / "agent", api.url)
+        async with watched_cli(tmp_path, agent_env, "copilot", CopilotBackend(path)) as d:
+            yield d, api
 
 
 async def test_an_answer_completes_with_its_text_and_session(tmp_path: Path) -> None:
@@ -125,35 +101,16 @@ async def test_a_session_the_cli_does_not_know_is_started_fresh(tmp_path: Path) 
 async def test_stall_after_the_first_chunk_is_stopped(tmp_path: Path) -> None:
     """The model sends one chunk and then nothing: idle_watchdog in time, nothing survives."""
     async with copilot_daemon(tmp_path, [Stall("first-chunk")]) as (d, api):
-        task_id = await d.submit("Do it.", backend="copilot")
-        task, took = await stopped_after_stall(d, api, task_id, 1)
-        records = incidents(d)
-    assert task["failure_reason"] == "idle_watchdog", task
-    (record,) = records
-    assert record["scope"] == "idle"
-    print(f"copilot: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND, took
-    assert task_processes(task_id) == []
+        stalled = await stalled_task(d, api, "copilot", "Do it.", 1)
+    assert_stopped_in_time(stalled, "copilot")
 
 
 async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(tmp_path: Path) -> None:
     """A tool leaves a detached process, then the model stalls: idle_watchdog, all killed."""
-    detach = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo detached"
-    async with copilot_daemon(tmp_path, [Shell(detach), Stall()]) as (d, api):
-        task_id = await d.submit("Start it.", backend="copilot")
-        task, took = await stopped_after_stall(d, api, task_id, 2)
-        records = incidents(d)
-        messages = await d.api.messages(task_id)
-    assert task["failure_reason"] == "idle_watchdog", task
-    assert [m["type"] for m in messages if m["type"].startswith("tool")] == [
-        "tool_use",
-        "tool_result",
-    ]
-    (record,) = records
-    assert record["scope"] == "idle"
-    print(f"copilot: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND, took
-    assert task_processes(task_id) == []
+    async with copilot_daemon(tmp_path, [Shell(DETACH), Stall()]) as (d, api):
+        stalled = await stalled_task(d, api, "copilot", "Start it.", 2)
+    assert_stopped_in_time(stalled, "copilot")
+    assert tool_types(stalled) == ["tool_use", "tool_result"]
 
 
 async def test_the_tasks_skill_reaches_the_model(tmp_path: Path) -> None:

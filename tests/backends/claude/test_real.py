@@ -14,6 +14,7 @@ from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Us
 from backends.claude import ClaudeBackend
 from backends.version import parse_version
 from daemon.testing import survivors
+from tests.backends.support import drain
 from tests.fakes.anthropic_api import (
     USAGE,
     ApiError,
@@ -61,14 +62,6 @@ def make_spec(
     """A run spec whose environment points the CLI at the fake, with a HOME kept per test."""
     env = claude_env(url, tmp_path / "home", **(extra_env or {}))
     return RunSpec(prompt="Do the task.", workdir=workdir, env=env, **fields)
-
-
-async def drain(run: AgentRun, bound: float = 30) -> list[Message]:
-    messages: list[Message] = []
-    with anyio.fail_after(bound):
-        async for message in run.messages():
-            messages.append(message)
-    return messages
 
 
 def kinds(messages: Sequence[Message]) -> list[MessageType]:

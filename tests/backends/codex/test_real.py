@@ -14,6 +14,7 @@ from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Us
 from backends.codex import CodexBackend
 from backends.version import parse_version
 from daemon.testing import survivors
+from tests.backends.support import drain
 from tests.fakes.openai_api import (
     MODEL,
     USAGE,
@@ -54,14 +55,6 @@ def make_spec(url: str, tmp_path: Path, workdir: Path, **fields: Any) -> RunSpec
     """A run spec whose CODEX_HOME sends model calls to the fake, kept per test."""
     env = codex_env(tmp_path / "home", codex_home(tmp_path / "codex-home", url))
     return RunSpec(prompt="Do the task.", workdir=workdir, env=env, **fields)
-
-
-async def drain(run: AgentRun, bound: float = 30) -> list[Message]:
-    messages: list[Message] = []
-    with anyio.fail_after(bound):
-        async for message in run.messages():
-            messages.append(message)
-    return messages
 
 
 def of_type(messages: Sequence[Message], kind: MessageType) -> list[Message]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 
-from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus, Usage
+from backends.base import MessageType, RunStatus, Usage
 from backends.pi import PiBackend
+from tests.backends.support import drain, stdin_spec
 from tests.fakes.chat_api import MODEL, USAGE, fake_chat, pi_env
 from tests.fakes.openai_api import Answer
 from tests.fakes.real_cli import pinned_version, require_cli
@@ -25,21 +25,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 @pytest.fixture
 def pi() -> PiBackend:
     return PiBackend(require_cli("pi", "MULTICA_TEST_PI_PATH"))
-
-
-def make_spec(env: dict[str, str], workdir: Path, resume: str = "") -> RunSpec:
-    workdir.mkdir(exist_ok=True)
-    return RunSpec(
-        prompt="Do the task.", workdir=workdir, env=env, resume_session_id=resume, kill_grace=1.0
-    )
-
-
-async def drain(run: AgentRun, bound: float = 60) -> list[Message]:
-    messages: list[Message] = []
-    with anyio.fail_after(bound):
-        async for message in run.messages():
-            messages.append(message)
-    return messages
 
 
 async def test_detect_reports_the_pinned_version_which_is_the_minimum(pi: PiBackend) -> None:
@@ -58,15 +43,15 @@ async def test_a_session_resumes_in_its_work_dir_and_starts_fresh_elsewhere(
     script = [Answer("First."), Answer("Second."), Answer("Third.")]
     async with fake_chat(script) as api:
         env = pi_env(tmp_path / "agent", api.url)
-        async with pi.start(make_spec(env, tmp_path / "work")) as run:
-            await drain(run)
+        async with pi.start(stdin_spec(env, tmp_path / "work")) as run:
+            await drain(run, 60)
             first = await run.result()
         resume = first.session_id
-        async with pi.start(make_spec(env, tmp_path / "work", resume)) as run:
-            resumed = await drain(run)
+        async with pi.start(stdin_spec(env, tmp_path / "work", resume)) as run:
+            resumed = await drain(run, 60)
             second = await run.result()
-        async with pi.start(make_spec(env, tmp_path / "elsewhere", resume)) as run:
-            elsewhere = await drain(run)
+        async with pi.start(stdin_spec(env, tmp_path / "elsewhere", resume)) as run:
+            elsewhere = await drain(run, 60)
             third = await run.result()
     assert first.status is RunStatus.COMPLETED and first.session_id
     assert first.usage == (

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import anyio
 import pytest
 
-from backends.base import AgentRun, Message, MessageType, RunSpec, RunStatus
+from backends.base import MessageType, RunStatus
 from backends.qwen import QwenBackend
+from tests.backends.support import drain, stdin_spec
 from tests.fakes.chat_api import fake_chat, qwen_env
 from tests.fakes.openai_api import Answer
 from tests.fakes.real_cli import pinned_version, require_cli
@@ -25,21 +25,6 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 @pytest.fixture
 def qwen() -> QwenBackend:
     return QwenBackend(require_cli("qwen", "MULTICA_TEST_QWEN_PATH"))
-
-
-def make_spec(env: dict[str, str], workdir: Path, resume: str = "") -> RunSpec:
-    workdir.mkdir(exist_ok=True)
-    return RunSpec(
-        prompt="Do the task.", workdir=workdir, env=env, resume_session_id=resume, kill_grace=1.0
-    )
-
-
-async def drain(run: AgentRun, bound: float = 90) -> list[Message]:
-    messages: list[Message] = []
-    with anyio.fail_after(bound):
-        async for message in run.messages():
-            messages.append(message)
-    return messages
 
 
 async def test_detect_reports_the_pinned_version_which_is_the_minimum(qwen: QwenBackend) -> None:
@@ -59,15 +44,15 @@ async def test_a_session_resumes_and_an_unknown_one_starts_fresh(
     work = tmp_path / "work"
     async with fake_chat(script) as api:
         env = qwen_env(tmp_path / "agent", api.url)
-        async with qwen.start(make_spec(env, work)) as run:
-            await drain(run)
+        async with qwen.start(stdin_spec(env, work)) as run:
+            await drain(run, 90)
             first = await run.result()
-        async with qwen.start(make_spec(env, work, first.session_id)) as run:
-            resumed = await drain(run)
+        async with qwen.start(stdin_spec(env, work, first.session_id)) as run:
+            resumed = await drain(run, 90)
             second = await run.result()
         unknown = "11111111-2222-3333-4444-555555555555"
-        async with qwen.start(make_spec(env, work, unknown)) as run:
-            fresh = await drain(run)
+        async with qwen.start(stdin_spec(env, work, unknown)) as run:
+            fresh = await drain(run, 90)
             third = await run.result()
     assert first.status is RunStatus.COMPLETED and first.session_id, first
     assert (second.status, second.output, second.session_id) == (
