@@ -54,6 +54,7 @@ class PiBackend(AgentCli):
 
     name = "pi"
     min_version = "0.73.1"
+    tested_max = "0.73.1"
     session_markers = SESSION_MARKERS
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
@@ -63,7 +64,7 @@ class PiBackend(AgentCli):
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         def launch(resume: str) -> Launch:
-            parser = PiEventParser(spec.model or self.model, resume, self.version)
+            parser = PiEventParser(spec.model or self.model, resume, self.version, self.tested_max)
             argv = self.argv(spec, resume)
             env = self.strip_markers(spec.env)
             return ProcessSpec.for_run(spec, argv, env, spec.prompt.encode()), parser

@@ -63,6 +63,7 @@ class QwenBackend(AgentCli):
 
     name = "qwen"
     min_version = "0.24.4"
+    tested_max = "0.24.4"
     session_markers = SESSION_MARKERS
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
@@ -72,7 +73,9 @@ class QwenBackend(AgentCli):
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         def launch(resume: str) -> Launch:
-            parser = QwenStreamParser(spec.model or self.model, resume, self.version)
+            parser = QwenStreamParser(
+                spec.model or self.model, resume, self.version, self.tested_max
+            )
             argv = self.argv(spec, resume)
             env = self.strip_markers(spec.env)
             return ProcessSpec.for_run(spec, argv, env, spec.prompt.encode()), parser
