@@ -29,6 +29,9 @@ class AgentCli:
     name = ""
     min_version = ""
     """The oldest version this backend works with ("" = any); checked at detection."""
+    tested_max = ""
+    """The newest version the project's tests run ("" = no ceiling): above it, a run whose
+    events the parser did not all know and that ends with no output fails as unrecognised."""
     session_markers: frozenset[str] = frozenset()
     """Variables a running copy of the CLI sets for its children; never passed on."""
 

@@ -14,6 +14,9 @@ reads fields with `str_field` and `int_field`, so none of that is written twice:
   `agent_error.unknown`, naming the CLI, its version and that line (`unrecognised_error`): a CLI
   upgrade that changed the output must never look like an empty success (plain text alone
   with a failed exit is left to the parser's own ending: a crash or a refusal, most likely).
+  A CLI newer than the newest version the tests run (`tested_max`) is held to more: a run with
+  unknown events that would end as an empty completion fails the same way, since the answer
+  is most likely in the events the parser skipped;
   The messages made of such lines carry the line (`Message.unrecognised`), so the daemon can
   tell, within the first-output budget, a CLI that speaks from one whose words it does not know;
 * `json_object`, `str_field`, `int_field` — an object from a line, a field of the wanted type;
@@ -22,11 +25,13 @@ reads fields with `str_field` and `int_field`, so none of that is written twice:
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from pydantic_core import from_json
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.version import parse_version, version_at_least
 
 UNRECOGNISED_REASON = "agent_error.unknown"
 """The `failure_reason` of a run whose output the parser did not recognise at all."""
@@ -42,10 +47,12 @@ class JsonLinesParser:
     missing_session_markers: tuple[str, ...] = ()
     """What the CLI prints when the session to resume does not exist."""
 
-    def __init__(self, resuming: str = "", version: str = "") -> None:
-        """`version` is what the CLI last answered to `--version` (named in errors)."""
+    def __init__(self, resuming: str = "", version: str = "", tested_max: str = "") -> None:
+        """`version` is what the CLI last answered to `--version` (named in errors);
+        `tested_max` is the newest version the project's tests run ("" = no ceiling)."""
         self.resuming = resuming
         self.version = version
+        self.tested_max = tested_max
         self.session_not_found = False
         self.recognised = 0
         """Lines the parser knew."""
@@ -104,7 +111,28 @@ class JsonLinesParser:
                 exit_code=exit_code,
                 failure_reason=UNRECOGNISED_REASON,
             )
-        return self.result(exit_code, stderr_tail)
+        result = self.result(exit_code, stderr_tail)
+        if self._unknown_events and self._silent(result) and self._untested():
+            # Within the tested range an unknown event is a novelty beside the answer; above
+            # it, with no answer at all, it is most likely where the answer went.
+            why = (
+                f"{self._unknown_events} of its events were not recognised and the run "
+                f"ended with no output (the newest version tested is {self.tested_max})"
+            )
+            error = unrecognised_error(self.cli, self.version, self.first_unrecognised, why)
+            return replace(
+                result, status=RunStatus.FAILED, error=error, failure_reason=UNRECOGNISED_REASON
+            )
+        return result
+
+    @staticmethod
+    def _silent(result: RunResult) -> bool:
+        return result.status is RunStatus.COMPLETED and not result.output.strip()
+
+    def _untested(self) -> bool:
+        """Whether the CLI's version is above the newest one the tests run."""
+        ceiling = self.tested_max
+        return bool(ceiling) and not version_at_least(ceiling, parse_version(self.version))
 
     def result(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result from what the parser recognised (each parser says how)."""

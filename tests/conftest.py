@@ -8,6 +8,7 @@ import pytest
 
 from backends.process.identity import AgentUser
 from daemon.agent_pool import sweep
+from tests.fakes.real_cli import CLAUDE_PINS, CODEX_PINS, InstalledCli, Pin, pin_id
 from tests.fakes.system_user import passable_dir, system_user
 
 
@@ -40,3 +41,18 @@ def passable_tmp() -> Iterator[Path]:
     """A fresh directory an agent user may pass through (tmp_path's parents are root's 0700)."""
     with passable_dir("agent-daemon-test-") as path:
         yield path
+
+
+@pytest.fixture(params=CLAUDE_PINS[:1], ids=pin_id)
+def claude_cli(request: pytest.FixtureRequest) -> InstalledCli:
+    """The real Claude Code CLI at its newest pin, or at each with `ON_EVERY_CLAUDE_PIN`
+    (skipped, saying how to install it, when it is not installed)."""
+    pin: Pin = request.param
+    return pin.require()
+
+
+@pytest.fixture(params=CODEX_PINS[:1], ids=pin_id)
+def codex_cli(request: pytest.FixtureRequest) -> InstalledCli:
+    """The real Codex CLI at its newest pin, or at each with `ON_EVERY_CODEX_PIN`."""
+    pin: Pin = request.param
+    return pin.require()

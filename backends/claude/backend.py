@@ -84,6 +84,7 @@ class ClaudeBackend(AgentCli):
 
     name = "claude"
     min_version = "2.0.0"
+    tested_max = "2.1.332"
     session_markers = SESSION_MARKERS
 
     def __init__(
@@ -111,7 +112,7 @@ class ClaudeBackend(AgentCli):
 
             def launch(resume: str) -> Launch:
                 return self._spec(spec, resume, instructions), ClaudeStreamParser(
-                    resume, self.version
+                    resume, self.version, self.tested_max
                 )
 
             async with start_session(self.name, spec.resume_session_id, launch) as run:

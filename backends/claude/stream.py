@@ -60,8 +60,8 @@ class ClaudeStreamParser(JsonLinesParser):
     cli = "claude"
     missing_session_markers = SESSION_MISSING
 
-    def __init__(self, resuming: str = "", version: str = "") -> None:
-        super().__init__(resuming, version)
+    def __init__(self, resuming: str = "", version: str = "", tested_max: str = "") -> None:
+        super().__init__(resuming, version, tested_max)
         self.session_id = ""
         self._result: dict[str, Any] | None = None
         self._last_text = ""

@@ -83,6 +83,7 @@ class CodexBackend(AgentCli):
 
     name = "codex"
     min_version = "0.100.0"
+    tested_max = "0.171.0"
     session_markers = SESSION_MARKERS
 
     def __init__(
@@ -121,7 +122,9 @@ class CodexBackend(AgentCli):
 
         def launch(resume: str) -> Launch:
             # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
-            parser = CodexEventParser(model, resume, baseline if resume else None, self.version)
+            parser = CodexEventParser(
+                model, resume, baseline if resume else None, self.version, self.tested_max
+            )
             return self._spec(spec, resume), parser
 
         async with start_session(self.name, thread, launch) as run:

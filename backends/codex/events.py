@@ -51,8 +51,9 @@ class CodexEventParser(JsonLinesParser):
         resuming: str = "",
         baseline: Mapping[str, int] | None = None,
         version: str = "",
+        tested_max: str = "",
     ) -> None:
-        super().__init__(resuming, version)
+        super().__init__(resuming, version, tested_max)
         self.model = model
         self.baseline = dict(baseline or {})
         self.thread_id = ""

@@ -40,6 +40,7 @@ class CopilotBackend(AgentCli):
     name = "copilot"
     # The JSON envelope (`type`, `data`, a final `result` line) is stable from 1.0 on.
     min_version = "1.0.0"
+    tested_max = "1.0.102"
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
@@ -50,7 +51,7 @@ class CopilotBackend(AgentCli):
         model = spec.model or self.model
 
         def launch(resume: str) -> Launch:
-            parser = CopilotEventParser(model, resume, self.version)
+            parser = CopilotEventParser(model, resume, self.version, self.tested_max)
             argv = self.argv(spec, resume)
             return ProcessSpec.for_run(spec, argv, self.strip_markers(spec.env), b""), parser
 

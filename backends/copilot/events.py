@@ -69,8 +69,10 @@ class CopilotEventParser(JsonLinesParser):
     cli = "copilot"
     missing_session_markers = SESSION_MISSING
 
-    def __init__(self, model: str = "", resuming: str = "", version: str = "") -> None:
-        super().__init__(resuming, version)
+    def __init__(
+        self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
+    ) -> None:
+        super().__init__(resuming, version, tested_max)
         self.model = model or "copilot"
         self.session_id = ""
         self.usage = CopilotUsage(resumed=bool(resuming))

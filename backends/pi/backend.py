@@ -49,11 +49,12 @@ class PiBackend(StdinPromptCli):
 
     name = "pi"
     min_version = "0.73.1"
+    tested_max = "0.73.1"
     session_markers = SESSION_MARKERS
 
     def parser(self, model: str, resume: str) -> PiEventParser:
         """A parser for one run's output."""
-        return PiEventParser(model, resume, self.version)
+        return PiEventParser(model, resume, self.version, self.tested_max)
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""

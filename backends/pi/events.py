@@ -60,8 +60,10 @@ class PiEventParser(JsonLinesParser):
     cli = "pi"
     missing_session_markers = SESSION_MISSING
 
-    def __init__(self, model: str = "", resuming: str = "", version: str = "") -> None:
-        super().__init__(resuming, version)
+    def __init__(
+        self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
+    ) -> None:
+        super().__init__(resuming, version, tested_max)
         self.model = model
         self.session_id = ""
         self.ended = False

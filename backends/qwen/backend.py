@@ -58,11 +58,12 @@ class QwenBackend(StdinPromptCli):
 
     name = "qwen"
     min_version = "0.24.4"
+    tested_max = "0.24.4"
     session_markers = SESSION_MARKERS
 
     def parser(self, model: str, resume: str) -> QwenStreamParser:
         """A parser for one run's output."""
-        return QwenStreamParser(model, resume, self.version)
+        return QwenStreamParser(model, resume, self.version, self.tested_max)
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""

@@ -51,8 +51,10 @@ class QwenStreamParser(JsonLinesParser):
     cli = "qwen"
     missing_session_markers = SESSION_MISSING
 
-    def __init__(self, model: str = "", resuming: str = "", version: str = "") -> None:
-        super().__init__(resuming, version)
+    def __init__(
+        self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
+    ) -> None:
+        super().__init__(resuming, version, tested_max)
         self.model = model
         self.session_id = ""
         self._last_text = ""

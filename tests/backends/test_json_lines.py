@@ -86,6 +86,57 @@ def test_one_unknown_event_among_known_ones_is_a_log_line() -> None:
     assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
 
 
+SILENT_RUN = [
+    {"type": "system", "subtype": "init", "session_id": "s1"},
+    {"type": "assistant_chunk", "text": "the answer, in an event not known here"},
+    {"type": "result", "subtype": "success", "is_error": False, "result": ""},
+]
+"""Known events around an unknown one that carried the answer: the run ends with no output."""
+
+
+@pytest.mark.parametrize(
+    ("version", "ends"),
+    [
+        ("2.1.400 (Claude Code)", RunStatus.FAILED),
+        ("2.1.332 (Claude Code)", RunStatus.COMPLETED),
+        ("2.1.328 (Claude Code)", RunStatus.COMPLETED),
+        ("", RunStatus.COMPLETED),
+    ],
+    ids=["above-tested", "newest-tested", "older", "version-unknown"],
+)
+def test_an_untested_version_with_unknown_events_and_no_output_fails(
+    version: str, ends: RunStatus
+) -> None:
+    """Above the newest tested version, unknown events and an empty completion fail as
+    `agent_error.unknown` naming the CLI, its version and the first unknown line; within the
+    tested range (or with no version to compare) the run completes as before."""
+    parser = ClaudeStreamParser(version=version, tested_max="2.1.332")
+    for line in SILENT_RUN:
+        parser.feed(json.dumps(line))
+    result = parser.finish(0, "")
+    assert result.status is ends
+    if ends is RunStatus.FAILED:
+        assert result.failure_reason == UNRECOGNISED_REASON and result.session_id == "s1"
+        assert "claude 2.1.400 (Claude Code)" in result.error and "2.1.332" in result.error
+        assert json.dumps(SILENT_RUN[1]) in result.error
+    else:
+        assert (result.failure_reason, result.output) == ("", "")
+
+
+def test_an_untested_version_that_answered_completes() -> None:
+    """Above the tested range an unknown event beside an answer is still only a log line."""
+    parser = CodexEventParser("gpt-5", version="codex-cli 0.200.0", tested_max="0.171.0")
+    for line in [
+        {"type": "thread.started", "thread_id": "t1"},
+        {"type": "turn.thinking", "text": "new in this version"},
+        {"type": "item.completed", "item": {"type": "agent_message", "text": "done"}},
+        {"type": "turn.completed", "usage": {"input_tokens": 1, "output_tokens": 1}},
+    ]:
+        parser.feed(json.dumps(line))
+    result = parser.finish(0, "")
+    assert (result.status, result.output) == (RunStatus.COMPLETED, "done")
+
+
 def test_plain_text_after_a_known_event_is_skipped_as_before() -> None:
     """Once the parser knows the CLI, a stray non-JSON line is counted invalid, not shown."""
     parser = CodexEventParser("gpt-5")

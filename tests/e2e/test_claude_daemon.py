@@ -18,7 +18,7 @@ import pytest
 from backends.process import TRACKING_ENV, tagged
 from tests.fakes.anthropic_api import ApiError, FakeAnthropic, Stall, Text, ToolUse, claude_env
 from tests.fakes.anthropic_api import fake_anthropic as fake_api
-from tests.fakes.real_cli import require_cli
+from tests.fakes.real_cli import ON_EVERY_CLAUDE_PIN, InstalledCli
 from tests.helpers import RunningDaemon, cli_daemon, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
@@ -26,25 +26,27 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 @asynccontextmanager
 async def claude_daemon(
-    tmp_path: Path, script: list[Any], window: str = "2s", **env: str
+    cli: InstalledCli, tmp_path: Path, script: list[Any], window: str = "2s", **env: str
 ) -> AsyncIterator[tuple[RunningDaemon, FakeAnthropic]]:
     """A daemon whose only backend is the real Claude Code CLI, pointed at a fake API."""
-    cli = require_cli("claude", "MULTICA_TEST_CLAUDE_PATH")
     async with (
         fake_api(script) as api,
         cli_daemon(
             tmp_path,
             claude_env(api.url, tmp_path / "home", **env),
-            MULTICA_CLAUDE_PATH=cli,
+            MULTICA_CLAUDE_PATH=cli.path,
             MULTICA_AGENT_IDLE_WATCHDOG=window,
         ) as d,
     ):
         yield d, api
 
 
-async def test_plain_answer_completes_with_output_and_session(tmp_path: Path) -> None:
+@ON_EVERY_CLAUDE_PIN
+async def test_plain_answer_completes_with_output_and_session(
+    claude_cli: InstalledCli, tmp_path: Path
+) -> None:
     """A plain answer completes; the answer is the output and the session id is recorded."""
-    async with claude_daemon(tmp_path, [Text("The answer is 42.")]) as (d, _):
+    async with claude_daemon(claude_cli, tmp_path, [Text("The answer is 42.")]) as (d, _):
         task = await d.wait(await d.submit("What is the answer?", backend="claude"), within=60)
         messages = await d.api.messages(task["id"])
     assert task["status"] == "completed", task
@@ -53,10 +55,13 @@ async def test_plain_answer_completes_with_output_and_session(tmp_path: Path) ->
     assert [m["content"] for m in messages if m["type"] == "text"] == ["The answer is 42."]
 
 
-async def test_bash_tool_longer_than_the_window_completes(tmp_path: Path) -> None:
+@ON_EVERY_CLAUDE_PIN
+async def test_bash_tool_longer_than_the_window_completes(
+    claude_cli: InstalledCli, tmp_path: Path
+) -> None:
     """A real Bash tool call running 2× the idle window is not stopped by the watchdog."""
     script = [ToolUse("sleep 4 && echo slept"), Text("Slept well.")]
-    async with claude_daemon(tmp_path, script, window="2s") as (d, _):
+    async with claude_daemon(claude_cli, tmp_path, script, window="2s") as (d, _):
         task = await d.wait(await d.submit("Sleep a bit.", backend="claude"), within=90)
         messages = await d.api.messages(task["id"])
     assert task["status"] == "completed", task
@@ -69,10 +74,10 @@ async def test_bash_tool_longer_than_the_window_completes(tmp_path: Path) -> Non
 
 
 async def _stalled(
-    tmp_path: Path, script: list[Any]
+    claude_cli: InstalledCli, tmp_path: Path, script: list[Any]
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run one task whose API stalls; return the task and the incident records."""
-    async with claude_daemon(tmp_path, script, window="2s") as (d, api):
+    async with claude_daemon(claude_cli, tmp_path, script, window="2s") as (d, api):
         task_id = await d.submit("Do the thing.", backend="claude")
         task = await d.wait(task_id, within=90)
         assert tagged(TRACKING_ENV, task_id) == [], "a process of the CLI's tree survived"
@@ -80,18 +85,24 @@ async def _stalled(
         return task, incidents(d)
 
 
-async def test_stalled_api_is_stopped_by_the_watchdog(tmp_path: Path) -> None:
+@ON_EVERY_CLAUDE_PIN
+async def test_stalled_api_is_stopped_by_the_watchdog(
+    claude_cli: InstalledCli, tmp_path: Path
+) -> None:
     """The API accepts the request and sends nothing: idle_watchdog at window…1.5×window."""
-    task, records = await _stalled(tmp_path, [Stall()])
+    task, records = await _stalled(claude_cli, tmp_path, [Stall()])
     assert task["status"] == "failed" and task["failure_reason"] == "idle_watchdog"
     (record,) = records
     assert record["scope"] == "idle" and record["threshold"] == 2.0
     assert 2.0 <= record["idle_seconds"] <= 3.0 + 0.5
 
 
-async def test_tool_call_then_stalled_api_is_stopped(tmp_path: Path) -> None:
+@ON_EVERY_CLAUDE_PIN
+async def test_tool_call_then_stalled_api_is_stopped(
+    claude_cli: InstalledCli, tmp_path: Path
+) -> None:
     """A finished tool call followed by a stalled API is idle, not busy: stopped the same way."""
-    task, records = await _stalled(tmp_path, [ToolUse("echo done"), Stall()])
+    task, records = await _stalled(claude_cli, tmp_path, [ToolUse("echo done"), Stall()])
     assert task["failure_reason"] == "idle_watchdog"
     (record,) = records
     assert record["scope"] == "idle" and record["tools_in_flight"] == []
@@ -99,10 +110,12 @@ async def test_tool_call_then_stalled_api_is_stopped(tmp_path: Path) -> None:
     assert 2.0 <= record["idle_seconds"] <= 3.0 + 0.5
 
 
-async def test_overloaded_api_fails_with_the_cli_error(tmp_path: Path) -> None:
+async def test_overloaded_api_fails_with_the_cli_error(
+    claude_cli: InstalledCli, tmp_path: Path
+) -> None:
     """529 on every try: the task fails with the CLI's error, not as idle_watchdog."""
     script = [ApiError()] * 3
-    async with claude_daemon(tmp_path, script, CLAUDE_CODE_MAX_RETRIES="2") as (d, _):
+    async with claude_daemon(claude_cli, tmp_path, script, CLAUDE_CODE_MAX_RETRIES="2") as (d, _):
         begun = time.monotonic()
         task = await d.wait(await d.submit("Hello?", backend="claude"), within=90)
     assert task["status"] == "failed"
@@ -112,10 +125,12 @@ async def test_overloaded_api_fails_with_the_cli_error(tmp_path: Path) -> None:
     assert time.monotonic() - begun < 60
 
 
-async def test_second_task_resumes_the_first_session(tmp_path: Path) -> None:
+async def test_second_task_resumes_the_first_session(
+    claude_cli: InstalledCli, tmp_path: Path
+) -> None:
     """A task with prior_session_id resumes that session (the API sees the earlier turns)."""
     script = [Text("First answer."), Text("Second answer.")]
-    async with claude_daemon(tmp_path, script) as (d, api):
+    async with claude_daemon(claude_cli, tmp_path, script) as (d, api):
         first = await d.wait(await d.submit("First question.", backend="claude"), within=60)
         second_id = await d.submit(
             "Second question.", backend="claude", prior_session_id=first["session_id"]

@@ -32,7 +32,7 @@ from tests.fakes.anthropic_api import (
 )
 from tests.fakes.multica_routes import FakeTask
 from tests.fakes.multica_server import MulticaFake, multica_server
-from tests.fakes.real_cli import require_cli
+from tests.fakes.real_cli import InstalledCli
 from tests.helpers import eventually, running_daemon
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
@@ -52,6 +52,7 @@ def go_text_reason(error: str) -> str:
 
 
 async def test_each_api_failure_reaches_the_server_named_with_its_session(
+    claude_cli: InstalledCli,
     tmp_path: Path,
 ) -> None:
     """Rate limit, full context, credit, key, model, dropped stream and a recovered overload,
@@ -59,7 +60,6 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
     alone would say otherwise) and carries the session; a rate-limited session is resumed by
     the next claim, a full one is not; the dropped stream is retried by the server, resuming;
     usage is reported before the terminal call, for a cancelled run too."""
-    cli = require_cli("claude", "MULTICA_TEST_CLAUDE_PATH")
     agent = {"id": str(uuid.uuid4())}
     issue, credit_issue, key_issue, model_issue, cut_issue, busy_issue, slow_issue = (
         str(uuid.uuid4()) for _ in range(7)
@@ -94,7 +94,7 @@ async def test_each_api_failure_reaches_the_server_named_with_its_session(
             tmp_path,
             fake.url,
             base_env=claude_env(api.url, tmp_path / "home", CLAUDE_CODE_MAX_RETRIES="0"),
-            MULTICA_CLAUDE_PATH=cli,
+            MULTICA_CLAUDE_PATH=claude_cli.path,
             MULTICA_SCRIPTED_BACKEND="0",
         ) as d,
     ):

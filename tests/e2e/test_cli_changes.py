@@ -4,11 +4,13 @@ the task as `agent_error.unknown` naming the CLI, its version and the first line
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from backends.claude import ClaudeBackend
 from tests.fakes.agent_cli import NEW_SHAPE, write_cli
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import eventually, running_daemon
@@ -46,6 +48,35 @@ async def test_output_no_parser_knows_fails_the_task_as_unknown(
     assert body["failure_reason"] == "agent_error.unknown"
     assert "claude 2.1.400" in body["error"] and NEW_SHAPE[0] in body["error"]
     assert NEW_SHAPE[1] not in body["error"]
+
+
+# Known events around one this parser does not know, which carried the answer: a silent run.
+SILENT_RUN = (
+    json.dumps({"type": "system", "subtype": "init", "session_id": "s1"}),
+    json.dumps({"type": "assistant_chunk", "text": "The answer, in a new event."}),
+    json.dumps({"type": "result", "subtype": "success", "is_error": False, "result": ""}),
+)
+
+
+@pytest.mark.parametrize("version", ["2.1.400", ClaudeBackend.tested_max])
+async def test_unknown_events_and_no_output_above_the_tested_range_fail_as_unknown(
+    tmp_path: Path, version: str
+) -> None:
+    """A CLI newer than the newest tested version whose run has unknown events and ends with
+    no output fails `agent_error.unknown`, naming the CLI, its version and the unknown line;
+    the same run from the newest tested version completes, as it always did."""
+    cli = write_cli(tmp_path / "claude", f"{version} (Claude Code)", SILENT_RUN)
+    options = {**CLAUDE_ONLY, "MULTICA_CLAUDE_PATH": str(cli)}
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, **options):
+        task_id = fake.queue_issue(provider="claude")
+        task = await fake.finished(task_id)
+    if version == ClaudeBackend.tested_max:
+        assert task.status == "completed"
+        return
+    assert task.status == "failed"
+    body = fail_body(fake, task_id)
+    assert body["failure_reason"] == "agent_error.unknown"
+    assert "claude 2.1.400" in body["error"] and SILENT_RUN[1] in body["error"]
 
 
 async def test_an_upgraded_cli_reports_its_new_version_without_a_restart(tmp_path: Path) -> None:

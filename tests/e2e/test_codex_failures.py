@@ -23,7 +23,7 @@ from tests.fakes.openai_api import (
     fake_openai,
     usage_limit,
 )
-from tests.fakes.real_cli import require_cli
+from tests.fakes.real_cli import InstalledCli
 from tests.helpers import eventually, running_daemon
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
@@ -34,12 +34,11 @@ CLOCK_TIME = re.compile(r"^\d{1,2}:\d{2} [AP]M$")
 
 @pytest.mark.parametrize("mode", ["exec", "app-server"])
 async def test_rate_limit_and_quotas_are_named_with_when_they_lift(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
+    codex_cli: InstalledCli, tmp_path: Path, caplog: pytest.LogCaptureFixture, mode: str
 ) -> None:
     """429, insufficient_quota and a plan's usage limit, in either Codex mode: each `fail`
     names its reason with the session; the usage limit's reset time reaches the log, the
     metric and `status`."""
-    cli = require_cli("codex", "MULTICA_TEST_CODEX_PATH")
     script = [RATE_LIMITED, NO_QUOTA, usage_limit(int(time.time()) + 3600)]
     caplog.set_level(logging.WARNING, "daemon.ops.provider_failures")
     async with fake_openai(script) as api, multica_server() as fake:
@@ -49,7 +48,7 @@ async def test_rate_limit_and_quotas_are_named_with_when_they_lift(
             fake.url,
             base_env=env,
             health=True,
-            MULTICA_CODEX_PATH=cli,
+            MULTICA_CODEX_PATH=codex_cli.path,
             MULTICA_CODEX_MODE=mode,
             MULTICA_SCRIPTED_BACKEND="0",
         ) as d:

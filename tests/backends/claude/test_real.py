@@ -24,7 +24,7 @@ from tests.fakes.anthropic_api import (
     claude_env,
     fake_anthropic,
 )
-from tests.fakes.real_cli import pinned_version, require_cli, tree_of
+from tests.fakes.real_cli import ON_EVERY_CLAUDE_PIN, InstalledCli, tree_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
@@ -41,8 +41,8 @@ ONE_REQUEST = Usage(
 
 
 @pytest.fixture
-def claude() -> ClaudeBackend:
-    return ClaudeBackend(require_cli("claude", "MULTICA_TEST_CLAUDE_PATH"))
+def claude(claude_cli: InstalledCli) -> ClaudeBackend:
+    return ClaudeBackend(claude_cli.path)
 
 
 @pytest.fixture
@@ -68,10 +68,13 @@ def kinds(messages: Sequence[Message]) -> list[MessageType]:
     return [m.type for m in messages]
 
 
-async def test_detect_reports_the_installed_version(claude: ClaudeBackend) -> None:
+@ON_EVERY_CLAUDE_PIN
+async def test_detect_reports_the_installed_version(
+    claude: ClaudeBackend, claude_cli: InstalledCli
+) -> None:
     """`detect` answers with the version of the CLI the tests installed."""
     line = await claude.detect()  # the whole line, as Multica shows it: `2.1.328 (Claude Code)`
-    assert line is not None and parse_version(line) == pinned_version("@anthropic-ai/claude-code")
+    assert line is not None and parse_version(line) == claude_cli.version
 
 
 async def test_plain_answer_completes_with_output_session_and_usage(
@@ -105,10 +108,12 @@ async def test_instructions_reach_the_system_prompt(
     assert [p async for p in anyio.Path(workdir).iterdir()] == []
 
 
+@ON_EVERY_CLAUDE_PIN
 async def test_bash_tool_call_round_trips(
     claude: ClaudeBackend, tmp_path: Path, workdir: Path
 ) -> None:
-    """A Bash call that sleeps 3 s yields tool_use then tool_result, and the run completes."""
+    """A Bash call that sleeps 3 s yields tool_use then tool_result, and the run completes;
+    the parser knows every event the pinned CLI printed."""
     script = [ToolUse("sleep 3 && echo slept"), Text("The command finished.")]
     async with (
         fake_anthropic(script) as api,
@@ -126,6 +131,7 @@ async def test_bash_tool_call_round_trips(
     assert result.status is RunStatus.COMPLETED
     assert result.output == "The command finished."
     assert api.main_requests()[1].n_tool_results == 1
+    assert [m.unrecognised for m in messages if m.unrecognised] == []
 
 
 async def test_permission_prompt_is_answered_with_allow(

@@ -26,7 +26,7 @@ from tests.fakes.openai_api import (
     codex_home,
     fake_openai,
 )
-from tests.fakes.real_cli import pinned_version, require_cli, tree_of
+from tests.fakes.real_cli import ON_EVERY_CODEX_PIN, InstalledCli, tree_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
@@ -40,8 +40,8 @@ ONE_REQUEST = Usage(
 
 
 @pytest.fixture
-def codex() -> CodexBackend:
-    return CodexBackend(require_cli("codex", "MULTICA_TEST_CODEX_PATH"))
+def codex(codex_cli: InstalledCli) -> CodexBackend:
+    return CodexBackend(codex_cli.path)
 
 
 @pytest.fixture
@@ -61,10 +61,13 @@ def of_type(messages: Sequence[Message], kind: MessageType) -> list[Message]:
     return [m for m in messages if m.type is kind]
 
 
-async def test_detect_reports_the_installed_version(codex: CodexBackend) -> None:
+@ON_EVERY_CODEX_PIN
+async def test_detect_reports_the_installed_version(
+    codex: CodexBackend, codex_cli: InstalledCli
+) -> None:
     """`detect` answers with the version of the CLI the tests installed."""
     line = await codex.detect()
-    assert line is not None and parse_version(line) == pinned_version("@openai/codex")
+    assert line is not None and parse_version(line) == codex_cli.version
 
 
 async def test_plain_answer_completes_with_output_thread_and_usage(
@@ -102,10 +105,12 @@ async def test_instructions_become_a_developer_message(
     assert [p async for p in anyio.Path(workdir).iterdir()] == []
 
 
+@ON_EVERY_CODEX_PIN
 async def test_shell_command_round_trips(
     codex: CodexBackend, tmp_path: Path, workdir: Path
 ) -> None:
-    """A command that sleeps yields tool_use then tool_result, and the run completes."""
+    """A command that sleeps yields tool_use then tool_result, and the run completes; the
+    parser knows every event the pinned CLI printed."""
     script = [Shell("sleep 2 && echo slept"), Answer("The command finished.")]
     async with (
         fake_openai(script) as api,
@@ -121,6 +126,7 @@ async def test_shell_command_round_trips(
     assert result.status is RunStatus.COMPLETED
     assert result.output == "The command finished."
     assert api.main_requests()[1].n_tool_outputs == 1
+    assert [m.unrecognised for m in messages if m.unrecognised] == []
 
 
 async def test_stalled_api_leaves_the_cli_silent_and_leaving_kills_its_tree(
