@@ -121,6 +121,17 @@ class RunningDaemon:
         await eventually(lambda: task_id not in self.worker.runs, within=within)
         return await self.wait(task_id)
 
+    async def started(self, task_id: str, within: float = 15.0) -> None:
+        """Wait until the server holds the task `running`: this daemon's start was accepted.
+
+        Being in `worker.runs` is not enough before a cancel: the start may not be sent yet,
+        and a start refused for a cancelled task ends the run with no cancel to acknowledge."""
+
+        async def running() -> bool:
+            return (await self.api.get_task(task_id))["status"] == "running"
+
+        await eventually(running, within=within, what=f"task {task_id} to be running")
+
     async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:
         """Poll until the task is terminal on the server; fail the test after `within`."""
         with anyio.fail_after(within):
