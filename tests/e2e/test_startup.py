@@ -37,8 +37,13 @@ async def test_daemon_waits_for_an_unreachable_server_then_serves(tmp_path: Path
     """Started before its server, the daemon keeps trying, registers once it is up, runs tasks."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    async with daemon_process(daemon_env(tmp_path, url)) as proc:
-        await anyio.sleep(2.5)  # two refused registrations (1 s, then 2 s backoff)
+    log = tmp_path / "daemon.log"
+    async with daemon_process(daemon_env(tmp_path, url), log=log) as proc:
+
+        def refused_twice() -> bool:
+            return log.read_text().count("server not reachable for registration") >= 2
+
+        await eventually(refused_twice, within=30, what="two refused registrations")
         assert proc.returncode is None
         async with (
             embedded_server(tmp_path / "server.db", port=port),
