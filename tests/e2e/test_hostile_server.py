@@ -129,6 +129,14 @@ async def test_a_redirected_control_upgrade_is_never_followed(tmp_path: Path) ->
         multica_server() as fake,
         running_daemon(tmp_path, fake.url, control=True) as d,
     ):
+        # The daemon's channel must be open first: asked for while its first upgrade is still
+        # on its way (the server may have answered it, unredirected), a reconnect for the same
+        # runtimes is no reconnect.
+        channel = d.worker.pickup.channel
+        assert channel is not None
+        await eventually(
+            lambda: channel.connected.is_set(), what="the daemon's control channel to open"
+        )
         fake.control_redirect = elsewhere.url.replace("http", "ws") + "/api/daemon/ws"
         d.worker.pickup.runtimes_changed()  # reconnect now, to meet the redirect
         await eventually(lambda: len(fake.seen("ws-redirected")) >= 1)
