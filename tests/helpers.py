@@ -38,7 +38,7 @@ from daemon.server import running_server
 from daemon.server.in_process import InProcess
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
-from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env
+from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
@@ -48,16 +48,16 @@ FINAL = frozenset(TERMINAL_STATUSES)
 
 
 async def eventually(
-    predicate: Callable[[], bool | Awaitable[bool]], within: float = 10.0, every: float = 0.02
+    predicate: Callable[[], bool | Awaitable[bool]],
+    within: float = 10.0,
+    every: float = 0.02,
+    *,
+    what: str = "",
 ) -> None:
-    """Wait until `predicate()` (sync or async) holds; fail the test after `within`."""
-    with anyio.fail_after(within):
-        while True:
-            # Polling on purpose: the state lives outside this event loop (/proc, processes).
-            held = predicate()
-            if held if isinstance(held, bool) else await held:
-                return
-            await anyio.sleep(every)
+    """Wait until `predicate()` (sync or async) holds; fail the test after `within`, naming
+    `what` (default: the predicate's name) as the event that never came."""
+    named = what or getattr(predicate, "__qualname__", "") or repr(predicate)
+    await wait_for(predicate, what=named, within=within, every=every)
 
 
 TOKEN = "test-server-token"
@@ -120,6 +120,17 @@ class RunningDaemon:
         await self.api.cancel(task_id)
         await eventually(lambda: task_id not in self.worker.runs, within=within)
         return await self.wait(task_id)
+
+    async def started(self, task_id: str, within: float = 15.0) -> None:
+        """Wait until the server holds the task `running`: this daemon's start was accepted.
+
+        Being in `worker.runs` is not enough before a cancel: the start may not be sent yet,
+        and a start refused for a cancelled task ends the run with no cancel to acknowledge."""
+
+        async def running() -> bool:
+            return (await self.api.get_task(task_id))["status"] == "running"
+
+        await eventually(running, within=within, what=f"task {task_id} to be running")
 
     async def wait(self, task_id: str, within: float = 30.0) -> dict[str, Any]:
         """Poll until the task is terminal on the server; fail the test after `within`."""

@@ -1,5 +1,6 @@
 """What tests of the daemon use, shipped with it: one fake task server, one fake clock, the
-task core's objects built with test-friendly defaults, and real child processes to watch.
+task core's objects built with test-friendly defaults, real child processes to watch, and
+waits that name the event they wait for (never a fixed sleep).
 
     server = FakeTaskServer()
     server.fail("send_report", TransientServerError("complete", "down"), times=1)
@@ -26,6 +27,7 @@ from daemon.testing.factories import (
 )
 from daemon.testing.processes import python, survivors, task_processes
 from daemon.testing.server import TASK_CALLS, Call, FakeTaskServer
+from daemon.testing.waits import WaitTimeout, port_answers, stopped, wait_for, wait_until
 
 __all__ = [
     "AGENT_ENV",
@@ -36,17 +38,22 @@ __all__ = [
     "FakeClock",
     "FakeTaskServer",
     "RecordingSleep",
+    "WaitTimeout",
     "fast_env",
+    "port_answers",
     "python",
     "reporter",
     "retries",
     "run_spec",
     "services",
     "settings_in",
+    "stopped",
     "survivors",
     "task",
     "task_processes",
     "task_run",
     "transcript",
+    "wait_for",
+    "wait_until",
     "worker",
 ]

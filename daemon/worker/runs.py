@@ -4,6 +4,7 @@ drain at shutdown."""
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 
 import anyio
@@ -20,6 +21,9 @@ from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
 
+ENDED_KEPT = 1024
+"""How many ended task ids are remembered to refuse a late repeat of their claim."""
+
 
 class Runs(Mapping[str, TaskRun]):
     """The running task runs by task id, each in the lowest slot free when it started."""
@@ -30,6 +34,10 @@ class Runs(Mapping[str, TaskRun]):
         """`ended` hears each run once, after it left: with its outcome, or None when the run
         raised before deciding one."""
         self._running: dict[str, TaskRun] = {}
+        # A claim answer sent while a run was still going can arrive after it ended: its id
+        # must not start a second run (its start is refused and the fail would follow the
+        # complete).
+        self._ended_ids: OrderedDict[str, None] = OrderedDict()
         self._budget = budget
         self._ended = ended
         self._idle = anyio.Event()
@@ -49,13 +57,17 @@ class Runs(Mapping[str, TaskRun]):
         return tuple(run.snapshot() for run in list(self._running.values()))
 
     def admit(self, tasks: list[Task], free: int) -> list[Task]:
-        """The claimed tasks that may start: each id once, none already running, at most
+        """The claimed tasks that may start: each id once, none running or ended here, at most
         `free`. Runs are keyed by task id: a second run of one id would share its work dir,
         its slot count and its reports, and one run's sweep would kill the other's agent."""
         admitted: dict[str, Task] = {}
         for task in tasks:
             if task.id in self._running or task.id in admitted:
                 log.warning("task %s: claimed again while it runs: refused", short_id(task.id))
+            elif task.id in self._ended_ids:
+                log.warning(
+                    "task %s: claimed again after its run ended: refused", short_id(task.id)
+                )
             elif len(admitted) >= free:
                 log.warning(
                     "task %s: the claim brought more than the %d tasks asked for: refused",
@@ -109,6 +121,9 @@ class Runs(Mapping[str, TaskRun]):
             log.exception("task %s: run ended by an unexpected error", run.id)
         finally:
             self._running.pop(run.task.id, None)
+            self._ended_ids[run.task.id] = None
+            if len(self._ended_ids) > ENDED_KEPT:
+                self._ended_ids.popitem(last=False)
             self._ended(run, outcome)
             if not self._running:
                 self._idle.set()

@@ -24,6 +24,7 @@ from backends.gemini import GEMINI
 from backends.opencode import OPENCODE
 from tests.e2e.stall_support import (
     DETACH,
+    SAFETY_NET,
     WINDOW,
     assert_stopped_in_time,
     stalled_task,
@@ -96,7 +97,9 @@ async def test_stall_after_the_first_chunk_is_stopped(cli: Cli, tmp_path: Path) 
     async with acp_daemon(cli, tmp_path, [Stall("first-chunk")]) as (d, api):
         stalled = await stalled_task(d, api, cli.agent.name, "Do it.", 1)
     assert_stopped_in_time(stalled, cli.agent.name)
-    assert WINDOW <= stalled.records[0]["idle_seconds"] <= 1.5 * WINDOW + 0.5
+    assert (
+        WINDOW <= stalled.records[0]["idle_seconds"] <= SAFETY_NET
+    )  # never early; on time: test_watchdog
 
 
 async def test_stall_after_a_tool_is_stopped_with_the_tools_leftovers(

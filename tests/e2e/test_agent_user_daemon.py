@@ -76,8 +76,14 @@ async def root_daemon(
         # The health port listens first; the embedded server's line follows.
         await eventually(lambda: _EMBEDDED.search(child.log) is not None, within=15)
         url = _EMBEDDED.search(child.log).group(1)  # type: ignore[union-attr]
-        async with server_client(url, TOKEN) as http:
-            yield child, TasksApi(http)
+        try:
+            async with server_client(url, TOKEN) as http:
+                yield child, TasksApi(http)
+        except Exception as exc:
+            # A refused connection to the embedded server means the daemon is gone or not
+            # serving: its own log says which, so the failure carries it.
+            exc.add_note(f"daemon exit code {child.process.returncode}; its log:\n{child.log}")
+            raise
 
 
 async def run_task(api: TasksApi, backend: str, within: float = 30) -> dict[str, Any]:

@@ -57,7 +57,8 @@ def _slow_agent(tmp_path: Path) -> dict[str, str]:
     return {"MULTICA_COMMAND_PATH": sys.executable, "MULTICA_COMMAND_ARGS": str(agent)}
 
 
-async def _completes(fake: MulticaFake, task_id: str, within: float = 15.0) -> None:
+async def _completes(fake: MulticaFake, task_id: str, within: float = 60.0) -> None:
+    # A safety net: the whole test takes 8 s at load 17, a hostile answer costing CPU each time.
     await eventually(lambda: fake.tasks[task_id].status in ("completed", "failed"), within)
     assert fake.tasks[task_id].status == "completed", fake.tasks[task_id].error
 
@@ -129,6 +130,14 @@ async def test_a_redirected_control_upgrade_is_never_followed(tmp_path: Path) ->
         multica_server() as fake,
         running_daemon(tmp_path, fake.url, control=True) as d,
     ):
+        # The daemon's channel must be open first: asked for while its first upgrade is still
+        # on its way (the server may have answered it, unredirected), a reconnect for the same
+        # runtimes is no reconnect.
+        channel = d.worker.pickup.channel
+        assert channel is not None
+        await eventually(
+            lambda: channel.connected.is_set(), what="the daemon's control channel to open"
+        )
         fake.control_redirect = elsewhere.url.replace("http", "ws") + "/api/daemon/ws"
         d.worker.pickup.runtimes_changed()  # reconnect now, to meet the redirect
         await eventually(lambda: len(fake.seen("ws-redirected")) >= 1)

@@ -168,12 +168,15 @@ async def test_wall_clock_covers_every_retry(tmp_path: Path) -> None:
     assert task_processes(task_id) == []
 
 
+BACKOFF = 30.0
+
+
 async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) -> None:
     """A cancel from the server while waiting to retry ends the task; the cancel is acked."""
     async with serving_daemon(
         tmp_path, MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="300ms", MULTICA_AGENT_IDLE_RETRIES="1"
     ) as d:
-        retry = replace(d.worker.services.idle_retry, delays=(30.0,))
+        retry = replace(d.worker.services.idle_retry, delays=(BACKOFF,))
         d.worker.services = replace(d.worker.services, idle_retry=retry)
         task_id = await d.submit(HANG)
         await eventually(lambda: bool(incidents(d, task_id)))
@@ -190,6 +193,8 @@ async def test_server_cancel_during_the_backoff_ends_the_task(tmp_path: Path) ->
         lines = incidents(d, task_id)
         assert fires(d) == {"first_output": 1}  # the retry never started
     assert task["status"] == "cancelled"
-    assert took < 5.0
+    # The retry never started (above) shows the order; the time only shows the backoff was
+    # cut, a safety net far above the quiet second or so the cancel takes.
+    assert took < BACKOFF / 2
     assert [(i["scope"], i["action"]) for i in lines] == [("first_output", "retry")]
     assert task["complete_calls"] == 0 and task["fail_calls"] == 0

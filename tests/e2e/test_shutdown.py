@@ -74,8 +74,9 @@ async def test_task_outliving_the_grace_is_cancelled_and_reported(tmp_path: Path
     assert code == 0
     assert final["status"] == "failed" and final["failure_reason"] == "cancelled"
     assert final["fail_calls"] == 1
-    # grace 1 s + kill grace 1 s + reporting, with margin for a loaded machine
-    assert took < 6
+    # Grace 1 s + kill grace 1 s + reporting: 2.3 s at load 14, each step's bound is shown on a
+    # fake clock (test_shutdown_budget.py); this is a safety net 5x that.
+    assert took < 12
 
 
 async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
@@ -89,4 +90,4 @@ async def test_second_signal_cancels_at_once(tmp_path: Path) -> None:
         final = await status_of(http, task_id)
     assert code == 0
     assert final["failure_reason"] == "cancelled"
-    assert took < 6
+    assert took < 30  # not the 60 s grace (0.8 s at load 14; a safety net, not the check)

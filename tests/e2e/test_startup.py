@@ -27,43 +27,58 @@ from tests.helpers import (
 pytestmark = pytest.mark.anyio
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def held_port() -> socket.socket:
+    """A loopback port bound but not listening: connects are refused, and no other test's
+    server can take it (a port only looked up as free was taken by a concurrent test's server
+    under load, and the daemon registered there)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 async def test_daemon_waits_for_an_unreachable_server_then_serves(tmp_path: Path) -> None:
     """Started before its server, the daemon keeps trying, registers once it is up, runs tasks."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    async with daemon_process(daemon_env(tmp_path, url)) as proc:
-        await anyio.sleep(2.5)  # two refused registrations (1 s, then 2 s backoff)
-        assert proc.returncode is None
-        async with (
-            embedded_server(tmp_path / "server.db", port=port),
-            server_client(url) as http,
-        ):
-            prompt = json.dumps({"steps": [{"result": {"output": "up"}}]})
-            task_id = (await http.post("/api/tasks", json={"prompt": prompt})).json()["id"]
+    with held_port() as holder:  # closed even when the test fails
+        port = holder.getsockname()[1]
+        url = f"http://127.0.0.1:{port}"
+        log = tmp_path / "daemon.log"
+        async with daemon_process(daemon_env(tmp_path, url), log=log) as proc:
+            # One refused registration (each is the client's own retries, then the backoff) shows
+            # the daemon waiting instead of exiting.
+            await eventually(
+                lambda: "server not reachable for registration" in log.read_text(),
+                within=60,
+                what="a refused registration",
+            )
+            assert proc.returncode is None
+            holder.close()  # the server binds it at once
+            async with (
+                embedded_server(tmp_path / "server.db", port=port),
+                server_client(url) as http,
+            ):
+                prompt = json.dumps({"steps": [{"result": {"output": "up"}}]})
+                task_id = (await http.post("/api/tasks", json={"prompt": prompt})).json()["id"]
 
-            async def done() -> bool:
-                return (await http.get(f"/api/tasks/{task_id}")).json()["status"] == "completed"
+                async def done() -> bool:
+                    return (await http.get(f"/api/tasks/{task_id}")).json()["status"] == "completed"
 
-            await eventually(done, within=30, every=0.1)
+                await eventually(done, within=30, every=0.1)
 
 
 async def test_sigterm_while_waiting_for_the_server_exits_0(tmp_path: Path) -> None:
     """A stop request during the wait for an unreachable server ends it cleanly."""
-    env = daemon_env(tmp_path, f"http://127.0.0.1:{free_port()}")
-    log = tmp_path / "daemon.log"
-    async with daemon_process(env, log=log) as proc:
-        # The wait has begun (signals are handled from before it) once a refusal is logged;
-        # a fixed sleep lost that race on a loaded machine and the SIGTERM killed Python itself.
-        await eventually(lambda: "server not reachable" in log.read_text(), within=30, every=0.1)
-        proc.terminate()
-        with anyio.fail_after(15):
-            assert await proc.wait() == 0
+    with held_port() as holder:
+        env = daemon_env(tmp_path, f"http://127.0.0.1:{holder.getsockname()[1]}")
+        log = tmp_path / "daemon.log"
+        async with daemon_process(env, log=log) as proc:
+            # The wait has begun (signals are handled from before it) once a refusal is logged;
+            # a fixed sleep lost that race on a loaded machine and the SIGTERM killed Python.
+            await eventually(
+                lambda: "server not reachable" in log.read_text(), within=60, every=0.1
+            )
+            proc.terminate()
+            with anyio.fail_after(15):
+                assert await proc.wait() == 0
 
 
 async def run_to_exit(env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -80,7 +80,7 @@ async def test_cancel_in_process_stops_the_run_without_a_status_poll(tmp_path: P
         ) as d,
     ):
         task_id = await d.submit(script)
-        await eventually(lambda: task_id in d.worker.runs, within=15)
+        await d.started(task_id)
         task = await d.cancel(task_id, within=15)
     assert task["status"] == "cancelled"
     assert task["cancel_acked"]

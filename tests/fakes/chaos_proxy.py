@@ -31,6 +31,8 @@ import httpx
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from tests.fakes.tcp_listener import listening_socket, serve
+
 Mode = Literal["pass", "500", "429", "reset", "down", "cut"]
 MODES: tuple[Mode, ...] = ("pass", "500", "429", "reset", "down", "cut")
 _MAX_HEAD = 64 * 1024
@@ -130,17 +132,15 @@ class ChaosProxy:
 
     async def _listen(self) -> None:
         # The old listener is closed; its port may still have connections in TIME_WAIT, which
-        # SO_REUSEADDR (set by anyio) lets the new listener ignore.
+        # SO_REUSEADDR lets the new listener ignore.
         with anyio.fail_after(10):
             while True:
                 try:
-                    listener = await anyio.create_tcp_listener(
-                        local_host="127.0.0.1", local_port=self.port
-                    )
+                    sock = listening_socket(self.port)
                     break
                 except OSError:
                     await anyio.sleep(0.05)
-        self.port = listener.extra(SocketAttribute.local_port)
+        self.port = sock.getsockname()[1]
         scope = anyio.CancelScope()
         self._listening = scope
         closed = self._closed = anyio.Event()
@@ -148,10 +148,9 @@ class ChaosProxy:
         async def accept() -> None:
             try:
                 with scope:
-                    await listener.serve(self._handle, task_group=self._tg)
+                    await serve(sock, self._handle, self._tg)
             finally:
-                with anyio.CancelScope(shield=True):
-                    await listener.aclose()
+                sock.close()
                 closed.set()
 
         self._tg.start_soon(accept)

@@ -46,14 +46,19 @@ async def serve_app(
         **options,
     )
     server = _QuietServer(config)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
-        with anyio.fail_after(10):
-            await server.up.wait()
-        try:
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            # serve() notices should_exit within 0.1 s, then waits for open connections up
-            # to the graceful timeout; the deadline only guards against a wedged shutdown.
-            server.should_exit = True
-            tg.cancel_scope.deadline = anyio.current_time() + shutdown_timeout + 5
+    # Closed here too: when the test fails, its error cancels serve() before uvicorn's own
+    # shutdown closes the socket, and the unclosed listener's ResourceWarning would fail
+    # whichever test runs when it is collected.
+    with sock:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            with anyio.fail_after(10):
+                await server.up.wait()
+            try:
+                yield f"http://127.0.0.1:{port}"
+            finally:
+                # serve() notices should_exit within 0.1 s, then waits for open connections
+                # up to the graceful timeout; the deadline only guards against a wedged
+                # shutdown.
+                server.should_exit = True
+                tg.cancel_scope.deadline = anyio.current_time() + shutdown_timeout + 5

@@ -9,9 +9,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import anyio
 import httpx
-from anyio.abc import SocketAttribute, SocketStream
+from anyio.abc import SocketStream
 
 from daemon.protocol.wire import make_http_client
+from tests.fakes.tcp_listener import listening_socket, serve
 
 
 class RawPeer:
@@ -80,20 +81,21 @@ def ok(body: bytes = b"{}", *extra: bytes) -> bytes:
 async def raw_server(handle: Handler) -> AsyncIterator[RawServer]:
     """Serve `handle` on a loopback port for the length of the `async with`; each accepted
     connection is closed when its handler returns."""
-    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
-    server = RawServer(listener.extra(SocketAttribute.local_port))
+    sock = listening_socket()
+    server = RawServer(sock.getsockname()[1])
 
-    async def serve(stream: SocketStream) -> None:
+    async def connected(stream: SocketStream) -> None:
         server.connections += 1
         async with stream:
             await handle(RawPeer(stream), server)
 
-    async with listener, anyio.create_task_group() as tg:
-        tg.start_soon(listener.serve, serve)
-        try:
-            yield server
-        finally:
-            tg.cancel_scope.cancel()
+    with sock:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(serve, sock, connected, tg)
+            try:
+                yield server
+            finally:
+                tg.cancel_scope.cancel()
 
 
 @contextlib.asynccontextmanager

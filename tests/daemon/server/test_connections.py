@@ -94,10 +94,13 @@ async def test_a_silent_connection_is_closed_and_the_oldest_makes_room() -> None
     async with serve_app(_hello, http=protocol) as url, httpx.AsyncClient(timeout=5) as http:
         port = int(url.rsplit(":", 1)[1])
         held = await anyio.to_thread.run_sync(_hold_idle, port, 6)
-        await eventually(lambda: [_closed(s) for s in held[:2]] == [True, True], within=1.5)
-        assert not any(_closed(s) for s in held[2:])
-        assert (await http.get(url)).text == "hello"
-        await eventually(lambda: all(_closed(s) for s in held), within=6)
-        assert (await http.get(url)).text == "hello"
-        for sock in held:
-            sock.close()
+        try:
+            await eventually(lambda: [_closed(s) for s in held[:2]] == [True, True], within=1.5)
+            assert not any(_closed(s) for s in held[2:])
+            assert (await http.get(url)).text == "hello"
+            await eventually(lambda: all(_closed(s) for s in held), within=6)
+            assert (await http.get(url)).text == "hello"
+        finally:
+            # Also when failing: unclosed, they fail whichever test runs when they are collected.
+            for sock in held:
+                sock.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,6 +31,10 @@ FIELDS = {
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 # One task per scope, all in one daemon; each stalls in the way its scope exists to catch.
+# The wall clock is daemon-wide, so it must strike only the task made for it: it comes 5x the
+# first-output window after the start (the latest of the other scopes, which each fire by
+# 1.5 windows on a quiet machine), and its task talks for longer than the wall clock, 0.1 s
+# sleep by sleep, so it can only end by it.
 SCRIPTS = {
     "idle": {"steps": [say("thinking"), {"hang": True}]},
     "tool": {
@@ -41,9 +46,9 @@ SCRIPTS = {
     },
     "first_output": {"steps": [{"hang": True}]},
     "exit_grace": {"steps": [say("done"), {"result": {"output": "ok"}}, {"hang": True}]},
-    "wall_clock": {"steps": [s for i in range(80) for s in (say(f"{i}"), {"sleep": 0.1})]},
+    "wall_clock": {"steps": [s for i in range(150) for s in (say(f"{i}"), {"sleep": 0.1})]},
 }
-THRESHOLDS = {"idle": 0.5, "tool": 1.0, "first_output": 2.0, "exit_grace": 0.5, "wall_clock": 3.0}
+THRESHOLDS = {"idle": 0.5, "tool": 1.0, "first_output": 2.0, "exit_grace": 0.5, "wall_clock": 10.0}
 LAST_TYPE = {
     "idle": "text",
     "tool": "tool_use",
@@ -69,7 +74,7 @@ async def test_every_scope_writes_one_complete_line(tmp_path: Path) -> None:
         MULTICA_AGENT_TOOL_WATCHDOG="1s",
         MULTICA_AGENT_FIRST_OUTPUT_TIMEOUT="2s",
         MULTICA_AGENT_EXIT_GRACE="500ms",
-        MULTICA_AGENT_TIMEOUT="3s",
+        MULTICA_AGENT_TIMEOUT="10s",
     ) as d:
         ids = {scope: await d.submit(script) for scope, script in SCRIPTS.items()}
         for task_id in ids.values():
@@ -111,16 +116,19 @@ async def test_wall_clock_line_names_the_tool_it_interrupted(tmp_path: Path) -> 
         "steps": [{"emit": {"type": "tool_use", "tool": "Bash", "call_id": "m1"}}, {"hang": True}]
     }
     async with serving_daemon(tmp_path, MULTICA_AGENT_TIMEOUT="1s") as d:
+        submitted = time.monotonic()
         task_id = await d.submit(script)
         task = await d.wait(task_id)
+        lasted = time.monotonic() - submitted
         (row,) = incidents(d, task_id)
     assert task["failure_reason"] == "timeout"
     assert row["scope"] == "wall_clock"
     (tool,) = row["tools_in_flight"]
     assert tool["name"] == "Bash" and tool["call_id"] == "m1"
     # The tool began after the agent's spawn and ran until the cap struck, 1 s after the task
-    # began: how much of that second the spawn took depends on the machine's load.
-    assert 0 < tool["running_for"] <= 1.5
+    # began: how much of that second the spawn took, and how late a loaded loop struck, depend
+    # on the machine; that it ran within the task's life does not.
+    assert 0 < tool["running_for"] <= lasted
 
 
 def incident(**fields: object) -> Incident:

@@ -71,6 +71,25 @@ async def test_a_task_already_running_is_not_admitted_again(tmp_path: Path) -> N
     assert list(runs) == []
 
 
+async def test_a_task_whose_run_ended_is_not_admitted_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A claim answer sent while a run went on can arrive after it ended: that id starts no
+    second run (whose refused start would report a fail after the complete)."""
+    budget, server = ShutdownBudget(), FakeTaskServer()
+    runs = Runs(budget, Ended())
+    job, other = task(DONE), task(DONE)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as group:
+            runs.launch(group, job, BACKEND, shared(tmp_path, server, budget))
+    assert job.id not in runs
+    with caplog.at_level(logging.WARNING, logger="daemon.worker.runs"):
+        assert runs.admit([job, other], 2) == [other]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"task {short_id(job.id)}: claimed again after its run ended: refused"
+    ]
+
+
 async def test_a_finished_run_frees_its_slot_once_and_the_lowest_is_taken_next(
     tmp_path: Path,
 ) -> None:
