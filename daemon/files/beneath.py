@@ -84,13 +84,16 @@ def opened_dir(
     mode: int = 0o700,
     owner: Owner | None = None,
     follow: bool = False,
+    mounts: bool = False,
 ) -> Iterator[int]:
     """A handle of `anchor/path`, walked down from `anchor` one component at a time.
 
     `anchor` itself is opened by path (its own last component never a link, unless `follow`
     says no agent could have made it one): the caller vouches that no agent can change what
-    its path names. Below it no link is followed and no other file system entered. With
-    `create`, missing components are made (`mode` whatever the umask, `owner`'s when given).
+    its path names. Below it no link is followed and no other file system entered — unless
+    `mounts` says every component is the daemon's own, where an operator may have mounted a
+    volume (a workspace's folder). With `create`, missing components are made (`mode` whatever
+    the umask, `owner`'s when given).
     """
     parts = relative_parts(path) if path else ()
     fd = os.open(anchor, _DIR & ~os.O_NOFOLLOW if follow else _DIR)
@@ -113,7 +116,7 @@ def opened_dir(
                 raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), where) from None
             os.close(fd)
             fd = child
-            if os.fstat(fd).st_dev != device:
+            if not mounts and os.fstat(fd).st_dev != device:
                 raise OSError(errno.EXDEV, "another file system", str(anchor.joinpath(*parts)))
             if made:
                 os.fchmod(fd, mode)
@@ -135,11 +138,12 @@ def opened_at(dir_fd: int, name: str) -> Iterator[int]:
 
 
 def ensure_dir_under(
-    anchor: Path, path: str, mode: int = 0o700, owner: Owner | None = None
+    anchor: Path, path: str, mode: int = 0o700, owner: Owner | None = None, mounts: bool = False
 ) -> Path:
-    """`anchor/path` as a directory, without following any link below `anchor`; return it."""
+    """`anchor/path` as a directory, without following any link below `anchor`; return it
+    (`mounts`: as `opened_dir`'s)."""
     parts = relative_parts(path)
-    with opened_dir(anchor, parts, create=True, mode=mode, owner=owner):
+    with opened_dir(anchor, parts, create=True, mode=mode, owner=owner, mounts=mounts):
         pass
     return anchor.joinpath(*parts)
 

@@ -87,8 +87,10 @@ def prepare_dirs(
             time.sleep(_HOLD_RETRY)
     ensure_dir(root)
     workspace = env_root.parent.name
-    # The root may be a link the operator made; below it, nothing is followed.
-    shared = ensure_dir_under(root.resolve(), workspace, SHARED_DIR_MODE if owner else 0o700)
+    # The root may be a link the operator made; below it, nothing is followed. The workspace's
+    # folder is the daemon's alone (no agent writes in the root), and may be a volume of its own.
+    mode = SHARED_DIR_MODE if owner else 0o700
+    shared = ensure_dir_under(root.resolve(), workspace, mode, mounts=True)
     if owner:
         open_to_pass(shared)
     ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
