@@ -13,6 +13,7 @@ import anyio
 import pytest
 
 from daemon.cli.tasks_api import TasksApi
+from daemon.logs import short_id
 from daemon.ops.metrics import DROP_REASONS
 from daemon.protocol.retry import REPORT_DELAYS, RetryPolicy
 from tests.fakes.chaos_proxy import ChaosProxy, Mode, chaos_proxy
@@ -224,7 +225,7 @@ async def test_stopping_while_the_server_is_down_is_bounded_and_keeps_the_report
             await eventually(both_running, within=20)
             await proxy.set_mode("down")
             await eventually(
-                lambda: f"transcript {done[:8]}: 40 messages kept" in log.read_text(),
+                lambda: f"transcript {short_id(done)}: 40 messages kept" in log.read_text(),
                 within=30,
                 what="`finishing` to say all 40 lines while nothing answers",
             )

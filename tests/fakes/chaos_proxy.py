@@ -31,6 +31,7 @@ import httpx
 from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from daemon.server.serve import KEEP_ALIVE
 from tests.fakes.tcp_listener import listening_socket, serve
 
 Mode = Literal["pass", "500", "429", "reset", "down", "cut"]
@@ -87,7 +88,11 @@ class ChaosProxy:
         self.port = 0
         self.seen: list[Seen] = []
         self._tg = tg
-        self._upstream = httpx.AsyncClient(base_url=upstream, timeout=60.0)
+        # The server closes an idle keep-alive connection after KEEP_ALIVE seconds; a request
+        # sent on it at that moment is lost (ReadError). On a loaded machine the gaps between a
+        # test's requests reach that: idle connections are dropped a second before the server's.
+        keep = httpx.Limits(keepalive_expiry=KEEP_ALIVE - 1)
+        self._upstream = httpx.AsyncClient(base_url=upstream, timeout=60.0, limits=keep)
         self._connections: set[_Connection] = set()
         self._listening: anyio.CancelScope | None = None
         self._closed = anyio.Event()
