@@ -29,7 +29,9 @@ from tests.helpers import eventually, running_daemon
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
 QUOTA = "agent_error.provider_quota_limit"
-CLOCK_TIME = re.compile(r"^\d{1,2}:\d{2} [AP]M$")
+# Codex says when a limit lifts as a clock time, with the date when that is another day (a
+# limit hit after 23:00 that lifts in an hour: "Nov 27th, 2026 12:04 AM").
+CLOCK_TIME = re.compile(r"^(?:[A-Z][a-z]{2} \d{1,2}(?:st|nd|rd|th), \d{4} )?\d{1,2}:\d{2} [AP]M$")
 
 
 @pytest.mark.parametrize("mode", ["exec", "app-server"])
