@@ -1,4 +1,5 @@
-"""The fakes' TCP listener: cancelled while a client is connecting, it leaves no socket behind."""
+"""The fakes' TCP listener: cancelled while a client is connecting, it leaves no socket behind;
+a port reserved for a proxy that goes down stays its own."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import socket
 import warnings
 
 import anyio
+import httpx
 import pytest
 from anyio.abc import SocketStream
 
+from tests.fakes.chaos_proxy import chaos_proxy
 from tests.fakes.tcp_listener import listening_socket, serve
 
 pytestmark = pytest.mark.anyio
@@ -36,3 +39,32 @@ async def test_a_cancel_in_the_iteration_a_client_arrives_leaves_nothing_unclose
                         tg.cancel_scope.cancel()
         gc.collect()
     assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def _neighbour_binds(port: int) -> bool:
+    """Whether another server (bound as uvicorn binds: SO_REUSEADDR, no SO_REUSEPORT) could
+    take `port` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+async def test_a_down_chaos_proxy_refuses_connections_and_keeps_its_port() -> None:
+    """While `down`, connects are refused and no neighbour can bind the port (another test's
+    server took it once and answered the daemon 404 for its own tasks); back up, the proxy
+    listens on the same port."""
+    async with chaos_proxy("http://127.0.0.1:9") as proxy:
+        port = proxy.port
+        await proxy.set_mode("down")
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        assert not _neighbour_binds(port)
+        await proxy.set_mode("500")
+        assert proxy.port == port
+        async with httpx.AsyncClient(base_url=proxy.url) as client:
+            assert (await client.get("/api/daemon/heartbeat")).status_code == 500
+    assert _neighbour_binds(port)

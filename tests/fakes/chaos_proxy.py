@@ -32,7 +32,7 @@ from anyio.abc import SocketAttribute, SocketStream, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from daemon.server.serve import KEEP_ALIVE
-from tests.fakes.tcp_listener import listening_socket, serve
+from tests.fakes.tcp_listener import listening_socket, reserved_port, serve
 
 Mode = Literal["pass", "500", "429", "reset", "down", "cut"]
 MODES: tuple[Mode, ...] = ("pass", "500", "429", "reset", "down", "cut")
@@ -85,7 +85,10 @@ class ChaosProxy:
     def __init__(self, upstream: str, tg: TaskGroup) -> None:
         self.mode: Mode = "down"
         self.only: frozenset[str] | None = None
-        self.port = 0
+        # Held for the proxy's life: while it is `down` the port refuses connections, and a
+        # neighbour's server cannot bind it and answer the daemon in its place.
+        self._reserved = reserved_port()
+        self.port: int = self._reserved.getsockname()[1]
         self.seen: list[Seen] = []
         self._tg = tg
         # The server closes an idle keep-alive connection after KEEP_ALIVE seconds; a request
@@ -136,16 +139,9 @@ class ChaosProxy:
             await self._listen()
 
     async def _listen(self) -> None:
-        # The old listener is closed; its port may still have connections in TIME_WAIT, which
-        # SO_REUSEADDR lets the new listener ignore.
-        with anyio.fail_after(10):
-            while True:
-                try:
-                    sock = listening_socket(self.port)
-                    break
-                except OSError:
-                    await anyio.sleep(0.05)
-        self.port = sock.getsockname()[1]
+        # Beside the reserved socket; an old listener's connections in TIME_WAIT are ignored
+        # (SO_REUSEADDR).
+        sock = listening_socket(self.port, shared=True)
         scope = anyio.CancelScope()
         self._listening = scope
         closed = self._closed = anyio.Event()
@@ -239,6 +235,7 @@ class ChaosProxy:
         for conn in list(self._connections):
             conn.scope.cancel()
         await self._upstream.aclose()
+        self._reserved.close()
 
 
 def _response(status: str, headers: list[tuple[str, str]], body: bytes) -> bytes:

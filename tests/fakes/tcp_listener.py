@@ -18,15 +18,37 @@ import anyio
 from anyio.abc import SocketStream, TaskGroup
 
 
-def listening_socket(port: int = 0, host: str = "127.0.0.1") -> socket.socket:
-    """A non-blocking socket listening on `host:port` (0: a free port)."""
+def listening_socket(
+    port: int = 0, host: str = "127.0.0.1", *, shared: bool = False
+) -> socket.socket:
+    """A non-blocking socket listening on `host:port` (0: a free port); `shared`: beside the
+    port's `reserved_port` socket."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         # The port of an earlier listener may still have connections in TIME_WAIT.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if shared:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(128)
         sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def reserved_port(host: str = "127.0.0.1") -> socket.socket:
+    """A socket bound to a free port of `host` that never listens: connections to the port are
+    refused while no `listening_socket(port, shared=True)` listens beside it, and no other
+    process (another test's server) can take the port meanwhile (SO_REUSEPORT admits only
+    sockets of this user that ask for it too)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # Not SO_REUSEADDR: with it, any socket asking for it too could bind the port while
+        # nothing listens.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, 0))
     except BaseException:
         sock.close()
         raise
