@@ -87,6 +87,8 @@ class Registration:
         self._sync_now = Wakeup()
         self._sent: dict[str, dict[str, str]] = {}
         """The versions each workspace's last accepted register carried, by backend."""
+        self._held: set[str] = set()
+        """Every runtime id a register answered in this process, dropped ones included."""
 
     @property
     def runtimes(self) -> list[Runtime]:
@@ -181,8 +183,23 @@ class Registration:
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )
         if recover:
-            await recover_orphans(self._client, runtimes)
+            await recover_orphans(self._client, self._new(runtimes))
+        self._held.update(r.id for r in runtimes)
         return runtimes
+
+    def _new(self, runtimes: list[Runtime]) -> list[Runtime]:
+        """The runtimes whose ids this process never held. One it held came back unchanged:
+        the server never deleted it (a 404 from a proxy or another server on its address was
+        taken for a deletion), so its in-flight tasks are ones running here, not orphans, and
+        recover-orphans would fail them under their running agents."""
+        kept = [r.id for r in runtimes if r.id in self._held]
+        if kept:
+            log.warning(
+                "runtimes %s: registered again under the same ids: their tasks run here; "
+                "no orphans recovered",
+                ", ".join(kept),
+            )
+        return [r for r in runtimes if r.id not in self._held]
 
     def request_sync(self) -> None:
         """Sync the workspaces now (the server said they changed), not at the next interval."""

@@ -164,3 +164,24 @@ async def test_one_heartbeat_takes_every_queued_skill_import() -> None:
         async with anyio.create_task_group() as tg:
             PendingActions(client).handle(tg, runtime_id, "scripted", beat)
         assert sorted(r["request_id"] for r in fake.action_results) == sorted(asked)
+
+
+async def test_a_runtime_registered_again_under_its_own_id_keeps_its_running_tasks(
+    tmp_path: Path,
+) -> None:
+    """A 404 the server did not mean (another server answering on its address) drops a runtime
+    that still exists: registering again returns the same id, and its tasks, running here, are
+    not recovered as orphans (they were failed under their running agents once)."""
+    async with registered(tmp_path) as (fake, registration, clock):
+        (runtime,) = registration.runtimes
+        task_id = fake.queue(provider=runtime.backend.name)
+        settings = Settings.from_env(daemon_env(tmp_path, fake.url))
+        async with make_http_client(fake.url, settings.token, daemon.__version__) as http:
+            (claimed,) = await ServerClient(http).claim("d1", [runtime.id], 1)
+        assert claimed.id == task_id
+        clock.advance(1)
+        await registration.runtime_gone(runtime.id)
+        assert registers(fake) == 2
+        assert [r.id for r in registration.runtimes] == [runtime.id]
+        assert fake.seen("recover-orphans") == []
+        assert fake.tasks[task_id].status == "dispatched"
