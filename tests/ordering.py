@@ -1,6 +1,6 @@
 """The order the suite hands its tests to the workers: long tests first, mixed with short ones.
 
-The four workers take tests in collection order, one or two at a time (`--maxschedchunk 1`),
+The workers take tests in collection order, one or two at a time (`--maxschedchunk 1`),
 so the order decides the wall time as much as the tests do:
 
 * A long test taken last leaves one worker running alone at the end: the chaos test's minute
