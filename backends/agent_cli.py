@@ -6,6 +6,7 @@ import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from backends.process.identity import AgentUser
 from backends.version import cli_version
@@ -34,6 +35,8 @@ class AgentCli:
     events the parser did not all know and that ends with no output fails as unrecognised."""
     session_markers: frozenset[str] = frozenset()
     """Variables a running copy of the CLI sets for its children; never passed on."""
+    probe_env: Mapping[str, str] = MappingProxyType({})
+    """Variables set for the `--version` probe only (never for a task's run)."""
 
     def __init__(
         self,
@@ -61,7 +64,8 @@ class AgentCli:
     async def detect(self) -> str | None:
         """`<cli> --version` within 10 s: the version (also kept in `version`), or None."""
         argv = [self.path, "--version"]
-        found = await cli_version(argv, self.strip_markers(self._env()), user=self._detect_as)
+        env = {**self.strip_markers(self._env()), **self.probe_env}
+        found = await cli_version(argv, env, user=self._detect_as)
         if found:
             self.version = found
         return found

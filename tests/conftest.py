@@ -10,6 +10,13 @@ from backends.process.identity import AgentUser
 from daemon.agent_pool import sweep
 from tests.fakes.real_cli import CLAUDE_PINS, CODEX_PINS, InstalledCli, Pin, pin_id
 from tests.fakes.system_user import passable_dir, system_user
+from tests.ordering import interleaved
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long tests first, mixed with short ones (see tests/ordering.py); every worker collects
+    the same tests, so every worker computes the same order."""
+    items[:] = interleaved(items)
 
 
 @pytest.fixture

@@ -26,6 +26,8 @@ class AcpAgent:
     """The CLI flag that picks the model; "" = the session's `session/set_model`."""
     env: Mapping[str, str] = field(default_factory=dict)
     """Variables the CLI needs to run unattended (set over the task's environment)."""
+    probe_env: Mapping[str, str] = field(default_factory=dict)
+    """Variables that make its `--version` probe cheaper (set for the probe only)."""
     resumes: bool = True
     """Whether a session it offers to resume or load is asked for (False: always fresh)."""
     pending_runs: bool = True

@@ -53,6 +53,7 @@ class AcpBackend(AgentCli):
         self.agent = agent
         self.name = agent.name
         self.min_version = agent.min_version
+        self.probe_env = agent.probe_env
         self._first_starts = FirstStarts()
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:

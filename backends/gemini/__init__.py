@@ -26,4 +26,9 @@ GEMINI = AcpAgent(
     provider="google",
     model_flag="--model",
     resumes=False,
+    # Before it reads its arguments the CLI starts itself again in a second Node process (with
+    # a larger heap), unless told not to: `--version` needs no heap, and the second start was
+    # 40% of the probe's CPU time (2.5 s -> 1.5 s), which on a busy machine can push the probe
+    # past the daemon's 10 s bound and leave Gemini unregistered. Task runs keep the relaunch.
+    probe_env={"GEMINI_CLI_NO_RELAUNCH": "true"},
 )
