@@ -11,7 +11,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -24,9 +23,9 @@ import httpx
 from tests.benchmarks.load_daemons import Daemon
 from tests.benchmarks.load_page import page_open
 from tests.benchmarks.load_report import Run, check, quantiles
-from tests.benchmarks.processes import ROOT, cpu_split, free_port
+from tests.benchmarks.processes import ROOT, RssSampler, cpu_split, free_port
 
-RAMP = 90.0
+RAMP = 180.0
 """The most starting every agent may take (200 Python children on a small machine)."""
 SETTLE = 3.0
 QUEUE_AT_ONCE = 50
@@ -82,7 +81,7 @@ def run_once(
         plain = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
         with (
             _process(fake, plain) as fake_proc,
-            _process([*proxy, f"{server.rtt:g}"], plain) if server.rtt else nullcontext(),
+            _process([*proxy, f"{server.rtt:g}"], plain) if server.rtt else nullcontext() as relay,
             httpx.Client(base_url=url, timeout=60, verify=verify) as http,
         ):
             _wait(lambda: _answers(http, "/bench/runtimes"), 30, "the fake did not come up")
@@ -91,7 +90,15 @@ def run_once(
             with _process(daemon.argv, env, cwd=env["HOME"], out=log) as proc:
                 try:
                     return _measure(
-                        http, proc, fake_proc.pid, case, window, home, health, profile, daemon.name
+                        http,
+                        proc,
+                        [fake_proc.pid] + ([relay.pid] if relay else []),
+                        case,
+                        window,
+                        home,
+                        health,
+                        profile,
+                        daemon.name,
                     )
                 except SystemExit:
                     log.flush()
@@ -104,7 +111,7 @@ def run_once(
 def _measure(
     http: httpx.Client,
     proc: subprocess.Popen[bytes],
-    server_pid: int,
+    server_pids: list[int],
     case: Case,
     window: float,
     home: Path,
@@ -120,26 +127,32 @@ def _measure(
         body = {"count": count, "message": f"pace {case.rate:g} {stop}", "provider": "claude"}
         ids += http.post("/bench/queue", json=body).raise_for_status().json()
         time.sleep(0.5)
-    _wait(lambda: _count(http, "running") >= case.agents, RAMP, "not every agent started")
+    _wait(lambda: _started(http) >= case.agents, RAMP, "not every agent started")
+    failed = _count(http, "failed")
     time.sleep(SETTLE)
     metrics = f"http://{health}/metrics"
     opened = page_open(metrics.removesuffix("metrics"), home, case.name) if case.page else None
     spied = _profiling(proc.pid, window, profile, f"{case.name}-{name}", proc.args)
-    with opened or nullcontext(), spied, _RssSampler(proc.pid) as rss:
+    with opened or nullcontext(), spied, RssSampler(proc.pid) as rss:
         before = http.get("/bench/requests").json()
         flight = [_in_flight(metrics)]
         (user0, sys0), t0, w0 = cpu_split(proc.pid), time.monotonic(), time.time()
-        serving0 = sum(cpu_split(server_pid))
+        serving0 = [sum(cpu_split(pid)) for pid in server_pids]
         time.sleep(window / 2)
         flight.append(_in_flight(metrics))
         time.sleep(window / 2)
         (user1, sys1), t1, w1 = cpu_split(proc.pid), time.monotonic(), time.time()
-        serving = (sum(cpu_split(server_pid)) - serving0) / (t1 - t0) * 100
+        serving = [
+            (sum(cpu_split(pid)) - before) / (t1 - t0) * 100
+            for pid, before in zip(server_pids, serving0, strict=True)
+        ]
         flight.append(_in_flight(metrics))
         after = http.get("/bench/requests").json()
     span = t1 - t0
     rates = {k: (after[k] - before.get(k, 0)) / span for k in after}
-    notes = []
+    notes = [f"proxy CPU {serving[1]:.0f}%"] if len(serving) > 1 else []
+    if failed:
+        notes.append(f"{failed} tasks failed as they started (the rest measured)")
     if None not in flight:
         halves = [_little(flight[i], flight[i + 1], span / 2) for i in (0, 1)]
         notes.append(f"in flight {halves[0]:.1f} then {halves[1]:.1f}")
@@ -161,7 +174,7 @@ def _measure(
         lost=lost,
         dups=dups,
         disorder=disorder,
-        server_cpu=serving,
+        server_cpu=serving[0],
         notes=notes,
     )
 
@@ -198,6 +211,12 @@ def _cancels(http: httpx.Client, ids: list[str]) -> str:
     )
 
 
+def _started(http: httpx.Client) -> int:
+    """Tasks running or already over (a daemon may fail a task as it starts it)."""
+    statuses = [t["status"] for t in http.get("/bench/tasks").json().values()]
+    return sum(1 for status in statuses if status not in ("queued", "dispatched"))
+
+
 def _count(http: httpx.Client, status: str) -> int:
     return sum(1 for t in http.get("/bench/tasks").json().values() if t["status"] == status)
 
@@ -223,32 +242,6 @@ def _wait(ready: Any, within: float, failure: str) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(failure)
         time.sleep(0.2)
-
-
-class _RssSampler:
-    """The process's resident memory (MB), read from /proc every half second."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.samples: list[float] = []
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def __enter__(self) -> _RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-    def _sample(self) -> None:
-        while True:
-            for field in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-                if field.startswith("VmRSS:"):
-                    self.samples.append(int(field.split()[1]) / 1024)
-            if self._done.wait(0.5):
-                return
 
 
 @contextmanager
