@@ -37,13 +37,14 @@ every stored transcript is checked: lost lines (printed, never stored), lines or
 twice, and seqs not 1..N in order. With `cN` it cancels N running tasks on the server and
 times each from the cancel to the daemon's cancel-ack.
 
-`--delay 100ms` puts the server 100 ms of round trip away: the daemons reach it through a
-proxy process that holds every chunk back half of it each way, and a new connection's first
-bytes a round trip more, as its TCP handshake would (`delay_proxy.py`; `tc netem` would do it
-in the kernel, where the kernel has sch_netem). `--tls` serves it over TLS with a certificate
-of a CA made for the run (trustme), trusted through SSL_CERT_FILE. The benchmark's own calls
-to the fake go around the proxy. Targets at 200 × 1: lag p95 ≤ 0.5 s + one round trip, the
-requests in flight not growing.
+`--delay 100ms` puts the server 100 ms of round trip away (`--delay 0,50ms,100ms`: each case
+at each, 0 being loopback): the daemons reach it through a proxy process that holds every
+chunk back half of it each way, and a new connection's first bytes a round trip more, as its
+TCP handshake would (`delay_proxy.py`; `tc netem` would do it in the kernel, where the kernel
+has sch_netem). `--tls` serves it over TLS with a certificate of a CA made for the run
+(trustme), trusted through SSL_CERT_FILE. The benchmark's own calls to the fake go around the
+proxy. Targets at 200 × 1: lag p95 ≤ 0.5 s + one round trip, the requests in flight not
+growing.
 `--profile DIR` (or BENCH_PROFILE=DIR) records a py-spy profile of a Python daemon over the
 window (`DIR/<case>-<daemon>.txt`, collapsed stacks; needs `pip install py-spy`).
 BENCH_PYTHONPATH=CHECKOUT measures another checkout's daemon as `ours`.
@@ -55,8 +56,6 @@ import argparse
 import os
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from tests.benchmarks.load_daemons import parse_daemons
@@ -65,20 +64,15 @@ from tests.benchmarks.load_run import Case, Server, run_once
 from tests.benchmarks.remote import make_certificate
 
 
-@contextmanager
-def _server(options: argparse.Namespace, home: Path) -> Iterator[Server]:
-    """How the daemons reach the fake: directly, or through a proxy `--delay` away; over TLS
-    if asked."""
-    rtt = _milliseconds(options.delay) if options.delay else 0.0
-    tls = make_certificate(home, ["127.0.0.1"]) if options.tls else None
-    yield Server(tls, rtt)
-
-
-def _milliseconds(text: str) -> float:
-    found = re.fullmatch(r"([\d.]+)\s*(ms|s)?", text)
-    if found is None:
-        raise SystemExit(f"--delay is a round trip like 50ms, not {text!r}")
-    return float(found.group(1)) * (1000.0 if found.group(2) == "s" else 1.0)
+def _delays(text: str) -> list[float]:
+    """The round trips (ms) `--delay` names, comma-separated (none: loopback, 0)."""
+    delays = []
+    for part in text.split(",") if text else ["0"]:
+        found = re.fullmatch(r"([\d.]+)\s*(ms|s)?", part.strip())
+        if found is None:
+            raise SystemExit(f"--delay is a round trip like 50ms (or 50ms,100ms), not {text!r}")
+        delays.append(float(found.group(1)) * (1000.0 if found.group(2) == "s" else 1.0))
+    return delays
 
 
 def _cases(args: list[str]) -> tuple[float, list[Case]]:
@@ -104,24 +98,27 @@ def main() -> None:
     parser.add_argument("--daemon", action="append", default=[], metavar="NAME=COMMAND")
     parser.add_argument("--env", action="append", default=[], metavar="NAME:KEY=VALUE")
     parser.add_argument("--runs", type=int, default=1, help="runs of each daemon per case")
-    parser.add_argument("--delay", default="", help="round trip to the server, e.g. 50ms")
+    parser.add_argument("--delay", default="", help="round trip(s) to the server: 50ms,100ms")
     parser.add_argument("--tls", action="store_true", help="serve over TLS")
     parser.add_argument("--profile", default=os.environ.get("BENCH_PROFILE", ""))
     options = parser.parse_args()
     window, cases = _cases(options.cases)
     daemons = parse_daemons(options.daemon, options.env)
     results: dict[tuple[str, str], list[Run]] = {}
-    with tempfile.TemporaryDirectory() as tmp, _server(options, Path(tmp)) as server:
-        where = " over TLS" if server.tls else ""
-        away = f", {server.rtt:g} ms round trip away" if server.rtt else " on loopback"
-        print(f"server{where}{away}; window {window:g} s; {options.runs} run(s) per daemon")
-        for case in cases:
-            for _ in range(options.runs):
-                for daemon in daemons:
-                    profile = Path(options.profile) if options.profile else None
-                    run = run_once(daemon, case, window, server, profile)
-                    results.setdefault((case.name, daemon.name), []).append(run)
-                    print(line(case.name, daemon.name, run), flush=True)
+    profile = Path(options.profile) if options.profile else None
+    with tempfile.TemporaryDirectory() as tmp:
+        tls = make_certificate(Path(tmp), ["127.0.0.1"]) if options.tls else None
+        where = "over TLS" if tls else "plain HTTP"
+        print(f"server {where}; window {window:g} s; {options.runs} run(s) per daemon and case")
+        for rtt in _delays(options.delay):
+            server = Server(tls, rtt)
+            away = f" @{rtt:g}ms" if rtt else ""
+            for case in cases:
+                for _ in range(options.runs):
+                    for daemon in daemons:
+                        run = run_once(daemon, case, window, server, profile)
+                        results.setdefault((case.name + away, daemon.name), []).append(run)
+                        print(line(case.name + away, daemon.name, run), flush=True)
     print()
     print(table(results))
 

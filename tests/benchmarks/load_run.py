@@ -129,6 +129,10 @@ def _measure(
         time.sleep(0.5)
     _wait(lambda: _started(http) >= case.agents, RAMP, "not every agent started")
     failed = _count(http, "failed")
+    # Running is the daemon's word; the agent may still be starting (200 interpreters on a
+    # small machine): the window opens once every running task's first line is stored.
+    printing = lambda: len(http.get("/bench/messages").json()) >= case.agents - failed  # noqa: E731
+    _wait(printing, RAMP, "not every agent printed")
     time.sleep(SETTLE)
     metrics = f"http://{health}/metrics"
     opened = page_open(metrics.removesuffix("metrics"), home, case.name) if case.page else None
