@@ -58,12 +58,12 @@ def pool_limits(tasks: int) -> httpx.Limits:
     on their way together, so none waits for one, each kept alive while reused.
 
     The pool opens a connection only when no idle one is free, so it grows with what is sent
-    at once, not with the bound: on loopback a 200-task beat needs a few dozen. A server a
-    round trip away holds each connection a round trip per request: the old fixed 16 carried
-    at most 16 requests a round trip, at 100 ms 160 a second against the ~240 that 200 tasks
-    send (a batch a second each, a poll every 5 s), and the backlog grew without end (lag p95
-    28 s, lines lost to timeouts). Idle ones are all kept (until KEEPALIVE_EXPIRY): a new TLS
-    connection costs both ends CPU and a client two or three round trips."""
+    at once, never past this bound. A server a round trip away holds a connection a round
+    trip per request: a fixed 16 carried at most 16 requests a round trip, at 100 ms 160 a
+    second against the ~240 that 200 tasks send at a line a second (a batch a second each, a
+    poll every 5 s), and the backlog grew without end (bench_load 200x1 --delay 100ms --tls:
+    lag p95 28 s, lines lost to timeouts). Idle ones are all kept (until KEEPALIVE_EXPIRY): a
+    new TLS connection costs both ends CPU and a client two or three round trips."""
     connections = REQUESTS_PER_TASK * tasks + SHARED_CONNECTIONS
     return httpx.Limits(
         max_connections=connections,

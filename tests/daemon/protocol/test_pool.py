@@ -3,12 +3,17 @@ them, closed when an answer is left unread, and bounded in number."""
 
 from __future__ import annotations
 
+import time
+from typing import cast
+
 import anyio
 import httpx
 import pytest
 
 from daemon.errors import MalformedInputError
 from daemon.protocol.answers import read_answer
+from daemon.protocol.connection import Connection
+from daemon.protocol.pool import ConnectionPool, Origin
 from daemon.protocol.transport import Http1Transport
 from daemon.protocol.wire import make_http_client
 from tests.fakes.raw_http import (
@@ -214,3 +219,33 @@ async def test_the_pool_opens_no_more_than_two_connections_a_task_and_sixteen() 
                 for _ in range(30):
                     tg.start_soon(http.get, "/a")
     assert (server.connections, len(server.requests)) == (20, 30)
+
+
+async def test_no_more_than_sixteen_connections_are_opened_at_once() -> None:
+    """40 requests at once with room for 100 connections: 16 are opened together, the other
+    requests wait their turn, and each opens its own once one of those is done (not a
+    handshake storm at a server a beat of 200 tasks reaches at once)."""
+    gate = anyio.Event()
+    opening = peak = 0
+
+    async def connect(origin: Origin, within: float | None) -> Connection:
+        nonlocal opening, peak
+        opening += 1
+        peak = max(peak, opening)
+        await gate.wait()
+        opening -= 1
+        return cast(Connection, object())
+
+    pool = ConnectionPool(httpx.Limits(max_connections=100), connect, time.monotonic)
+    got: list[Connection] = []
+
+    async def acquire() -> None:
+        got.append(await pool.acquire(("http", "x", 80), wait=None, connect_within=None))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(40):
+            tg.start_soon(acquire)
+        await anyio.wait_all_tasks_blocked()
+        assert (opening, len(got)) == (16, 0)
+        gate.set()
+    assert (peak, len(got)) == (16, 40)
