@@ -167,6 +167,9 @@ def _measure(
     time.sleep(2.0)  # a cancelled task's last batch may still be on its way
     tasks = http.get("/bench/tasks").json()
     rows = http.get("/bench/messages").json()
+    unknown = {k: v for k, v in http.get("/bench/requests").json().items() if k.endswith("/404")}
+    if unknown:  # routes the daemon called that the fake does not serve
+        notes.append("404: " + ", ".join(f"{k[:-4]} ×{v}" for k, v in sorted(unknown.items())))
     lags, lost, dups, disorder = check(ids, tasks, rows, (w0, w1))
     return Run(
         cpu=(user1 + sys1 - user0 - sys0) / span * 100,
