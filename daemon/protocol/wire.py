@@ -62,8 +62,9 @@ def pool_limits(tasks: int) -> httpx.Limits:
     trip per request: a fixed 16 carried at most 16 requests a round trip, at 100 ms 160 a
     second against the ~240 that 200 tasks send at a line a second (a batch a second each, a
     poll every 5 s), and the backlog grew without end (bench_load 200x1 --delay 100ms --tls:
-    lag p95 28 s, lines lost to timeouts). Idle ones are all kept (until KEEPALIVE_EXPIRY): a
-    new TLS connection costs both ends CPU and a client two or three round trips."""
+    147 requests a second, all 16 busy and 220 waiting, lag p95 4.4 s; sized so, 244 a second,
+    about 40 in flight, p95 0.7 s). Idle ones are all kept (until KEEPALIVE_EXPIRY): a new TLS
+    connection costs both ends CPU and a client two or three round trips."""
     connections = REQUESTS_PER_TASK * tasks + SHARED_CONNECTIONS
     return httpx.Limits(
         max_connections=connections,
