@@ -181,7 +181,10 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
         circuit = CircuitBreaker(metrics=metrics)
         # The embedded server's app answers this daemon's own requests in-process, no socket.
         transport = embedded.transport() if settings.embedded else None
-        async with make_http_client(url, token, daemon.__version__, transport=transport) as http:
+        tasks = settings.max_concurrent_tasks
+        async with make_http_client(
+            url, token, daemon.__version__, transport=transport, tasks=tasks
+        ) as http:
             budget = ShutdownBudget()
             client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
             # A separate server tells us of queued tasks over its control WebSocket; the

@@ -1,5 +1,5 @@
-"""The transport's keep-alive connections: per origin, at most `max_connections` open at once,
-an idle one reused only while it is fresh and still open."""
+"""The transport's keep-alive connections: per origin, at most `max_connections` open at once
+and `MOST_CONNECTING` being opened, an idle one reused only while it is fresh and still open."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ Origin = tuple[str, str, int]
 """(scheme, host, port)."""
 Connect = Callable[[Origin, float | None], Awaitable[Connection]]
 """Opens a connection to an origin within a timeout (seconds, None: no limit)."""
+MOST_CONNECTING = 16
+"""Connections being opened at once; past that a request waits for one to open or come back.
+The pool grows with what is sent at once (up to `max_connections`), but not all in one go: a
+beat of 200 tasks opening 200 TLS connections together once overran a server's accept queue,
+and a server that slows down would see the daemon answer with more handshakes, each costing
+it (and the daemon) more CPU than a request. 16 at a time still open 80 a second to a server
+100 ms away (a TCP and a TLS round trip each)."""
 
 
 class ConnectionPool:
@@ -30,6 +37,7 @@ class ConnectionPool:
         self._expiry = limits.keepalive_expiry if limits.keepalive_expiry is not None else math.inf
         self._idle: dict[Origin, deque[Connection]] = {}
         self._open = 0
+        self._connecting = 0
         self._waiting: deque[anyio.Event] = deque()
         self._closed = False
 
@@ -50,11 +58,16 @@ class ConnectionPool:
             if connection is not None:
                 return connection
         self._open += 1
+        self._connecting += 1
         try:
-            return await self._connect(origin, connect_within)
+            connection = await self._connect(origin, connect_within)
         except BaseException:
+            self._connecting -= 1
             self._opened_closed()
             raise
+        self._connecting -= 1
+        self._wake()  # a request waiting for a turn to connect may have it now
+        return connection
 
     async def release(self, connection: Connection, origin: Origin, *, reusable: bool) -> None:
         """Give back a connection whose answer was read to its end: kept for the next
@@ -122,6 +135,8 @@ class ConnectionPool:
     async def _make_room(self) -> bool:
         """Whether one more connection may open, closing an idle one to another origin if
         that makes room."""
+        if self._connecting >= MOST_CONNECTING:
+            return False
         if self._most is None or self._open < self._most:
             return True
         for connections in self._idle.values():

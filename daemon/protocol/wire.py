@@ -42,15 +42,39 @@ DEDUPE_HEADER = "X-Message-Dedupe"
 TASK_STATUS_HEADER = "X-Task-Status"
 """On a messages answer, the task's status then (this project's server; Multica sends none)."""
 READ_TIMEOUT = 30.0
-POOL_LIMITS = httpx.Limits(max_connections=16, max_keepalive_connections=16, keepalive_expiry=4.0)
-"""A few connections, kept alive, each idle one for less than the 5 s after which uvicorn (and
-other servers) close it: a request written into a connection the server closes at that moment
-is lost, and whether it was read is then in doubt. With 200 running tasks a connection per
-request in a burst overran the server's accept queue (ConnectTimeout); loopback or LAN
-requests take milliseconds, so 16 connections carry hundreds of requests a second. Few also
-keep httpcore cheap where it carries a proxied origin: it scans every queued request against
-every pooled connection (with its default 100 it took most of the daemon's CPU at 200 running
-tasks)."""
+REQUESTS_PER_TASK = 2
+"""What one running task can have on its way at once: a transcript batch (one at a time) and
+a status poll."""
+SHARED_CONNECTIONS = 16
+"""Room for what no task sends: claims, heartbeats of every runtime, pending-action results."""
+KEEPALIVE_EXPIRY = 4.0
+"""Less than the 5 s after which uvicorn (and other servers) close an idle connection: a
+request written into a connection the server closes at that moment is lost, and whether it
+was read is then in doubt."""
+
+
+def pool_limits(tasks: int) -> httpx.Limits:
+    """Connections for a daemon running up to `tasks` at once: as many as its requests can be
+    on their way together, so none waits for one, each kept alive while reused.
+
+    The pool opens a connection only when no idle one is free, so it grows with what is sent
+    at once, never past this bound. A server a round trip away holds a connection a round
+    trip per request: a fixed 16 carried at most 16 requests a round trip, at 100 ms 160 a
+    second against the ~240 that 200 tasks send at a line a second (a batch a second each, a
+    poll every 5 s), and the backlog grew without end (bench_load 200x1 --delay 100ms --tls:
+    147 requests a second, all 16 busy and 220 waiting, lag p95 4.4 s; sized so, 244 a second,
+    about 40 in flight, p95 0.7 s). Idle ones are all kept (until KEEPALIVE_EXPIRY): a new TLS
+    connection costs both ends CPU and a client two or three round trips."""
+    connections = REQUESTS_PER_TASK * tasks + SHARED_CONNECTIONS
+    return httpx.Limits(
+        max_connections=connections,
+        max_keepalive_connections=connections,
+        keepalive_expiry=KEEPALIVE_EXPIRY,
+    )
+
+
+DEFAULT_TASKS = 20
+"""The pool's size when the caller does not say how many tasks run (the daemon's default)."""
 _ERROR_TEXT_LIMIT = 300
 
 
@@ -69,14 +93,16 @@ def make_http_client(
     version: str,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
+    tasks: int = DEFAULT_TASKS,
 ) -> httpx.AsyncClient:
     """An httpx client with the protocol's headers and timeouts over the HTTP/1.1 transport
-    (transport.py); `transport` replaces it (the in-process embedded server, tests)."""
+    (transport.py), its pool sized for `tasks` running at once (`pool_limits`); `transport`
+    replaces it (the in-process embedded server, tests)."""
     return _CookielessClient(
         base_url=base_url.rstrip("/"),
         headers={**protocol_headers(token, version), "Accept-Encoding": ACCEPT_ENCODING},
         timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-        transport=transport or Http1Transport(POOL_LIMITS),
+        transport=transport or Http1Transport(pool_limits(tasks)),
     )
 
 

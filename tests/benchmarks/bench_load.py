@@ -1,300 +1,126 @@
-"""The daemon under load against the Multica-faithful server: transcript lag, CPU, lost and
-duplicated messages, and how soon a task cancelled on the server is noticed and its agent gone.
+"""Daemons under load against the Multica-faithful server, side by side: CPU, memory, transcript
+lag, requests, lost and duplicated lines, and how soon a task cancelled on the server is
+noticed and its agent gone.
 
-Run: `python -m tests.benchmarks.bench_load [seconds] [case ...]` from the repo root (default a
-30 s window; cases `20x10` and `200x1`; a case `200x1c5` also cancels 5 tasks on the server
-after the window). Each case starts the Multica-faithful fake in its own process
-(`tests/benchmarks/multica_process.py`: no `X-Task-Status`, no dedupe) and an `agent-daemon
-run` with default intervals, queues one `command` task per agent (`paced_agent.py`: one text
-message every 1/rate seconds, each naming when it was printed), and once every agent runs
-measures over the window:
+Run from the repo root:
 
-- the daemon process's CPU, as a share of one core;
-- the lag of every message printed in the window, from the agent printing it to the server
+    python -m tests.benchmarks.bench_load [SECONDS] [CASE ...] [--runs N]
+        [--daemon NAME=COMMAND ...] [--env NAME:KEY=VALUE ...]
+        [--delay RTT] [--tls] [--profile DIR]
+
+SECONDS is the window (default 30); cases `20x10` (20 agents × 10 lines/s) and `200x1` by
+default; `200x1c5` also cancels 5 tasks on the server after the window; a case ending in `p`
+(`20x10p`) measures with the status page open in headless Chromium (this project's daemon).
+`--daemon` names each daemon to measure (default: this project's, `ours={python} -m daemon
+run`; load_daemons.py says what each is given); with two or more, the runs alternate between
+them (`--runs 5`: five of each per case, ours, go, ours, go, ...) and the end prints a table
+of medians. Multica's Go daemon, built by hand from its source, is measured the same way:
+
+    --daemon ours='{python} -m daemon run' \\
+    --daemon go='/path/to/multica daemon start --foreground --no-auto-update --no-auto-reload'
+
+Each run starts the Multica-faithful fake in its own process (`multica_process.py`: no
+`X-Task-Status`, no dedupe; it counts every request by endpoint) and the daemon, queues one
+`claude` chat task per agent, and once every agent runs measures over the window:
+
+- the daemon process's CPU (user + system, and the kernel's part), as a share of one core;
+- its RSS, sampled from /proc every half second (median and max);
+- the lag of every line printed in the window, from the agent printing it to the server
   storing it (p50, p95, max);
-- the daemon's requests a second by endpoint (from its own /metrics).
+- the requests a second by endpoint, as the server counted them (`/404`: no such route);
+- for this project's daemon, the requests it had in flight on average in each half of the
+  window, pool waits included (from /metrics: `server_request_duration_seconds`); a queue
+  that grows shows as a second half above the first.
 
-Then it stops the agents and checks every stored transcript: lost messages (printed, never
-stored), duplicated seqs (stored twice) and seqs not 1..N in order. With `cN` it cancels N
-running tasks on the server and times each from the cancel to the daemon's cancel-ack, which
-it sends after the agent's process tree is gone. Targets: 20×10 lag p95 ≤ 1 s and CPU ≤ 7 %,
-200×1 lag p95 ≤ 1 s and CPU ≤ 30 %, cancel p95 ≤ 6 s, 0 lost, 0 duplicated.
-A case ending in `p` (`20x10p`) measures with the status page open in headless Chromium
-(polling `page.json` through the window) and prints the bytes the page loaded.
-Set BENCH_PYTHONPATH to another checkout to measure its daemon instead, and
-BENCH_PROFILE=DIR to record a py-spy profile of the daemon over the window
-(`DIR/<case>.txt`, collapsed stacks; needs `pip install py-spy`).
+The agent (`paced_agent.py`) is the `claude` of every daemon. Then the agents are stopped and
+every stored transcript is checked: lost lines (printed, never stored), lines or seqs stored
+twice, and seqs not 1..N in order. With `cN` it cancels N running tasks on the server and
+times each from the cancel to the daemon's cancel-ack.
+
+`--delay 100ms` puts the server 100 ms of round trip away (`--delay 0,50ms,100ms`: each case
+at each, 0 being loopback): the daemons reach it through a proxy process that holds every
+chunk back half of it each way, and a new connection's first bytes a round trip more, as its
+TCP handshake would (`delay_proxy.py`; `tc netem` would do it in the kernel, where the kernel
+has sch_netem). `--tls` serves it over TLS with a certificate of a CA made for the run
+(trustme), trusted through SSL_CERT_FILE. The benchmark's own calls to the fake go around the
+proxy. Targets at 200 × 1: lag p95 ≤ 0.5 s + one round trip, the requests in flight not
+growing.
+`--profile DIR` (or BENCH_PROFILE=DIR) records a py-spy profile of a Python daemon over the
+window (`DIR/<case>-<daemon>.txt`, collapsed stacks; needs `pip install py-spy`).
+BENCH_PYTHONPATH=CHECKOUT measures another checkout's daemon as `ours`.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import random
 import re
-import subprocess
-import sys
 import tempfile
-import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
 
-import httpx
-
-from tests.benchmarks.processes import (
-    base_env,
-    cpu_seconds,
-    cpu_split,
-    free_port,
-    wait_until_up,
-)
-
-RAMP = 90.0
-"""The most starting every agent may take (200 Python children on a small machine)."""
-SETTLE = 3.0
-AGENT = Path(__file__).with_name("paced_agent.py")
-_REQUESTS = re.compile(
-    r'^agent_daemon_server_requests_total\{endpoint="(\w+)",outcome="(\w+)"\} (\S+)$'
-)
-QUEUE_AT_ONCE = 50
-"""Tasks queued per call: the fake's wake-up buffer per control connection holds 100."""
+from tests.benchmarks.load_daemons import parse_daemons
+from tests.benchmarks.load_report import Run, line, table
+from tests.benchmarks.load_run import Case, Server, run_once
+from tests.benchmarks.remote import make_certificate
 
 
-def run_case(agents: int, rate: float, window: float, cancels: int, page: bool = False) -> None:
-    case = f"{agents}x{rate:g}" + (f"c{cancels}" if cancels else "") + ("p" if page else "")
-    with tempfile.TemporaryDirectory() as tmp:
-        home = Path(tmp)
-        (home / "daemon").mkdir()
-        stop = home / "stop"
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        env = base_env(
-            home / "daemon",
-            MULTICA_SERVER_URL=url,
-            MULTICA_DAEMON_MAX_CONCURRENT_TASKS=str(agents),
-            MULTICA_COMMAND_PATH=sys.executable,
-            MULTICA_COMMAND_ARGS=str(AGENT),
-        )
-        fake = [sys.executable, "-m", "tests.benchmarks.multica_process", str(port)]
-        with (
-            _process(fake, {**os.environ, "PYTHONPATH": str(AGENT.parents[2])}) as server,
-            httpx.Client(base_url=url, timeout=60) as http,
-        ):
-            wait_until_up(url, "/bench/runtimes")
-            with _process([sys.executable, "-m", "daemon", "run"], env, cwd=env["HOME"]) as daemon:
-                started = time.monotonic()
-                while http.get("/bench/runtimes").json() < 2:
-                    if time.monotonic() - started > 30:
-                        raise SystemExit("the daemon did not register its runtimes")
-                    time.sleep(0.1)
-                ids: list[str] = []
-                while len(ids) < agents:
-                    count = min(QUEUE_AT_ONCE, agents - len(ids))
-                    body = {"count": count, "message": f"pace {rate:g} {stop}"}
-                    ids += http.post("/bench/queue", json=body).raise_for_status().json()
-                    time.sleep(0.5)
-                started = time.monotonic()
-                while (up := _count(http, "running")) < agents:
-                    if time.monotonic() - started > RAMP:
-                        raise SystemExit(f"only {up} of {agents} agents started")
-                    time.sleep(0.5)
-                time.sleep(SETTLE)
-                health = f"http://{env['MULTICA_DAEMON_HEALTH_ADDR']}/metrics"
-                opened = _page_open(health.removesuffix("metrics"), home, case) if page else None
-                with opened or nullcontext(), _profiling(daemon.pid, window, case):
-                    before = _requests(health)
-                    (user0, sys0), t0, w0 = cpu_split(daemon.pid), time.monotonic(), time.time()
-                    serving0 = cpu_seconds(server.pid)
-                    time.sleep(window)
-                    (user1, sys1), t1, w1 = cpu_split(daemon.pid), time.monotonic(), time.time()
-                    serving = (cpu_seconds(server.pid) - serving0) / (t1 - t0) * 100
-                    after = _requests(health)
-                share = (user1 + sys1 - user0 - sys0) / (t1 - t0) * 100
-                system = (sys1 - sys0) / (t1 - t0) * 100
-                rates = {k: (after[k] - before.get(k, 0)) / (t1 - t0) for k in after}
-                cancelled = random.sample(ids, cancels)
-                waits = _cancel(http, cancelled) if cancels else []
-                stop.touch()
-                _wait_all_over(http)
-                tasks = http.get("/bench/tasks").json()
-                rows = http.get("/bench/messages").json()
-        lags, lost, dups, disorder = _check(ids, tasks, rows, (w0, w1))
-        q = _quantiles(lags)
-        print(
-            f"{case}: daemon CPU {share:.1f}% of a core over {t1 - t0:.0f}s ({system:.1f}% in "
-            f"the kernel; the server's {serving:.0f}%; load average {os.getloadavg()[0]:.1f})"
-        )
-        print(
-            f"{case}: lag p50 {q[0]:.3f}s p95 {q[1]:.3f}s max {q[2]:.3f}s "
-            f"over {len(lags)} messages printed in the window"
-        )
-        per = ", ".join(f"{k} {v:.1f}" for k, v in sorted(rates.items()) if v >= 0.05)
-        print(f"{case}: requests/s {per}")
-        print(f"{case}: {lost} lost, {dups} duplicated, {disorder} transcripts out of order")
-        if cancels:
-            got = sorted(w for w in waits if w is not None)
-            c = _quantiles(got)
-            print(
-                f"{case}: {len(got)} of {cancels} cancels acknowledged; cancel → agent gone "
-                f"p50 {c[0]:.2f}s p95 {c[1]:.2f}s max {c[2]:.2f}s"
-            )
+def _delays(text: str) -> list[float]:
+    """The round trips (ms) `--delay` names, comma-separated (none: loopback, 0)."""
+    delays = []
+    for part in text.split(",") if text else ["0"]:
+        found = re.fullmatch(r"([\d.]+)\s*(ms|s)?", part.strip())
+        if found is None:
+            raise SystemExit(f"--delay is a round trip like 50ms (or 50ms,100ms), not {text!r}")
+        delays.append(float(found.group(1)) * (1000.0 if found.group(2) == "s" else 1.0))
+    return delays
 
 
-@contextmanager
-def _process(argv: list[str], env: dict[str, str], cwd: str | None = None) -> Iterator[Any]:
-    proc = subprocess.Popen(argv, env=env, cwd=cwd)
-    try:
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-def _count(http: httpx.Client, status: str) -> int:
-    return sum(1 for t in http.get("/bench/tasks").json().values() if t["status"] == status)
-
-
-def _cancel(http: httpx.Client, ids: list[str]) -> list[float | None]:
-    """Cancel `ids` on the server; seconds from each cancel to its cancel-ack (None: none)."""
-    http.post("/bench/cancel", json={"ids": ids}).raise_for_status()
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        tasks = http.get("/bench/tasks").json()
-        if all(tasks[i]["acked_at"] for i in ids):
-            break
-        time.sleep(0.2)
-    return [
-        tasks[i]["acked_at"] - tasks[i]["cancelled_at"] if tasks[i]["acked_at"] else None
-        for i in ids
-    ]
-
-
-def _wait_all_over(http: httpx.Client) -> None:
-    deadline = time.monotonic() + 120
-    while _count(http, "running") + _count(http, "dispatched") and time.monotonic() < deadline:
-        time.sleep(0.5)
-    time.sleep(2.0)  # a cancelled task's last batch may still be on its way
-
-
-def _requests(metrics_url: str) -> dict[str, float]:
-    """The daemon's server requests so far, by endpoint (those not answered `ok` also under
-    `endpoint/outcome`)."""
-    counts: Counter[str] = Counter()
-    for line in httpx.get(metrics_url, timeout=10).text.splitlines():
-        found = _REQUESTS.match(line)
-        if found:
-            endpoint, outcome, value = found.groups()
-            counts[endpoint] += float(value)
-            if outcome != "ok":
-                counts[f"{endpoint}/{outcome}"] += float(value)
-    return dict(counts)
-
-
-def _check(
-    ids: list[str],
-    tasks: dict[str, Any],
-    rows: dict[str, list[Any]],
-    window: tuple[float, float],
-) -> tuple[list[float], int, int, int]:
-    """Lags of messages printed in the window; messages lost (of tasks that completed),
-    seqs stored twice, and transcripts whose distinct seqs are not 1..N in order."""
-    lags: list[float] = []
-    lost = dups = disorder = 0
-    for task_id in ids:
-        stored = rows.get(task_id, [])
-        seqs = [seq for seq, _, _ in stored]
-        dups += len(seqs) - len(set(seqs))
-        if sorted(set(seqs)) != list(range(1, len(set(seqs)) + 1)):
-            disorder += 1
-        printed: set[int] = set()
-        for _, content, stored_at in stored:
-            index, at = content.split()
-            printed.add(int(index))
-            if window[0] <= float(at) <= window[1]:
-                lags.append(stored_at - float(at))
-        if tasks[task_id]["status"] == "completed":
-            lost += max(printed, default=0) - len(printed)
-    return lags, lost, dups, disorder
-
-
-def _quantiles(values: list[float]) -> tuple[float, float, float]:
-    if not values:
-        return (float("nan"),) * 3
-    ordered = sorted(values)
-    at = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return at(0.5), at(0.95), ordered[-1]
-
-
-@contextmanager
-def _profiling(pid: int, seconds: float, case: str) -> Iterator[None]:
-    """py-spy recording `pid` for `seconds` when BENCH_PROFILE names a directory."""
-    where = os.environ.get("BENCH_PROFILE")
-    if not where:
-        yield
-        return
-    out = Path(where) / f"{case}.txt"
-    argv = ["py-spy", "record", "--nonblocking", "--format", "raw", "-r", "250"]
-    spy = subprocess.Popen(
-        [*argv, "-d", str(int(seconds)), "-o", str(out), "-p", str(pid)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        yield
-    finally:
-        spy.wait()
-        print(f"{case}: profile in {out}")
-
-
-_WEIGHT = """
-const entries = [...performance.getEntriesByType("navigation"),
-                 ...performance.getEntriesByType("resource")];
-return entries.map((e) => [e.name, e.transferSize, e.encodedBodySize]);
-"""
-
-
-@contextmanager
-def _page_open(url: str, home: Path, case: str) -> Iterator[None]:
-    """The status page at `url`, live in headless Chromium, until the block ends; then the
-    bytes it loaded: the page with its files, and the answers of its polls."""
-    from tests.e2e.browser import chromium
-
-    with chromium(home / "chromium", home) as browser:
-        driver = browser.driver
-        driver.get(url)
-        started = time.monotonic()
-        while driver.execute_script('return document.getElementById("link").dataset.state;') != (
-            "live"
-        ):
-            if time.monotonic() - started > 30:
-                raise SystemExit("the status page did not go live")
-            time.sleep(0.1)
-        yield
-        entries = driver.execute_script(_WEIGHT)
-    files = [(n, t, b) for n, t, b in entries if not n.endswith("page.json")]
-    polls = [(t, b) for n, t, b in entries if n.endswith("page.json")]
-    print(
-        f"{case}: the page loads {sum(b for _, _, b in files)} bytes in {len(files)} files "
-        f"({sum(t for _, t, _ in files)} with headers); {len(polls)} polls of page.json, "
-        f"{sum(b for _, b in polls) / max(1, len(polls)):.0f} bytes each on average "
-        f"({sum(t for t, _ in polls) / max(1, len(polls)):.0f} with headers)"
-    )
+def _cases(args: list[str]) -> tuple[float, list[Case]]:
+    window = 30.0
+    if args and re.fullmatch(r"[\d.]+", args[0]):
+        window, args = float(args[0]), args[1:]
+    cases = []
+    for text in args or ["20x10", "200x1"]:
+        found = re.fullmatch(r"(\d+)x([\d.]+)(?:c(\d+))?(p?)", text)
+        if found is None:
+            raise SystemExit(f"a case is AGENTSxRATE[cCANCELS][p], not {text!r}")
+        agents, rate, cancels, page = found.groups()
+        cases.append(Case(int(agents), float(rate), int(cancels or 0), bool(page)))
+    return window, cases
 
 
 def main() -> None:
-    window = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
-    for case in sys.argv[2:] or ["20x10", "200x1"]:
-        found = re.fullmatch(r"(\d+)x([\d.]+)(?:c(\d+))?(p?)", case)
-        if found is None:
-            raise SystemExit(f"a case is AGENTSxRATE[cCANCELS][p], not {case!r}")
-        agents, rate, cancels, page = found.groups()
-        run_case(int(agents), float(rate), window, int(cancels or 0), page=bool(page))
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.benchmarks.bench_load",
+        description="Daemons under load against the Multica-faithful server, side by side.",
+    )
+    parser.add_argument("cases", nargs="*", metavar="[SECONDS] CASE")
+    parser.add_argument("--daemon", action="append", default=[], metavar="NAME=COMMAND")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME:KEY=VALUE")
+    parser.add_argument("--runs", type=int, default=1, help="runs of each daemon per case")
+    parser.add_argument("--delay", default="", help="round trip(s) to the server: 50ms,100ms")
+    parser.add_argument("--tls", action="store_true", help="serve over TLS")
+    parser.add_argument("--profile", default=os.environ.get("BENCH_PROFILE", ""))
+    options = parser.parse_args()
+    window, cases = _cases(options.cases)
+    daemons = parse_daemons(options.daemon, options.env)
+    results: dict[tuple[str, str], list[Run]] = {}
+    profile = Path(options.profile) if options.profile else None
+    with tempfile.TemporaryDirectory() as tmp:
+        tls = make_certificate(Path(tmp), ["127.0.0.1"]) if options.tls else None
+        where = "over TLS" if tls else "plain HTTP"
+        print(f"server {where}; window {window:g} s; {options.runs} run(s) per daemon and case")
+        for rtt in _delays(options.delay):
+            server = Server(tls, rtt)
+            away = f" @{rtt:g}ms" if rtt else ""
+            for case in cases:
+                for _ in range(options.runs):
+                    for daemon in daemons:
+                        run = run_once(daemon, case, window, server, profile)
+                        results.setdefault((case.name + away, daemon.name), []).append(run)
+                        print(line(case.name + away, daemon.name, run), flush=True)
+    print()
+    print(table(results))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,3 +105,29 @@ def cpu_split(pid: int) -> tuple[float, float]:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     tick = os.sysconf("SC_CLK_TCK")
     return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+class RssSampler:
+    """The process's resident memory (MB), read from /proc every half second."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.samples: list[float] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _sample(self) -> None:
+        while True:
+            for field in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                if field.startswith("VmRSS:"):
+                    self.samples.append(int(field.split()[1]) / 1024)
+            if self._done.wait(0.5):
+                return

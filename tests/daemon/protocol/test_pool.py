@@ -3,14 +3,28 @@ them, closed when an answer is left unread, and bounded in number."""
 
 from __future__ import annotations
 
+import time
+from typing import cast
+
 import anyio
 import httpx
 import pytest
 
 from daemon.errors import MalformedInputError
 from daemon.protocol.answers import read_answer
+from daemon.protocol.connection import Connection
+from daemon.protocol.pool import ConnectionPool, Origin
 from daemon.protocol.transport import Http1Transport
-from tests.fakes.raw_http import RawPeer, RawServer, answer_each, client_of, ok, raw_server
+from daemon.protocol.wire import make_http_client
+from tests.fakes.raw_http import (
+    Handler,
+    RawPeer,
+    RawServer,
+    answer_each,
+    client_of,
+    ok,
+    raw_server,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +173,79 @@ async def test_past_the_connection_limit_a_request_waits_then_times_out() -> Non
             await http.get("/waits")
         tg.cancel_scope.cancel()
     assert server.connections == 1
+
+
+def _barrier(together: int) -> Handler:
+    """A server that answers no request before `together` have arrived, then each at once:
+    what a pool sees of a server a round trip away, where every request holds its connection
+    until the answer comes back."""
+    arrived = anyio.Event()
+
+    async def handle(peer: RawPeer, server: RawServer) -> None:
+        while (request := await peer.read_request()) is not None:
+            server.requests.append(request)
+            if len(server.requests) >= together:
+                arrived.set()
+            await arrived.wait()
+            await peer.send(ok())
+
+    return handle
+
+
+async def test_each_running_task_gets_its_requests_on_their_way_at_once() -> None:
+    """A daemon sized for 30 tasks sends 60 requests at once (a batch and a status poll each):
+    the server has all 60 before it answers one, so none waited for a connection. A pool of
+    16 carried 16 a round trip: 200 tasks at 100 ms queued without end."""
+    async with (
+        raw_server(_barrier(60)) as server,
+        make_http_client(server.url, "", "1", tasks=30) as http,
+    ):
+        with anyio.fail_after(15):
+            async with anyio.create_task_group() as tg:
+                for _ in range(60):
+                    tg.start_soon(http.get, "/a")
+    assert (server.connections, len(server.requests)) == (60, 60)
+
+
+async def test_the_pool_opens_no_more_than_two_connections_a_task_and_sixteen() -> None:
+    """Sized for 2 tasks: 30 requests at once get 20 connections (2 a task, 16 shared); the
+    other 10 wait for those to come back and reuse them."""
+    async with (
+        raw_server(_barrier(20)) as server,
+        make_http_client(server.url, "", "1", tasks=2) as http,
+    ):
+        with anyio.fail_after(15):
+            async with anyio.create_task_group() as tg:
+                for _ in range(30):
+                    tg.start_soon(http.get, "/a")
+    assert (server.connections, len(server.requests)) == (20, 30)
+
+
+async def test_no_more_than_sixteen_connections_are_opened_at_once() -> None:
+    """40 requests at once with room for 100 connections: 16 are opened together, the other
+    requests wait their turn, and each opens its own once one of those is done (not a
+    handshake storm at a server a beat of 200 tasks reaches at once)."""
+    gate = anyio.Event()
+    opening = peak = 0
+
+    async def connect(origin: Origin, within: float | None) -> Connection:
+        nonlocal opening, peak
+        opening += 1
+        peak = max(peak, opening)
+        await gate.wait()
+        opening -= 1
+        return cast(Connection, object())
+
+    pool = ConnectionPool(httpx.Limits(max_connections=100), connect, time.monotonic)
+    got: list[Connection] = []
+
+    async def acquire() -> None:
+        got.append(await pool.acquire(("http", "x", 80), wait=None, connect_within=None))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(40):
+            tg.start_soon(acquire)
+        await anyio.wait_all_tasks_blocked()
+        assert (opening, len(got)) == (16, 0)
+        gate.set()
+    assert (peak, len(got)) == (16, 40)
