@@ -192,33 +192,31 @@ def _barrier(together: int) -> Handler:
     return handle
 
 
+async def _sent_at_once(tasks: int, requests: int, answered_after: int) -> tuple[int, int]:
+    """`requests` GETs at once from a client sized for `tasks`, at a server answering none
+    until `answered_after` have arrived: (connections opened, requests the server read)."""
+    async with (
+        raw_server(_barrier(answered_after)) as server,
+        make_http_client(server.url, "", "1", tasks=tasks) as http,
+    ):
+        with anyio.fail_after(15):
+            async with anyio.create_task_group() as tg:
+                for _ in range(requests):
+                    tg.start_soon(http.get, "/a")
+    return server.connections, len(server.requests)
+
+
 async def test_each_running_task_gets_its_requests_on_their_way_at_once() -> None:
     """A daemon sized for 30 tasks sends 60 requests at once (a batch and a status poll each):
     the server has all 60 before it answers one, so none waited for a connection. A pool of
     16 carried 16 a round trip: 200 tasks at 100 ms queued without end."""
-    async with (
-        raw_server(_barrier(60)) as server,
-        make_http_client(server.url, "", "1", tasks=30) as http,
-    ):
-        with anyio.fail_after(15):
-            async with anyio.create_task_group() as tg:
-                for _ in range(60):
-                    tg.start_soon(http.get, "/a")
-    assert (server.connections, len(server.requests)) == (60, 60)
+    assert await _sent_at_once(tasks=30, requests=60, answered_after=60) == (60, 60)
 
 
 async def test_the_pool_opens_no_more_than_two_connections_a_task_and_sixteen() -> None:
     """Sized for 2 tasks: 30 requests at once get 20 connections (2 a task, 16 shared); the
     other 10 wait for those to come back and reuse them."""
-    async with (
-        raw_server(_barrier(20)) as server,
-        make_http_client(server.url, "", "1", tasks=2) as http,
-    ):
-        with anyio.fail_after(15):
-            async with anyio.create_task_group() as tg:
-                for _ in range(30):
-                    tg.start_soon(http.get, "/a")
-    assert (server.connections, len(server.requests)) == (20, 30)
+    assert await _sent_at_once(tasks=2, requests=30, answered_after=20) == (20, 30)
 
 
 async def test_no_more_than_sixteen_connections_are_opened_at_once() -> None:
