@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import httpx
+from prometheus_client import Counter, Histogram
 from pydantic_core import to_json
 
 from daemon.errors import (
@@ -83,6 +84,7 @@ class Caller:
         """Whether the server's last register or transcript answer said it stores each
         (task, seq) once (`X-Message-Dedupe: seq`)."""
         self._urls: dict[str, httpx.URL] = {}
+        self._series: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
 
     def report_deadline(self, *, retry: bool = True) -> float:
         """How long one terminal report may take in all: its policy's waits plus one request."""
@@ -220,7 +222,17 @@ class Caller:
         if reached and self.circuit is not None:
             self.circuit.record_success()
         if self._metrics is not None:
-            self._metrics.server_requests.labels(endpoint, outcome).inc()
-            self._metrics.server_request_duration.labels(endpoint).observe(
-                time.perf_counter() - started
-            )
+            count, duration = self._series.get((endpoint, outcome)) or self._bind(endpoint, outcome)
+            count.inc()
+            duration.observe(time.perf_counter() - started)
+
+    def _bind(self, endpoint: str, outcome: str) -> tuple[Counter, Histogram]:
+        """The two series one request is counted in, looked up once per endpoint and outcome:
+        `labels()` takes a lock and builds the label tuple, twice the cost of counting."""
+        assert self._metrics is not None
+        series = (
+            self._metrics.server_requests.labels(endpoint, outcome),
+            self._metrics.server_request_duration.labels(endpoint),
+        )
+        self._series[(endpoint, outcome)] = series
+        return series
