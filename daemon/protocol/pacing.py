@@ -44,6 +44,8 @@ TRANSCRIPT_BUDGET = 800.0
 STATUS_BUDGET = 80.0
 """Status polls a second, all running tasks together, past which the interval stretches
 (above 400 running tasks at the default 5 s)."""
+SAME_BEAT = 1e-3
+"""Seconds within which a beat counts as the one just reached (`until_beat`)."""
 TASKS_A_BEAT = 20
 """Running tasks whose requests leave on one instant of the beat; more split the beat."""
 
@@ -108,6 +110,9 @@ def until_beat(
     the same beat, whenever each of them started."""
     now = anyio.current_time() if now is None else now
     wait = every - (now - offset) % every
-    while wait < at_least:
+    # A beat nearer than `SAME_BEAT` is the one just woken for: a timer may fire a little
+    # before its time and an offset beat's time is rounded, and waiting for that beat again
+    # woke the task a second time (with an offset, on a virtual clock, without end).
+    while wait < max(at_least, SAME_BEAT):
         wait += every
     return wait

@@ -109,3 +109,10 @@ def test_status_polls_keep_the_tasks_instant_and_spread_over_the_interval(runnin
         )
         polls[round(poll, 6)] += 1
     assert max(polls.values()) <= max(5, running // 20)
+
+
+def test_a_beat_just_reached_is_not_waited_for_again() -> None:
+    """Woken a hair before its beat (a timer firing early, an offset beat's rounded time), the
+    next wait is for the following beat, not a second wake-up a nanosecond later."""
+    assert until_beat(0.5, now=100.3 - 1e-9, offset=0.3) == pytest.approx(0.5)
+    assert until_beat(0.5, now=100.5 - 1e-12) == pytest.approx(0.5)
