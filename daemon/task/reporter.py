@@ -3,6 +3,7 @@ and the outbox for whatever the server does not take."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 
@@ -45,6 +46,7 @@ class Reporter:
             services.metrics,
             budget=services.budget,
             interval=services.pacing.transcript_interval,
+            offset=functools.partial(services.pacing.offset, task_id),
             told=told,
         )
 

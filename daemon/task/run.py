@@ -186,7 +186,10 @@ class TaskRun:
                 every = self._services.settings.status_poll_interval
                 interval = functools.partial(self._services.pacing.status_interval, every)
                 due, news = self._status_due, self._status_news
-                tg.start_soon(poll_status, client, self.task.id, interval, self.stop, due, news)
+                offset = functools.partial(self._services.pacing.offset, self.task.id)
+                tg.start_soon(
+                    poll_status, client, self.task.id, interval, self.stop, due, news, offset
+                )
                 with self._checkouts(dirs):
                     ending = await self._retries.run(spec, pin.learned)
                 tg.cancel_scope.cancel()

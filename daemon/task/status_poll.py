@@ -53,11 +53,12 @@ async def poll_status(
     stop: Callable[[str], None],
     due: Wakeup | None = None,
     news: StatusNews | None = None,
+    offset: Callable[[float], float] = lambda every: 0.0,
 ) -> None:
     """Call `stop` when the server says the task is over or gone; ignore blips.
 
     `interval()` is asked before each wait (it grows with the daemon's load), and the wait ends
-    on that interval's beat (pacing.py `until_beat`), shared by every task; setting `due`
+    on that interval's beat (pacing.py `until_beat`), `offset(interval)` into it; setting `due`
     asks at once (the server said the task was cancelled). A status in `news` from within the
     last interval stands in for a poll, unless `due` was set and it does not say the task is
     over."""
@@ -66,7 +67,7 @@ async def poll_status(
         every = interval()
         # At least half an interval: a task that just started is not polled before its first
         # transcript answer (every 0.5 s) could name its status.
-        woken = await due.wait(until_beat(every, at_least=every / 2))
+        woken = await due.wait(until_beat(every, at_least=every / 2, offset=offset(every)))
         told = news.within(every) if news is not None else None
         if told is not None and (told in TERMINAL_STATUSES or not woken):
             status = told

@@ -92,17 +92,20 @@ class Transcript:
         *,
         budget: ShutdownBudget | None = None,
         interval: float | Callable[[], float] = 0.5,
+        offset: Callable[[float], float] = lambda every: 0.0,
         limits: TranscriptLimits = TranscriptLimits(),
         told: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`told` hears the task's status whenever the server's answer names it."""
+        """`told` hears the task's status whenever the server's answer names it; `offset`
+        says how far into each beat of the interval its batches leave (pacing.py)."""
         self._client = client
         self._told = told
         self._task_id = task_id
         self._metrics = metrics
         # A callable is asked before each wait: the pause grows with the daemon's load.
         self._interval = interval if callable(interval) else (lambda: interval)
+        self._offset = offset
         self._batch_size = limits.batch_size
         self._max_messages = limits.max_messages
         self._max_bytes = limits.max_bytes
@@ -186,7 +189,8 @@ class Transcript:
     async def run(self) -> None:
         """Flush on every beat of the interval until cancelled."""
         while True:
-            await anyio.sleep(until_beat(self._interval()))
+            every = self._interval()
+            await anyio.sleep(until_beat(every, offset=self._offset(every)))
             await self.flush()
 
     async def flush(self) -> bool:

@@ -117,3 +117,27 @@ async def test_polls_of_tasks_started_apart_fall_on_one_shared_beat() -> None:
         tg.cancel_scope.cancel()
     assert times[1] - times[0] < 0.1  # on their own timers they were 0.15 s apart
     assert stops == []
+
+
+async def test_a_poll_is_made_at_its_offset_into_the_beat() -> None:
+    """A task's polls leave `offset(interval)` after the interval's beat."""
+    every, offset = 0.4, 0.25
+    times: list[float] = []
+
+    class TimedServer(FakeTaskServer):
+        async def task_status(self, task_id: str) -> str:
+            times.append(anyio.current_time())
+            return await super().task_status(task_id)
+
+    server, stops = TimedServer(), list[str]()
+    await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            poll_status, server, "t1", lambda: every, stops.append, None, None, lambda _: offset
+        )
+        await eventually(lambda: len(times) >= 1, within=5)
+        tg.cancel_scope.cancel()
+    # On the shared beat it came 0.4 s after the start (the first wait is half an interval at
+    # least), 0.15 s from the asked offset.
+    assert (times[0] - offset) % every < 0.1
+    assert stops == []

@@ -287,6 +287,22 @@ async def test_transcripts_started_apart_flush_on_one_shared_beat() -> None:
     assert later - earlier < 0.1  # on their own timers they were 0.15 s apart
 
 
+async def test_a_transcript_sends_at_its_offset_into_the_beat() -> None:
+    """A task given an offset flushes that far after each beat of its interval, so tasks given
+    other offsets do not all send at one instant."""
+    every, offset = 0.4, 0.25
+    server = TimedServer()
+    t = Transcript(server, TASK, Metrics(), interval=every, offset=lambda _: offset)
+    t.add(text("a"))
+    await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        await eventually(lambda: len(server.arrivals) >= 1, within=5)
+        tg.cancel_scope.cancel()
+    # On the shared beat it came about 0.4 s after the start, 0.15 s later than asked.
+    assert (server.arrivals[0] - offset) % every < 0.1
+
+
 async def test_messages_arriving_during_a_flush_wait_for_the_next_one() -> None:
     """A flush sends what was queued when it began; what the agent prints while that batch is
     on its way goes with the next flush, not in an extra request right after."""
