@@ -97,17 +97,23 @@ async def test_a_task_the_server_forgot_stops_as_gone() -> None:
     assert await poll_for(server, 1.0, Wakeup(), None) == ["gone"]
 
 
+class TimedServer(FakeTaskServer):
+    """Notes the time of every status poll in `times`."""
+
+    def __init__(self, times: list[float]) -> None:
+        super().__init__()
+        self.times = times
+
+    async def task_status(self, task_id: str) -> str:
+        self.times.append(anyio.current_time())
+        return await super().task_status(task_id)
+
+
 async def test_polls_of_tasks_started_apart_fall_on_one_shared_beat() -> None:
     """Two tasks' polls, started 0.15 s apart, are made together on the interval's beat."""
     every = 0.4
     times: list[float] = []
-
-    class TimedServer(FakeTaskServer):
-        async def task_status(self, task_id: str) -> str:
-            times.append(anyio.current_time())
-            return await super().task_status(task_id)
-
-    server, stops = TimedServer(), list[str]()
+    server, stops = TimedServer(times), list[str]()
     await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
     async with anyio.create_task_group() as tg:
         for task_id in ("t1", "t2"):
@@ -123,13 +129,7 @@ async def test_a_poll_is_made_at_its_offset_into_the_beat() -> None:
     """A task's polls leave `offset(interval)` after the interval's beat."""
     every, offset = 0.4, 0.25
     times: list[float] = []
-
-    class TimedServer(FakeTaskServer):
-        async def task_status(self, task_id: str) -> str:
-            times.append(anyio.current_time())
-            return await super().task_status(task_id)
-
-    server, stops = TimedServer(), list[str]()
+    server, stops = TimedServer(times), list[str]()
     await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
     async with anyio.create_task_group() as tg:
         tg.start_soon(
