@@ -29,6 +29,7 @@ import logging
 import math
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 
@@ -116,3 +117,30 @@ def until_beat(
     while wait < max(at_least, SAME_BEAT):
         wait += every
     return wait
+
+
+def _on_the_beat(every: float) -> float:
+    return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """When a task's periodic requests leave: on each beat of `interval()` seconds (asked
+    before each wait: it stretches with the daemon's load), `offset(every)` into it."""
+
+    interval: Callable[[], float]
+    offset: Callable[[float], float] = _on_the_beat
+
+    @classmethod
+    def every(cls, seconds: float) -> Beat:
+        """A fixed interval, on the beat itself."""
+        return cls(lambda: seconds)
+
+    def wait(self) -> float:
+        """Seconds until this task's next beat."""
+        every = self.interval()
+        return until_beat(every, offset=self.offset(every))
+
+
+TRANSCRIPT_BEAT = Beat.every(TRANSCRIPT_EVERY)
+"""A transcript's beat alone: every 0.5 s, on the beat."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 import anyio
 
 from daemon.logs import short_id
+from daemon.protocol.pacing import Beat
 from daemon.services import Services
 from daemon.shutdown import REPORT
 from daemon.state.outbox import Delivery, Leftover
@@ -45,8 +46,10 @@ class Reporter:
             task_id,
             services.metrics,
             budget=services.budget,
-            interval=services.pacing.transcript_interval,
-            offset=functools.partial(services.pacing.offset, task_id),
+            beat=Beat(
+                services.pacing.transcript_interval,
+                functools.partial(services.pacing.offset, task_id),
+            ),
             told=told,
         )
 

@@ -45,7 +45,7 @@ from daemon.protocol.limits import (
     cap,
     clean,
 )
-from daemon.protocol.pacing import until_beat
+from daemon.protocol.pacing import TRANSCRIPT_BEAT, Beat
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
 
@@ -91,21 +91,18 @@ class Transcript:
         metrics: Metrics,
         *,
         budget: ShutdownBudget | None = None,
-        interval: float | Callable[[], float] = 0.5,
-        offset: Callable[[float], float] = lambda every: 0.0,
+        beat: Beat = TRANSCRIPT_BEAT,
         limits: TranscriptLimits = TranscriptLimits(),
         told: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """`told` hears the task's status whenever the server's answer names it; `offset`
-        says how far into each beat of the interval its batches leave (pacing.py)."""
+        """`told` hears the task's status whenever the server's answer names it; `beat` says
+        when its batches leave (pacing.py)."""
         self._client = client
         self._told = told
         self._task_id = task_id
         self._metrics = metrics
-        # A callable is asked before each wait: the pause grows with the daemon's load.
-        self._interval = interval if callable(interval) else (lambda: interval)
-        self._offset = offset
+        self._beat = beat
         self._batch_size = limits.batch_size
         self._max_messages = limits.max_messages
         self._max_bytes = limits.max_bytes
@@ -189,8 +186,7 @@ class Transcript:
     async def run(self) -> None:
         """Flush on every beat of the interval until cancelled."""
         while True:
-            every = self._interval()
-            await anyio.sleep(until_beat(every, offset=self._offset(every)))
+            await anyio.sleep(self._beat.wait())
             await self.flush()
 
     async def flush(self) -> bool:

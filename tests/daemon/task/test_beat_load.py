@@ -22,7 +22,7 @@ from trio.testing import MockClock
 
 from backends.base import Message, MessageType
 from daemon.ops.metrics import Metrics
-from daemon.protocol.pacing import Pacing
+from daemon.protocol.pacing import Beat, Pacing
 from daemon.task.status_poll import poll_status
 from daemon.task.transcript import Transcript
 
@@ -72,9 +72,8 @@ async def _load(tasks: int, rate: float, spread: bool) -> list[float]:
             offset: Callable[[float], float] = (
                 functools.partial(pacing.offset, task_id) if spread else (lambda every: 0.0)
             )
-            transcript = Transcript(
-                server, task_id, Metrics(), interval=pacing.transcript_interval, offset=offset
-            )
+            beat = Beat(pacing.transcript_interval, offset)
+            transcript = Transcript(server, task_id, Metrics(), beat=beat)
             tg.start_soon(transcript.run)
             tg.start_soon(agent, transcript)
             tg.start_soon(poll_status, server, task_id, lambda: 5.0, print, None, None, offset)

@@ -12,6 +12,7 @@ from backends.base import Message, MessageType
 from daemon.errors import TransientServerError
 from daemon.ops.metrics import Metrics
 from daemon.protocol.limits import BATCH_BYTES, CONTENT_CAP
+from daemon.protocol.pacing import Beat
 from daemon.shutdown import ShutdownBudget
 from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript, TranscriptLimits
 from daemon.testing import FakeTaskServer
@@ -237,7 +238,7 @@ async def test_a_batch_on_its_way_when_the_run_ends_is_offered_once() -> None:
     only what came after it."""
     server = FakeTaskServer()
     server.hold = anyio.Event()
-    t = Transcript(server, TASK, Metrics(), interval=0.01)
+    t = Transcript(server, TASK, Metrics(), beat=Beat.every(0.01))
     t.add(text("a"))
 
     async def stream_until_sending() -> None:
@@ -273,7 +274,9 @@ async def test_transcripts_started_apart_flush_on_one_shared_beat() -> None:
     wake-up of the daemon for both, not one each."""
     every = 0.4
     server = TimedServer()
-    first, second = (Transcript(server, f"task-{n}", Metrics(), interval=every) for n in (1, 2))
+    first, second = (
+        Transcript(server, f"task-{n}", Metrics(), beat=Beat.every(every)) for n in (1, 2)
+    )
     first.add(text("a"))
     second.add(text("b"))
     await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
@@ -292,7 +295,7 @@ async def test_a_transcript_sends_at_its_offset_into_the_beat() -> None:
     other offsets do not all send at one instant."""
     every, offset = 0.4, 0.25
     server = TimedServer()
-    t = Transcript(server, TASK, Metrics(), interval=every, offset=lambda _: offset)
+    t = Transcript(server, TASK, Metrics(), beat=Beat(lambda: every, lambda _: offset))
     t.add(text("a"))
     await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
     async with anyio.create_task_group() as tg:
