@@ -18,10 +18,10 @@ class AcpAgent:
     """The executable looked up on PATH when no path is configured."""
     acp_args: tuple[str, ...]
     """The arguments that put the CLI in ACP mode; configured arguments may not repeat them."""
-    min_version: str
-    """The oldest version known to speak ACP as this backend expects."""
-    provider: str
-    """Whose tokens the usage counts (`google`, `openai`, ...)."""
+    min_version: str = ""
+    """The oldest version known to speak ACP as this backend expects ("" = any)."""
+    provider: str = ""
+    """Whose tokens the usage counts (`google`, `openai`, ...); "" = the CLI's own (`name`)."""
     model_flag: str = ""
     """The CLI flag that picks the model; "" = the session's `session/set_model`."""
     env: Mapping[str, str] = field(default_factory=dict)
@@ -39,3 +39,7 @@ class AcpAgent:
     untested: str = ""
     """Why the daemon has never run this CLI ("" = it has: its tests drive the real CLI or
     a recording of it). An untested entry is offered, and says so when detected."""
+
+    def __post_init__(self) -> None:
+        if not self.provider:
+            object.__setattr__(self, "provider", self.name)

@@ -26,8 +26,6 @@ HERMES = AcpAgent(
     label="Hermes Agent",
     command="hermes",
     acp_args=("acp",),
-    min_version="",
-    provider="hermes",
     # Without it Hermes asks before every dangerous shell command, outside ACP.
     env={"HERMES_YOLO_MODE": "1"},
     untested=UNTESTED,
@@ -41,8 +39,6 @@ KIMI = AcpAgent(
     label="Kimi Code CLI",
     command="kimi",
     acp_args=("acp",),
-    min_version="",
-    provider="kimi",
     untested=UNTESTED,
 )
 
@@ -51,8 +47,6 @@ KIRO = AcpAgent(
     label="Kiro CLI",
     command="kiro-cli",
     acp_args=("acp", "--trust-all-tools"),
-    min_version="",
-    provider="kiro",
     untested=UNTESTED,
 )
 
@@ -63,8 +57,6 @@ QODER = AcpAgent(
     label="Qoder CLI",
     command="qodercli",
     acp_args=("--yolo", "--acp"),
-    min_version="",
-    provider="qoder",
     untested=UNTESTED,
 )
 
@@ -73,8 +65,6 @@ QODER_CN = AcpAgent(
     label="Qoder CLI (China)",
     command="qoderclicn",
     acp_args=("--yolo", "--acp"),
-    min_version="",
-    provider="qoderclicn",
     untested=UNTESTED,
 )
 
@@ -84,8 +74,6 @@ TRAECLI = AcpAgent(
     label="Trae CLI",
     command="traecli",
     acp_args=("acp", "serve", "--yolo"),
-    min_version="",
-    provider="traecli",
     untested=UNTESTED,
 )
 
@@ -99,7 +87,6 @@ GROK = AcpAgent(
     command="grok",
     acp_args=("--no-auto-update", "agent", "--always-approve", "stdio"),
     min_version="0.2.89",
-    provider="grok",
     untested=UNTESTED,
 )
 
@@ -110,8 +97,6 @@ QWENPAW = AcpAgent(
     label="QwenPaw",
     command="qwenpaw",
     acp_args=("acp",),
-    min_version="",
-    provider="qwenpaw",
     untested=UNTESTED,
 )
 
@@ -122,7 +107,6 @@ MCODE = AcpAgent(
     command="mcode",
     acp_args=("acp",),
     min_version="0.1.2",
-    provider="mcode",
     untested=UNTESTED,
 )
 
@@ -135,7 +119,6 @@ DIM = AcpAgent(
     command="dim",
     acp_args=("acp",),
     min_version="0.3.10",
-    provider="dim",
     untested=UNTESTED,
 )
 
@@ -156,8 +139,6 @@ REASONIX = AcpAgent(
         "auto",
         "--workspace-only",
     ),
-    min_version="",
-    provider="reasonix",
     untested=UNTESTED,
 )
 

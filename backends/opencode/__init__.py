@@ -20,7 +20,6 @@ OPENCODE = AcpAgent(
     command="opencode",
     acp_args=("acp",),
     min_version="1.18.33",
-    provider="opencode",
     pending_runs=False,
     first_start_alone=True,
 )

@@ -70,3 +70,11 @@ def test_an_entry_no_test_ran_is_marked_untested(name: str) -> None:
 def test_entries_the_tests_drive_are_not_marked_untested() -> None:
     """OpenCode and Gemini CLI, whose real CLIs the tests run, carry no untested mark."""
     assert {a.name for a in AGENTS if not a.untested} == TESTED
+
+
+def test_usage_is_counted_as_the_cli_s_own_unless_an_entry_names_whose() -> None:
+    """An entry naming no provider counts its usage under its own name; Gemini's is Google's."""
+    providers = {agent.name: agent.provider for agent in AGENTS}
+    assert providers["kimi"] == "kimi" and providers["opencode"] == "opencode"
+    assert providers["gemini"] == "google"
+    assert all(providers.values())
