@@ -62,10 +62,10 @@ class ConnectionPool:
         try:
             connection = await self._connect(origin, connect_within)
         except BaseException:
-            self._connecting -= 1
             self._opened_closed()
             raise
-        self._connecting -= 1
+        finally:
+            self._connecting -= 1
         self._wake()  # a request waiting for a turn to connect may have it now
         return connection
 
