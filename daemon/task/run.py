@@ -17,6 +17,7 @@ from daemon.errors import TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
+from daemon.protocol.pacing import Beat
 from daemon.services import Services
 from daemon.snapshot import FinishedSnapshot, RunSnapshot
 from daemon.task.activity import Activity
@@ -184,12 +185,13 @@ class TaskRun:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.reporter.stream)
                 every = self._services.settings.status_poll_interval
-                interval = functools.partial(self._services.pacing.status_interval, every)
-                due, news = self._status_due, self._status_news
-                offset = functools.partial(self._services.pacing.offset, self.task.id)
-                tg.start_soon(
-                    poll_status, client, self.task.id, interval, self.stop, due, news, offset
+                pacing = self._services.pacing
+                beat = Beat(
+                    functools.partial(pacing.status_interval, every),
+                    functools.partial(pacing.offset, self.task.id),
                 )
+                due, news = self._status_due, self._status_news
+                tg.start_soon(poll_status, client, self.task.id, beat, self.stop, due, news)
                 with self._checkouts(dirs):
                     ending = await self._retries.run(spec, pin.learned)
                 tg.cancel_scope.cancel()

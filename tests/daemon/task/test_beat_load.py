@@ -76,7 +76,7 @@ async def _load(tasks: int, rate: float, spread: bool) -> list[float]:
             transcript = Transcript(server, task_id, Metrics(), beat=beat)
             tg.start_soon(transcript.run)
             tg.start_soon(agent, transcript)
-            tg.start_soon(poll_status, server, task_id, lambda: 5.0, print, None, None, offset)
+            tg.start_soon(poll_status, server, task_id, Beat(lambda: 5.0, offset), print)
         await anyio.sleep(WARM_UP + WINDOW)
         tg.cancel_scope.cancel()
     return sorted(server.lags)

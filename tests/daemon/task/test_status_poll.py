@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from daemon.protocol.pacing import Beat
 from daemon.task.status_poll import StatusNews, poll_status
 from daemon.testing import FakeTaskServer
 from daemon.wakeup import Wakeup
@@ -21,7 +22,7 @@ async def poll_for(
     """Run the poll for `seconds` (or until it stops the run); the reasons it stopped for."""
     stops: list[str] = []
     with anyio.move_on_after(seconds):
-        await poll_status(server, "t1", lambda: EVERY, stops.append, due, news)
+        await poll_status(server, "t1", Beat.every(EVERY), stops.append, due, news)
     return stops
 
 
@@ -66,7 +67,7 @@ async def test_a_finished_status_in_an_answer_stops_the_run_at_once() -> None:
     stops: list[str] = []
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(poll_status, server, "t1", lambda: 60.0, stops.append, due, news)
+        tg.start_soon(poll_status, server, "t1", Beat.every(60.0), stops.append, due, news)
         await anyio.sleep(0.01)
         news.heard("cancelled")
         await eventually(lambda: bool(stops), within=5, every=0.005)
@@ -83,7 +84,7 @@ async def test_an_early_check_polls_even_with_fresh_news() -> None:
     stops: list[str] = []
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(poll_status, server, "t1", lambda: 60.0, stops.append, due, news)
+        tg.start_soon(poll_status, server, "t1", Beat.every(60.0), stops.append, due, news)
         await anyio.sleep(0.01)
         due.set()
         await eventually(lambda: bool(stops), within=5, every=0.005)
@@ -117,7 +118,7 @@ async def test_polls_of_tasks_started_apart_fall_on_one_shared_beat() -> None:
     await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
     async with anyio.create_task_group() as tg:
         for task_id in ("t1", "t2"):
-            tg.start_soon(poll_status, server, task_id, lambda: every, stops.append)
+            tg.start_soon(poll_status, server, task_id, Beat.every(every), stops.append)
             await anyio.sleep(0.15)
         await eventually(lambda: len(times) >= 2, within=5)
         tg.cancel_scope.cancel()
@@ -133,7 +134,7 @@ async def test_a_poll_is_made_at_its_offset_into_the_beat() -> None:
     await anyio.sleep(every - anyio.current_time() % every)  # just after a beat
     async with anyio.create_task_group() as tg:
         tg.start_soon(
-            poll_status, server, "t1", lambda: every, stops.append, None, None, lambda _: offset
+            poll_status, server, "t1", Beat(lambda: every, lambda _: offset), stops.append
         )
         await eventually(lambda: len(times) >= 1, within=5)
         tg.cancel_scope.cancel()
