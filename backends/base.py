@@ -69,6 +69,9 @@ class Message:
     unrecognised: str = ""
     """The line this message stands for, when the parser did not recognise it (a CLI whose
     output changed?): until something is recognised, such a line is no sign of life."""
+    fresh_process: bool = False
+    """The backend has just started another agent process inside the same run (a session it
+    could not resume): that process starts from nothing, under the first-output budget."""
 
 
 class RunStatus(enum.StrEnum):

@@ -86,7 +86,7 @@ class FallbackRun:
             self._done.set()
 
     async def _fall_back(self, fresh: Callable[[], Launch], notice: str) -> RunResult:
-        await self._tx.send(Message(MessageType.STATUS, content=notice))
+        await self._tx.send(Message(MessageType.STATUS, content=notice, fresh_process=True))
         spec, parser = fresh()
         try:
             async with run_process(spec, parser) as run:

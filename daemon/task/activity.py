@@ -33,7 +33,8 @@ class Activity:
     without an id closes the oldest call that had none. A heartbeat (Claude's `tool_progress`)
     is kept on its tool and stamps nothing: a wedged tool still meets the tool window. A line
     the parser did not recognise stamps nothing either until it has recognised one: a CLI
-    whose output changed must meet the first-output budget, not look busy forever.
+    whose output changed must meet the first-output budget, not look busy forever. A message
+    saying the backend started a fresh process within the run begins the attempt anew.
     """
 
     clock: Callable[[], float]
@@ -76,6 +77,10 @@ class Activity:
             call = self.tools.get(message.call_id)
             if call is not None:
                 self.tools[call.call_id] = replace(call, heartbeat_at=now)
+            return message
+        if message.fresh_process:
+            # The old process is gone with its tools; the new one has yet to speak.
+            self.restart()
             return message
         if message.unrecognised and self.first_message_at is None:
             self.first_unrecognised = self.first_unrecognised or message.unrecognised

@@ -86,6 +86,7 @@ async def test_missing_session_starts_a_fresh_process_and_says_so(tmp_path: Path
         (MessageType.TEXT, "fresh one"),
         (MessageType.TEXT, "fresh two"),
     ]
+    assert messages[0].fresh_process and not messages[1].fresh_process
     assert result.status is RunStatus.COMPLETED and result.exit_code == 0
     assert calls == [1]
 

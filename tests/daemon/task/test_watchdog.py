@@ -143,6 +143,22 @@ def test_slow_token_after_first_output_is_idle_not_first_output() -> None:
     assert verdict_for(POLICY, activity, pending=0) is None
 
 
+def test_a_fresh_process_within_the_run_gets_the_first_output_budget_again() -> None:
+    """A backend that could not resume starts a fresh CLI in the same run: its start-up is
+    judged by the first-output budget, and the old process's tool no longer counts."""
+    policy = WatchdogPolicy(idle_window=4.0, tool_window=7200.0, first_output=120.0)
+    clock = FakeClock()
+    activity = started(clock)
+    activity.observe(tool_use())
+    notice = Message(MessageType.STATUS, content="started a fresh session", fresh_process=True)
+    activity.observe(notice)
+    clock.advance(119)
+    assert verdict_for(policy, activity, pending=0) is None
+    clock.advance(1)
+    verdict = verdict_for(policy, activity, pending=0)
+    assert verdict is not None and verdict.scope == "first_output" and verdict.tools == ()
+
+
 def test_after_final_result_the_watchdog_stands_down() -> None:
     """Once the final result arrived, the exit grace (not the watchdog) governs the run."""
     clock = FakeClock()
