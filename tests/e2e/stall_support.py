@@ -1,4 +1,4 @@
-"""What the real-CLI stall tests share: a daemon serving one real CLI under a 4 s idle window,
+"""What the real-CLI stall tests share: a daemon serving one real CLI under a short idle window,
 and a task whose model stalls, stopped as `idle_watchdog` in time with nothing left running."""
 
 from __future__ import annotations
@@ -15,12 +15,18 @@ from daemon.testing import task_processes
 from tests.fakes.openai_api import FakeOpenAI
 from tests.helpers import RunningDaemon, cli_daemon, incidents
 
-WINDOW = 4.0
+WINDOW = 10.0
+"""The idle window: longer than any silence a CLI makes outside a tool. On a quiet machine the
+longest is about 1 s (Qwen Code building its request after a tool); a CI machine running six
+workers has shown 4.8 s, which a 4 s window stopped as idle."""
+TOOL_SECONDS = 16
+"""A tool in flight for longer than 1.5 windows: the watchdog has checked at least once while
+it ran past the window."""
+SLEEP_TOOL = f"sleep {TOOL_SECONDS} && echo slept"
 KILL_GRACE = 1.0
 # The watchdog fires between 1 and 1.5 windows of silence (shown on a fake clock in
 # test_watchdog.py), the kill takes at most the grace: on a quiet machine a stalled task ends
-# 5-7 s after its stalled request. Here the bound is only a safety net, 5x that: a loaded
-# machine has taken 11.7 s (the CLI's own latency and the report come on top).
+# 10-16 s after its stalled request. Here the bound is only a safety net, 5x that.
 STOP_BOUND = 1.5 * WINDOW + KILL_GRACE
 SAFETY_NET = 5 * STOP_BOUND
 DETACH = "setsid sleep 300 > /dev/null 2>&1 < /dev/null & echo detached"
