@@ -2,11 +2,10 @@
 
 Each CLI runs offline against its fake (Chat Completions for OpenCode, the Gemini API for
 Gemini CLI) under a short idle window: a shell command longer than the window is a tool in
-flight and completes;
-a model stream that stalls after its first chunk, or after a tool, is stopped as
-`idle_watchdog` within 1.5 windows plus the kill grace, and nothing the agent started
-survives — not even a process its shell tool detached into a session of its own. Skipped,
-with the install command as the reason, only when the CLI is not installed.
+flight and completes; a model stream that stalls after its first chunk, or after a tool, is
+stopped as `idle_watchdog` within 1.5 windows plus the kill grace, and nothing the agent
+started survives — not even a process its shell tool detached into a session of its own.
+Skipped, with the install command as the reason, only when the CLI is not installed.
 """
 
 from __future__ import annotations

@@ -2,11 +2,12 @@
 API.
 
 Each CLI runs offline against the fake under a short idle window: an answer completes; a shell
-command longer than the window is a tool in flight and completes; a model stream that stalls after its first
-chunk, or after a tool, is stopped as `idle_watchdog` within 1.5 windows plus the kill grace,
-and nothing the CLI started survives — not even a process its shell tool detached into a
-session of its own. Resuming is tested on each backend (tests/backends/*/test_real.py).
-Skipped, with the install command as the reason, only when the CLI is not installed.
+command longer than the window is a tool in flight and completes; a model stream that stalls
+after its first chunk, or after a tool, is stopped as `idle_watchdog` within 1.5 windows plus
+the kill grace, and nothing the CLI started survives — not even a process its shell tool
+detached into a session of its own. Resuming is tested on each backend
+(tests/backends/*/test_real.py). Skipped, with the install command as the reason, only when the
+CLI is not installed.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 Copilot CLI takes a provider of its own (`COPILOT_PROVIDER_BASE_URL`, `COPILOT_OFFLINE=true`):
 no GitHub login, no network. Under a short idle window a shell command longer than the window
-is a tool in flight and completes; a model stream that stalls after its first chunk, or after a tool, is stopped
-as `idle_watchdog`, and nothing the agent started survives. Skipped, with the install command
-as the reason, only when the CLI is not installed.
+is a tool in flight and completes; a model stream that stalls after its first chunk, or after a
+tool, is stopped as `idle_watchdog`, and nothing the agent started survives. Skipped, with the
+install command as the reason, only when the CLI is not installed.
 """
 
 from __future__ import annotations
