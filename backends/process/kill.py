@@ -3,7 +3,7 @@
 Used for a live run when its context ends and for the crash-recovery sweep alike. A group kill
 of the agent alone is not enough: Claude Code runs each Bash tool in a shell with its own
 session, so `sleep 300` started by a tool sits in another group. The caller therefore hands in
-a `collect` function that finds the whole tree (see `tree` and `registry`); it is called before
+a `collect` coroutine function that finds the whole tree (see `registry`); it is called before
 anything is signalled and again after the grace, so anything forked or detached meanwhile is
 caught too. The wait is keyed on every collected process being gone — not on the leader — and
 every signalled process is first checked to still be the one collected (pid and start time),
@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 
 import anyio
 
 from backends.base import RunObserver
-from backends.process.tree import ProcIdentity, descendants, group_of, is_alive
+from backends.process.tree import ProcIdentity, group_of, is_alive, process_table
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def signal_group_of(identity: ProcIdentity, sig: int) -> bool:
 
 
 async def kill_tree(
-    collect: Callable[[], list[ProcIdentity]],
+    collect: Callable[[], Awaitable[list[ProcIdentity]]],
     grace: float,
     observer: RunObserver,
     label: str,
@@ -59,7 +59,7 @@ async def kill_tree(
 
     A tree whose processes have all exited already gets no signal at all.
     """
-    members = collect()
+    members = await collect()
     if not members:
         return False
     log.info("stopping %s: SIGTERM to %d process(es)", label, len(members))
@@ -67,15 +67,15 @@ async def kill_tree(
     if grace > 0:
         await _wait_gone(members, grace)
     survivors = {m.pid: m for m in members if is_alive(m)}
-    for survivor in list(survivors.values()):
+    if survivors:
         # Anything forked during the grace hangs below a survivor.
-        for child in descendants(survivor.pid):
+        for child in process_table().descendants(list(survivors)):
             survivors.setdefault(child.pid, child)
     if survivors:
         log.warning("stopping %s: SIGKILL to %d survivor(s)", label, len(survivors))
         _signal_groups(survivors.values(), signal.SIGKILL, observer)
     # Processes that left the tree before it was first collected, or during the grace.
-    swept = [p for p in collect() if p.pid not in survivors]
+    swept = [p for p in await collect() if p.pid not in survivors]
     if swept:
         log.warning("stopping %s: SIGKILL to %d stray(s)", label, len(swept))
         _signal_groups(swept, signal.SIGKILL, observer)

@@ -31,16 +31,16 @@ from pathlib import Path
 import anyio
 
 from backends.process.linux import become_subreaper
+from backends.process.machine import SharedScans
 from backends.process.tree import (
     ProcessTable,
     ProcIdentity,
     all_stats,
-    collect_tree,
     cwd_of,
     identify,
     is_alive,
-    process_table,
     subtree_table,
+    tree_in,
 )
 
 log = logging.getLogger(__name__)
@@ -63,10 +63,14 @@ class ProcessRegistry:
     """One daemon's agent processes: leaders not yet reaped, and each run's members."""
 
     def __init__(
-        self, scanner: Callable[[list[ProcIdentity]], ProcessTable] = subtree_table
+        self,
+        scanner: Callable[[list[ProcIdentity]], ProcessTable] = subtree_table,
+        machine: SharedScans | None = None,
     ) -> None:
-        """`scanner` reads the processes below the roots it is given (tests count its calls)."""
+        """`scanner` reads the processes below the roots it is given, `machine` every process
+        (tests count their calls)."""
         self._scanner = scanner
+        self._machine = machine or SharedScans()
         self._leaders: set[int] = set()
         self._runs: dict[int, _Run] = {}
         """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
@@ -137,16 +141,19 @@ class ProcessRegistry:
                 self._last_scan = (now, scan)
             return self._last_scan[1]
 
-    def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
+    async def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
         """The live processes of agent `pid`'s run: its tree, its tagged and tracked members,
-        and the adopted orphans that are its own."""
+        and the adopted orphans that are its own; from a scan of the machine begun after the
+        call, which runs stopped at the same time share (`machine.SharedScans`)."""
         run = self._runs.get(pid)
         if run is None:
             return []
-        if not run.members and not self.adopts_orphans:
-            return collect_tree(run.leader, tag_var, run.tag)  # nothing else to look for
-        scan = process_table()
-        found = {p.pid: p for p in collect_tree(run.leader, tag_var, run.tag, scan)}
+        machine = await self._machine.fresh(tag_var)
+        scan = machine.table
+        leader = run.leader
+        found = {p.pid: p for p in tree_in(leader, scan)} if leader is not None else {}
+        for identity in machine.tagged(run.tag):
+            found.setdefault(identity.pid, identity)
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
         if self.adopts_orphans:
             roots.update((p.pid, p) for p in self._orphans_of(run, scan))

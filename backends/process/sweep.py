@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
+import anyio.to_thread
+
 from backends.base import NullObserver, RunObserver
 from backends.process.kill import kill_tree
 from backends.process.spawn import TRACKING_ENV
@@ -22,10 +24,10 @@ async def sweep(
     `leader` is signalled only while its start time still matches (never a reused pid);
     its descendants and every process carrying `tag_var=tag` go with it.
     """
-    collect = partial(collect_tree, leader, tag_var, tag)
+    collect = partial(anyio.to_thread.run_sync, partial(collect_tree, leader, tag_var, tag))
     # A group signal takes the rest of the group with it: report every process found alive
     # before the kill, not the ones signalled one by one.
-    found = sorted(p.pid for p in collect())
+    found = sorted(p.pid for p in await collect())
     if found:
         await kill_tree(collect, grace, observer or NullObserver(), tag)
-    return found, sorted(p.pid for p in collect())
+    return found, sorted(p.pid for p in await collect())

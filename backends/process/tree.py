@@ -223,8 +223,20 @@ def tagged(tag_var: str, value: str) -> list[ProcIdentity]:
     if not _HAVE_PROC or not value:
         return []
     needle = f"{tag_var}={value}".encode()
-    me = os.getpid()
     found: list[ProcIdentity] = []
+    for pid, environ in environs():
+        if needle in environ and needle in environ.split(b"\0"):
+            identity = identify(pid)
+            if identity is not None:
+                found.append(identity)
+    return found
+
+
+def environs() -> Iterator[tuple[int, bytes]]:
+    """Every other process's initial environment that this one may read, with its pid."""
+    if not _HAVE_PROC:
+        return
+    me = os.getpid()
     for pid in _all_pids():
         if pid == me:
             continue
@@ -232,11 +244,7 @@ def tagged(tag_var: str, value: str) -> list[ProcIdentity]:
             environ = (_PROC / str(pid) / "environ").read_bytes()
         except OSError:  # another user's process, or it just exited
             continue
-        if needle in environ and needle in environ.split(b"\0"):
-            identity = identify(pid)
-            if identity is not None:
-                found.append(identity)
-    return found
+        yield pid, environ
 
 
 def group_of(identity: ProcIdentity) -> int | None:
@@ -264,14 +272,20 @@ def collect_tree(
     """The live processes of a run: the leader, its descendants, and every tagged process."""
     found: dict[int, ProcIdentity] = {}
     if leader is not None and is_alive(leader):
-        below = (scan or process_table()).descendants([leader.pid])
-        # Only trust the walk if the leader was the same process throughout it.
-        if is_alive(leader):
-            found[leader.pid] = leader
-            found.update((d.pid, d) for d in below)
+        found.update((p.pid, p) for p in tree_in(leader, scan or process_table()))
     for identity in tagged(tag_var, tag_value):
         found.setdefault(identity.pid, identity)
     return list(found.values())
+
+
+def tree_in(leader: ProcIdentity, scan: ProcessTable) -> list[ProcIdentity]:
+    """`leader` and its descendants in `scan`, read after `scan` began; none if it is gone.
+
+    The leader alive now, as the same process, was alive throughout the scan: its pid named
+    it there, so the walk below it is its own."""
+    if not is_alive(leader):
+        return []
+    return [leader, *scan.descendants([leader.pid])]
 
 
 def _exists(pid: int) -> bool:
