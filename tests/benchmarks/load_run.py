@@ -28,6 +28,9 @@ from tests.benchmarks.processes import ROOT, RssSampler, cpu_split, free_port
 RAMP = 180.0
 """The most starting every agent may take (200 Python children on a small machine)."""
 SETTLE = 3.0
+"""Seconds between every agent printing and the window opening, and between the window closing
+and the agents being told to stop: the lines printed in the window are measured in the
+steady state, not behind the burst of 200 final reports that follows the stop."""
 QUEUE_AT_ONCE = 50
 """Tasks queued per call: the fake's wake-up buffer per control connection holds 100."""
 _DURATION = re.compile(
@@ -162,6 +165,7 @@ def _measure(
         notes.append(f"in flight {halves[0]:.1f} then {halves[1]:.1f}")
     if case.cancels:
         notes.append(_cancels(http, random.sample(ids, case.cancels)))
+    time.sleep(SETTLE)
     stop.touch()
     _wait(lambda: _count(http, "running") + _count(http, "dispatched") == 0, 120, "tasks hang")
     time.sleep(2.0)  # a cancelled task's last batch may still be on its way
