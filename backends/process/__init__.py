@@ -4,6 +4,8 @@
   read and parsed by the run's consumer as it takes them, as its `spec` (`ProcessSpec`) says;
 * `tree` — who descends from whom, who carries the tracking tag, who is still the same process;
 * `registry` — one daemon's agents, each run's members seen while it ran, its adopted orphans;
+* `machine` — the reading of every process a stop needs, off the event loop, shared by the
+  runs stopped at the same time;
 * `kill` — the one kill routine (SIGTERM by group, a grace, SIGKILL), for live runs and sweeps,
   and the one way to signal a group (`signal_group_of`, never a reused pid, never our own);
 * `sweep` — the crash-recovery sweep of what a previous daemon's run left;
