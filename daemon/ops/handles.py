@@ -12,6 +12,7 @@ one handle means one task on every page and scrape.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import secrets
@@ -24,8 +25,12 @@ _KEY = secrets.token_bytes(32)
 """Made per daemon start: a handle from one run says nothing in the next."""
 
 
+@functools.lru_cache(maxsize=4096)
 def handle(kind: str, value: str) -> str:
-    """The handle of `value`, an id of `kind` (`task`, `workspace`, `runtime`)."""
+    """The handle of `value`, an id of `kind` (`task`, `workspace`, `runtime`).
+
+    Remembered for the ids named lately: the health port names every running task by its
+    handle on each tick, and 200 keyed hashes were a third of a tick."""
     digest = hmac.new(_KEY, f"{kind}\0{value}".encode(), hashlib.sha256).digest()
     number = int.from_bytes(digest[:8], "big")
     letters = []

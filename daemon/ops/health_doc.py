@@ -13,6 +13,7 @@ work dir.
 
 from __future__ import annotations
 
+import functools
 import platform
 from dataclasses import asdict
 from typing import Any
@@ -26,6 +27,12 @@ from daemon.times import format_duration, utc_iso
 OS_NAME = platform.system().lower()
 
 
+@functools.lru_cache(maxsize=4096)
+def _started_at(wall: float) -> str:
+    """A task's start as the health port shows it; the same for every tick of its run."""
+    return utc_iso(wall)
+
+
 def task_view(run: RunSnapshot) -> dict[str, Any]:
     """One running task as the health port shows it (no token, no prompt)."""
     activity, watchdog = run.activity, run.attempt.watchdog
@@ -34,7 +41,7 @@ def task_view(run: RunSnapshot) -> dict[str, Any]:
         "id": run.id,
         "backend": run.backend,
         "pid": run.attempt.pid,
-        "started_at": utc_iso(run.started_wall),
+        "started_at": _started_at(run.started_wall),
         "idle_seconds": round(idle, 1),
         "tools_in_flight": [
             {"name": t.name, "call_id": t.call_id, "running_for": t.running_for}
