@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from websockets.asyncio.client import connect
@@ -293,6 +294,22 @@ async def test_the_daemon_runs_a_multica_task_against_the_fake(tmp_path: Path) -
         assert "issue-42" in fake.tasks[task_id].output
         assert [r.route for r in fake.seen("start")] == ["start"]
         assert fake.live_runtimes()[0].daemon_id
+
+
+async def test_a_control_connection_that_falls_behind_is_evicted_not_an_error() -> None:
+    """As Multica's hub evicts a slow client: a connection whose queue is full is dropped and
+    its queue closed, and queueing the task still works."""
+    async with registered() as (fake, _http, runtime_id):
+        send, receive = anyio.create_memory_object_stream[dict[str, Any] | str](1)
+        with receive:
+            entry = (frozenset({runtime_id}), send)
+            fake.watchers.append(entry)
+            fake.queue_issue()  # fills the queue
+            second = fake.queue_issue()
+            assert entry not in fake.watchers
+            assert second in fake.tasks
+            with pytest.raises(anyio.ClosedResourceError):
+                send.send_nowait("after the eviction")
 
 
 async def test_the_control_socket_announces_a_queued_task() -> None:

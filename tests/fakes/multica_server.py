@@ -55,7 +55,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_gc import GcHandlers, Record
@@ -152,9 +152,7 @@ class MulticaFake:
     def push_pending_work(self, runtime_id: str, kind: str = "model_list") -> None:
         """Send `daemon:pending_work` for one runtime to the connections watching it."""
         frame = {"type": "daemon:pending_work", "payload": {"runtime_id": runtime_id, "kind": kind}}
-        for runtime_ids, stream in self.watchers:
-            if runtime_id in runtime_ids:
-                stream.send_nowait(frame)
+        self._notify(frame, runtime_id)
 
     def add_repo(self, url: str, workspace_id: str = "", description: str = "") -> None:
         """Add a repository to a workspace's list (as `multica repo add` does)."""
@@ -194,9 +192,22 @@ class MulticaFake:
                 "type": "daemon:task_available",
                 "payload": {"runtime_id": runtime.id, "task_id": task.id},
             }
-            for runtime_ids, stream in self.watchers:
-                if runtime.id in runtime_ids:
-                    stream.send_nowait(frame)
+            self._notify(frame, runtime.id)
+
+    def _notify(self, frame: dict[str, Any] | str, runtime_id: str = "") -> None:
+        """Queue `frame` on each control connection watching `runtime_id` (every one: "").
+
+        A connection whose queue is full is evicted, as Multica's hub evicts a slow client:
+        its queue closes and the connection with it."""
+        for entry in list(self.watchers):
+            runtime_ids, stream = entry
+            if runtime_id and runtime_id not in runtime_ids:
+                continue
+            try:
+                stream.send_nowait(frame)
+            except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                self.watchers.remove(entry)
+                stream.close()
 
     def queue_issue(self, issue_id: str = "", **options: Any) -> str:
         """An issue assigned to the agent (Multica's most common task)."""
@@ -269,8 +280,7 @@ class MulticaFake:
 
     def send_frame(self, frame: str) -> None:
         """Send one raw text frame on every open control connection."""
-        for _, stream in self.watchers:
-            stream.send_nowait(frame)
+        self._notify(frame)
 
     def drop_answers(self, route: str, count: int = 1) -> None:
         """Act on the next `count` calls of `route`, then cut the connection, not answering."""
@@ -373,18 +383,24 @@ class MulticaFake:
             async with anyio.create_task_group() as tg, receive:
 
                 async def forward() -> None:
-                    async for frame in receive:
-                        if isinstance(frame, str):
-                            await websocket.send_text(frame)
-                        else:
-                            await websocket.send_json(frame)
+                    try:
+                        async for frame in receive:
+                            if isinstance(frame, str):
+                                await websocket.send_text(frame)
+                            else:
+                                await websocket.send_json(frame)
+                    except WebSocketDisconnect:
+                        pass
+                    # Evicted, or the daemon went away: the connection ends here.
+                    tg.cancel_scope.cancel()
 
                 tg.start_soon(forward)
                 while (await websocket.receive())["type"] != "websocket.disconnect":
                     pass  # the daemon's frames (heartbeats) are read and ignored
                 tg.cancel_scope.cancel()
         finally:
-            self.watchers.remove(entry)
+            if entry in self.watchers:
+                self.watchers.remove(entry)
             send.close()
 
     def delay_of(self, route: str) -> float:
