@@ -29,13 +29,13 @@ from __future__ import annotations
 from backends.process.kill import kill_tree, signal_group_of
 from backends.process.lines import MAX_LINE_BYTES, LineFramer, clean_line
 from backends.process.linux import boot_id
+from backends.process.machine import collect_tree
 from backends.process.registry import ProcessRegistry
 from backends.process.spawn import TRACKING_ENV, ProcessRun, run_process
 from backends.process.spec import ProcessSpec
 from backends.process.sweep import sweep
 from backends.process.tree import (
     ProcIdentity,
-    collect_tree,
     descendants,
     group_of,
     identify,

@@ -17,7 +17,14 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
-from backends.process.tree import ProcessTable, ProcIdentity, environs, identify, process_table
+from backends.process.tree import (
+    ProcessTable,
+    ProcIdentity,
+    environs,
+    identify,
+    process_table,
+    tree_in,
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,20 @@ class MachineScan:
     def tagged(self, value: str) -> tuple[ProcIdentity, ...]:
         """The processes whose initial environment had the tag set to `value`."""
         return self.tags.get(value, ()) if value else ()
+
+    def run_of(self, leader: ProcIdentity | None, tag: str) -> dict[int, ProcIdentity]:
+        """A run's live processes in this reading, by pid: its leader and every process below
+        it (while the leader is the same process), and every process carrying its `tag`."""
+        found = {p.pid: p for p in tree_in(leader, self.table)} if leader is not None else {}
+        for identity in self.tagged(tag):
+            found.setdefault(identity.pid, identity)
+        return found
+
+
+def collect_tree(leader: ProcIdentity | None, tag_var: str, tag_value: str) -> list[ProcIdentity]:
+    """The live processes of a run: the leader, its descendants, and every process whose
+    `tag_var` is `tag_value` (reads the whole machine: call it off the event loop)."""
+    return list(machine_scan(tag_var).run_of(leader, tag_value).values())
 
 
 def machine_scan(tag_var: str) -> MachineScan:

@@ -40,7 +40,6 @@ from backends.process.tree import (
     identify,
     is_alive,
     subtree_table,
-    tree_in,
 )
 
 log = logging.getLogger(__name__)
@@ -150,10 +149,7 @@ class ProcessRegistry:
             return []
         machine = await self._machine.fresh(tag_var)
         scan = machine.table
-        leader = run.leader
-        found = {p.pid: p for p in tree_in(leader, scan)} if leader is not None else {}
-        for identity in machine.tagged(run.tag):
-            found.setdefault(identity.pid, identity)
+        found = machine.run_of(run.leader, run.tag)
         roots = {p.pid: p for p in run.members.values() if is_alive(p)}
         if self.adopts_orphans:
             roots.update((p.pid, p) for p in self._orphans_of(run, scan))

@@ -8,8 +8,9 @@ import anyio.to_thread
 
 from backends.base import NullObserver, RunObserver
 from backends.process.kill import kill_tree
+from backends.process.machine import collect_tree
 from backends.process.spawn import TRACKING_ENV
-from backends.process.tree import ProcIdentity, collect_tree
+from backends.process.tree import ProcIdentity
 
 
 async def sweep(

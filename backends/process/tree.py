@@ -266,18 +266,6 @@ def cwd_of(pid: int) -> str:
         return ""
 
 
-def collect_tree(
-    leader: ProcIdentity | None, tag_var: str, tag_value: str, scan: ProcessTable | None = None
-) -> list[ProcIdentity]:
-    """The live processes of a run: the leader, its descendants, and every tagged process."""
-    found: dict[int, ProcIdentity] = {}
-    if leader is not None and is_alive(leader):
-        found.update((p.pid, p) for p in tree_in(leader, scan or process_table()))
-    for identity in tagged(tag_var, tag_value):
-        found.setdefault(identity.pid, identity)
-    return list(found.values())
-
-
 def tree_in(leader: ProcIdentity, scan: ProcessTable) -> list[ProcIdentity]:
     """`leader` and its descendants in `scan`, read after `scan` began; none if it is gone.
 
