@@ -136,10 +136,11 @@ class Beat:
         """A fixed interval, on the beat itself."""
         return cls(lambda: seconds)
 
-    def wait(self) -> float:
-        """Seconds until this task's next beat."""
-        every = self.interval()
-        return until_beat(every, offset=self.offset(every))
+    def wait(self, every: float | None = None, *, at_least: float = 0.0) -> float:
+        """Seconds until this task's next beat of `every` (default: `interval()`), at least
+        `at_least` away."""
+        every = self.interval() if every is None else every
+        return until_beat(every, at_least=at_least, offset=self.offset(every))
 
 
 TRANSCRIPT_BEAT = Beat.every(TRANSCRIPT_EVERY)

@@ -17,7 +17,7 @@ from daemon.errors import ServerError, TaskGoneError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
 from daemon.protocol.models import TERMINAL_STATUSES
-from daemon.protocol.pacing import Beat, until_beat
+from daemon.protocol.pacing import Beat
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -57,16 +57,15 @@ async def poll_status(
     """Call `stop` when the server says the task is over or gone; ignore blips.
 
     The wait ends on the task's `beat` (pacing.py; its interval grows with the daemon's
-    load); setting `due`
-    asks at once (the server said the task was cancelled). A status in `news` from within the
-    last interval stands in for a poll, unless `due` was set and it does not say the task is
-    over."""
+    load); setting `due` asks at once (the server said the task was cancelled). A status in
+    `news` from within the last interval stands in for a poll, unless `due` was set and it does
+    not say the task is over."""
     due = due or Wakeup()
     while True:
         every = beat.interval()
         # At least half an interval: a task that just started is not polled before its first
         # transcript answer (every 0.5 s) could name its status.
-        woken = await due.wait(until_beat(every, at_least=every / 2, offset=beat.offset(every)))
+        woken = await due.wait(beat.wait(every, at_least=every / 2))
         told = news.within(every) if news is not None else None
         if told is not None and (told in TERMINAL_STATUSES or not woken):
             status = told
