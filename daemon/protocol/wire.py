@@ -98,11 +98,11 @@ def make_http_client(
     """An httpx client with the protocol's headers and timeouts over the HTTP/1.1 transport
     (transport.py), its pool sized for `tasks` running at once (`pool_limits`); `transport`
     replaces it (the in-process embedded server, tests)."""
-    return _CookielessClient(
+    return ProtocolClient(
+        transport or Http1Transport(pool_limits(tasks)),
         base_url=base_url.rstrip("/"),
         headers={**protocol_headers(token, version), "Accept-Encoding": ACCEPT_ENCODING},
         timeout=httpx.Timeout(READ_TIMEOUT, connect=CONNECT_TIMEOUT),
-        transport=transport or Http1Transport(pool_limits(tasks)),
     )
 
 
@@ -113,15 +113,21 @@ class _NoCookies(httpx.Cookies):
         del response
 
 
-class _CookielessClient(httpx.AsyncClient):
-    """httpx's client without its cookie jar.
+class ProtocolClient(httpx.AsyncClient):
+    """httpx's client as the daemon builds it: without a cookie jar, and naming the one
+    transport every request goes through.
 
     httpx copies every answer's request and headers into urllib's shapes to look for cookies
     (`Cookies.extract_cookies`): a sixth of a request's CPU in the daemon, for nothing."""
 
-    def __init__(self, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, transport: httpx.AsyncBaseTransport, **options: Any) -> None:
+        # Not trusting the environment: no proxy mounts in front of `transport`. The daemon's
+        # transport routes proxied origins itself (HTTP(S)_PROXY, NO_PROXY; transport.py).
+        super().__init__(transport=transport, trust_env=False, **options)
         self._cookies = _NoCookies()
+        self.transport = transport
+        """What answers every request: the caller may hand a request to it directly
+        (daemon/protocol/caller.py)."""
 
 
 CAPABILITIES = ("skill-bundles-v1",)

@@ -4,6 +4,7 @@ reached the server."""
 
 from __future__ import annotations
 
+import gc
 import json
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -19,6 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from daemon.protocol.caller import _UNSENT
+from daemon.protocol.client import ServerClient
 from daemon.protocol.wire import make_http_client
 from tests.fakes.loopback import serve_app
 from tests.fakes.raw_http import RawPeer, RawServer, answer_each, ok, raw_server
@@ -179,3 +181,37 @@ async def test_https_is_verified_against_ssl_cert_file(
                 await http.post("/echo", content=b"{}")
     assert answer.json() == again.json() == {"bytes": 2, "auth": "Bearer tok"}
     assert isinstance(caught.value, _UNSENT)
+
+
+async def test_the_daemons_requests_leave_no_garbage_for_the_collector() -> None:
+    """Through the daemon's own client each answer is freed as soon as it is read: httpx's
+    `client.send` tied every answer to its stream in a reference cycle, ~20 objects a request
+    that only a collection frees (at 240 requests a second, most of the daemon's collections)."""
+    requests = 50
+    async with (
+        raw_server(answer_each(ok(b'{"status": "running"}'))) as server,
+        make_http_client(server.url, "tok", "1") as http,
+    ):
+        client = ServerClient(http)
+        await client.task_status("t1")  # the connection and every cache made first
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(requests):
+                assert await client.task_status("t1") == "running"
+            unreachable = gc.collect()
+        finally:
+            gc.enable()
+    assert unreachable < requests  # fewer than one object a request; ~1,000 through `send`
+
+
+async def test_a_closed_client_refuses_and_opens_nothing() -> None:
+    """Past the client's close a call fails as httpx's closed client does, and the transport
+    opens no new connection that nothing would ever close."""
+    async with raw_server(answer_each(ok(b'{"status": "running"}'))) as server:
+        async with make_http_client(server.url, "tok", "1") as http:
+            client = ServerClient(http)
+            await client.task_status("t1")
+        with pytest.raises(RuntimeError, match="closed"):
+            await client.task_status("t1")
+        assert server.connections == 1
