@@ -17,6 +17,7 @@ import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.agent_pool import AgentPool
+from daemon.collector import settle_collector
 from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
@@ -204,6 +205,7 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop, token=token)
+            settle_collector()  # what exists now lives as long as the daemon
             await worker.run()
         tg.cancel_scope.cancel()
     return 0
