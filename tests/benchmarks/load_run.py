@@ -279,6 +279,7 @@ def _profiling(
     if where is None or "python" not in Path(argv[0]).name:
         yield
         return
+    where.mkdir(parents=True, exist_ok=True)
     out = where / f"{name}.txt"
     command = ["py-spy", "record", "--nonblocking", "--format", "raw", "-r", "250"]
     spy = subprocess.Popen(
