@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+import trio
 
 from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
 from backends.process.tree import ProcessTable, subtree_table
@@ -147,6 +148,77 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
         ticks = int(anyio.current_time()) - int(began)  # the 1 s ticks the trackers woke on
         tg.cancel_scope.cancel()
     assert 1 <= scans <= ticks
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the task steps trio runs: each is one task woken."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        del task
+        self.steps += 1
+
+
+async def _tracked_for(instrument: _Steps, runs: int, interval: float, ticks: int) -> int:
+    """Track `runs` runs for about `ticks` intervals; the ticks that passed while counted."""
+    registry = ProcessRegistry(scanner=lambda roots: subtree_table([]))
+    async with anyio.create_task_group() as tg:
+        for pid in range(1, runs + 1):
+            tg.start_soon(registry.track, pid, interval)
+        await anyio.sleep(2 * interval)  # every tracker started and parked
+        began = anyio.current_time()
+        trio.lowlevel.add_instrument(instrument)
+        await anyio.sleep(ticks * interval)
+        trio.lowlevel.remove_instrument(instrument)
+        passed = int((anyio.current_time() - began) / interval) + 1
+        tg.cancel_scope.cancel()
+    return passed
+
+
+def test_runs_tracked_at_once_wake_once_a_tick_between_them() -> None:
+    """Fifty runs tracked together: on each tick one tracker wakes and walks for all of them,
+    the other forty-nine stay parked (each of them waking took 50 task steps a tick)."""
+    steps = _Steps()
+    ticks = anyio.run(_tracked_for, steps, 50, 0.05, 10, backend="trio")
+    assert steps.steps <= 5 * ticks  # the walker's sleep and thread, and this test's own
+
+
+async def _hand_over(registry: ProcessRegistry, pid: int, done: Callable[[], bool]) -> None:
+    """A first tracker walks, its run ends before any walk; `pid`'s tracker must go on."""
+    async with anyio.create_task_group() as tg:
+        first = anyio.CancelScope()
+
+        async def first_tracker() -> None:
+            with first:
+                await registry.track(10**7, 0.05)  # no such run: it only walks for the others
+
+        tg.start_soon(first_tracker)
+        await anyio.sleep(0.01)
+        tg.start_soon(registry.track, pid, 0.05)
+        await anyio.sleep(0.01)
+        first.cancel()
+        await eventually(done, 10.0)
+        tg.cancel_scope.cancel()
+
+
+def test_when_the_walking_run_ends_another_run_walks_on(tmp_path: Path) -> None:
+    """The tracker that walks for every run leaves with its run; the next one takes over and
+    the remaining run's processes are still recorded."""
+    agent = subprocess.Popen(python(TREE_CHILD), stdout=subprocess.PIPE, text=True)
+    tree: list[ProcIdentity] = []
+    try:
+        tree = identities(tree_pids(agent.stdout.readline()))  # type: ignore[union-attr]
+        registry = ProcessRegistry()
+        registry.spawned("run", agent.pid, tmp_path)
+        anyio.run(_hand_over, registry, agent.pid, lambda: set(tree) <= set(registry.members(agent.pid)))
+    finally:
+        for identity in tree:
+            signal_group_of(identity, signal.SIGKILL)
+        agent.kill()
+        agent.wait()
+        agent.stdout.close()  # type: ignore[union-attr]
 
 
 async def track_until(
