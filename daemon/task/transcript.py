@@ -115,6 +115,8 @@ class Transcript:
         # A free lock taken without yielding first: anyio's default gives up the turn once
         # more on every flush, two of them a second per running task.
         self._lock = anyio.Lock(fast_acquire=True)
+        self._queued = anyio.Event()
+        """Set when a message is queued into an empty queue (`run` waits for it)."""
         self.sent = 0
         self.dropped = 0
         self.gone = False
@@ -154,6 +156,7 @@ class Transcript:
         if not self._queue:
             # Stamped only when the queue fills from empty: the clock stays off the hot path.
             self._oldest_at = self._clock()
+            self._queued.set()
         self._queue.append((entry, size))
         self._queued_bytes += size
         while len(self._queue) > self._max_messages or self._queued_bytes > self._max_bytes:
@@ -186,8 +189,15 @@ class Transcript:
         return [entry for entry, _ in self._queue]
 
     async def run(self) -> None:
-        """Flush on every beat of the interval until cancelled."""
+        """Flush on each beat while messages are queued, until cancelled.
+
+        With nothing queued it waits for the next message instead: a task whose agent is
+        quiet (thinking, or in a long tool call) costs no wake-ups. Waking on every beat
+        regardless took 200 quiet tasks 400 wake-ups a second, ~4 % of a core."""
         while True:
+            if not self._queue:
+                self._queued = anyio.Event()
+                await self._queued.wait()
             await anyio.sleep(self._beat.wait())
             await self.flush()
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import pytest
+import trio
 
 from backends.base import Message, MessageType
 from daemon.errors import TransientServerError
@@ -304,6 +305,41 @@ async def test_a_transcript_sends_at_its_offset_into_the_beat() -> None:
         tg.cancel_scope.cancel()
     # On the shared beat it came about 0.4 s after the start, 0.15 s later than asked.
     assert (server.arrivals[0] - offset) % every < 0.1
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the task steps trio runs: each is one task woken."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        del task
+        self.steps += 1
+
+
+async def _quiet_then_one_message(steps: _Steps, every: float) -> list[list[str]]:
+    server = FakeTaskServer()
+    t = Transcript(server, TASK, Metrics(), beat=Beat(lambda: every, lambda _: 0.0))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        await anyio.sleep(every)
+        trio.lowlevel.add_instrument(steps)
+        await anyio.sleep(10 * every)  # ten beats with nothing to send
+        trio.lowlevel.remove_instrument(steps)
+        t.add(text("a"))
+        await eventually(lambda: bool(server.batches), within=5)
+        tg.cancel_scope.cancel()
+    return [[m["content"] for m in batch] for batch in server.batches]
+
+
+def test_a_quiet_transcript_sleeps_until_a_message_comes() -> None:
+    """Over ten beats with nothing queued the transcript never wakes (it woke on every beat:
+    two wake-ups a second per quiet task); the next message still goes out on a beat."""
+    steps = _Steps()
+    sent = anyio.run(_quiet_then_one_message, steps, 0.05, backend="trio")
+    assert steps.steps <= 2  # this test's own sleep; the transcript's would be 10 more
+    assert sent == [["a"]]
 
 
 async def test_messages_arriving_during_a_flush_wait_for_the_next_one() -> None:
