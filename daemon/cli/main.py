@@ -17,12 +17,12 @@ import daemon
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.agent_pool import AgentPool
-from daemon.collector import settle_collector
 from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
+from daemon.collector import settle_collector
 from daemon.config import Settings
 from daemon.errors import ConfigError, DaemonError
 from daemon.logs import configure_logging

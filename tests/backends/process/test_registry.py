@@ -24,6 +24,7 @@ from backends.process.tree import ProcessTable, subtree_table
 from daemon.testing import python
 from tests.backends.support import TREE_CHILD, identities, tree_pids
 from tests.helpers import eventually
+from tests.task_steps import TaskSteps
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="subreapers are Linux only")
 
@@ -150,18 +151,7 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
     assert 1 <= scans <= ticks
 
 
-class _Steps(trio.abc.Instrument):
-    """Counts the task steps trio runs: each is one task woken."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        del task
-        self.steps += 1
-
-
-async def _tracked_for(instrument: _Steps, runs: int, interval: float, ticks: int) -> int:
+async def _tracked_for(instrument: TaskSteps, runs: int, interval: float, ticks: int) -> int:
     """Track `runs` runs for about `ticks` intervals; the ticks that passed while counted."""
     registry = ProcessRegistry(scanner=lambda roots: subtree_table([]))
     async with anyio.create_task_group() as tg:
@@ -180,7 +170,7 @@ async def _tracked_for(instrument: _Steps, runs: int, interval: float, ticks: in
 def test_runs_tracked_at_once_wake_once_a_tick_between_them() -> None:
     """Fifty runs tracked together: on each tick one tracker wakes and walks for all of them,
     the other forty-nine stay parked (each of them waking took 50 task steps a tick)."""
-    steps = _Steps()
+    steps = TaskSteps()
     ticks = anyio.run(_tracked_for, steps, 50, 0.05, 10, backend="trio")
     assert steps.steps <= 5 * ticks  # the walker's sleep and thread, and this test's own
 
@@ -212,7 +202,9 @@ def test_when_the_walking_run_ends_another_run_walks_on(tmp_path: Path) -> None:
         tree = identities(tree_pids(agent.stdout.readline()))  # type: ignore[union-attr]
         registry = ProcessRegistry()
         registry.spawned("run", agent.pid, tmp_path)
-        anyio.run(_hand_over, registry, agent.pid, lambda: set(tree) <= set(registry.members(agent.pid)))
+        anyio.run(
+            _hand_over, registry, agent.pid, lambda: set(tree) <= set(registry.members(agent.pid))
+        )
     finally:
         for identity in tree:
             signal_group_of(identity, signal.SIGKILL)

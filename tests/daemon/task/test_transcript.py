@@ -18,6 +18,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.task.transcript import TOOL_OUTPUT_CAP, Transcript, TranscriptLimits
 from daemon.testing import FakeTaskServer
 from tests.helpers import eventually
+from tests.task_steps import TaskSteps
 
 pytestmark = pytest.mark.anyio
 
@@ -307,18 +308,7 @@ async def test_a_transcript_sends_at_its_offset_into_the_beat() -> None:
     assert (server.arrivals[0] - offset) % every < 0.1
 
 
-class _Steps(trio.abc.Instrument):
-    """Counts the task steps trio runs: each is one task woken."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        del task
-        self.steps += 1
-
-
-async def _quiet_then_one_message(steps: _Steps, every: float) -> list[list[str]]:
+async def _quiet_then_one_message(steps: TaskSteps, every: float) -> list[list[str]]:
     server = FakeTaskServer()
     t = Transcript(server, TASK, Metrics(), beat=Beat(lambda: every, lambda _: 0.0))
     async with anyio.create_task_group() as tg:
@@ -336,7 +326,7 @@ async def _quiet_then_one_message(steps: _Steps, every: float) -> list[list[str]
 def test_a_quiet_transcript_sleeps_until_a_message_comes() -> None:
     """Over ten beats with nothing queued the transcript never wakes (it woke on every beat:
     two wake-ups a second per quiet task); the next message still goes out on a beat."""
-    steps = _Steps()
+    steps = TaskSteps()
     sent = anyio.run(_quiet_then_one_message, steps, 0.05, backend="trio")
     assert steps.steps <= 2  # this test's own sleep; the transcript's would be 10 more
     assert sent == [["a"]]
