@@ -225,6 +225,7 @@ class Caller:
         )
         if self._transport is not None and not client.is_closed:
             response = await self._transport.handle_async_request(request)
+            response.request = request  # as `send` does: a transport need not set it
         else:
             response = await client.send(request, stream=True)
         try:

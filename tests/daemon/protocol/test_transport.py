@@ -215,3 +215,25 @@ async def test_a_closed_client_refuses_and_opens_nothing() -> None:
         with pytest.raises(RuntimeError, match="closed"):
             await client.task_status("t1")
         assert server.connections == 1
+
+
+class _Streamed(httpx.AsyncByteStream):
+    """A body a transport hands over unread, as an in-process (ASGI) transport does."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._body
+
+
+async def test_an_answer_a_transport_streams_without_its_request_is_read() -> None:
+    """A transport's answer need not name its request (httpx's ASGI transport, the embedded
+    server's, does not): the caller reads it as `client.send` would have."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=_Streamed(b'{"status": "running"}'))
+
+    transport = httpx.MockTransport(answer)
+    async with make_http_client("http://server.invalid", "tok", "1", transport=transport) as http:
+        assert await ServerClient(http).task_status("t1") == "running"
