@@ -23,6 +23,7 @@ from backends.process.tree import (
     environs,
     identify,
     process_table,
+    tag_values,
     tree_in,
 )
 
@@ -56,17 +57,14 @@ def collect_tree(leader: ProcIdentity | None, tag_var: str, tag_value: str) -> l
 def machine_scan(tag_var: str) -> MachineScan:
     """Read every process's parent link and its values of `tag_var` now (blocking)."""
     table = process_table()
-    prefix = f"{tag_var}=".encode()
     tags: dict[str, list[ProcIdentity]] = {}
     for pid, environ in environs():
-        if prefix not in environ:
-            continue
-        values = {e[len(prefix) :] for e in environ.split(b"\0") if e.startswith(prefix)}
+        values = tag_values(environ, tag_var)
         identity = identify(pid) if values else None
         if identity is None:
             continue
         for value in values:
-            tags.setdefault(value.decode(errors="replace"), []).append(identity)
+            tags.setdefault(value, []).append(identity)
     return MachineScan(table, {value: tuple(found) for value, found in tags.items()})
 
 

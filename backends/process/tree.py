@@ -222,14 +222,26 @@ def tagged(tag_var: str, value: str) -> list[ProcIdentity]:
     """Live processes (other than this one) whose initial environment has `tag_var=value`."""
     if not _HAVE_PROC or not value:
         return []
-    needle = f"{tag_var}={value}".encode()
     found: list[ProcIdentity] = []
     for pid, environ in environs():
-        if needle in environ and needle in environ.split(b"\0"):
+        if value in tag_values(environ, tag_var):
             identity = identify(pid)
             if identity is not None:
                 found.append(identity)
     return found
+
+
+def tag_values(environ: bytes, tag_var: str) -> set[str]:
+    """The values `tag_var` has in one process's initial environment (`environs`): none, or
+    usually one."""
+    prefix = f"{tag_var}=".encode()
+    if prefix not in environ:  # nearly every process: no split
+        return set()
+    return {
+        entry[len(prefix) :].decode(errors="replace")
+        for entry in environ.split(b"\0")
+        if entry.startswith(prefix)
+    }
 
 
 def environs() -> Iterator[tuple[int, bytes]]:
