@@ -74,8 +74,8 @@ class ProcessRegistry:
         self._runs: dict[int, _Run] = {}
         """By the agent's pid: one task may have two agents (a resume falling back to fresh)."""
         self.adopts_orphans = False
-        self._walker: int | None = None
-        """The agent whose tracker walks for every run now (None: none yet)."""
+        self._walking = False
+        """Whether a run's tracker walks for every run now."""
         self._walker_left = anyio.Event()
 
     def adopt_orphans(self) -> bool:
@@ -120,8 +120,9 @@ class ProcessRegistry:
         run = self._runs.get(pid)
         return list(run.members.values()) if run else []
 
-    async def track(self, pid: int, interval: float = TRACK_INTERVAL) -> None:
-        """Keep agent `pid`'s tree tracked until cancelled.
+    async def track(self, interval: float = TRACK_INTERVAL) -> None:
+        """Keep every registered run's tree tracked, for as long as the calling run lasts
+        (until cancelled).
 
         One run's tracker at a time walks, for every run: each `interval` it reads all the
         runs' trees in one walk (in a worker thread) and records each run's members. The
@@ -129,12 +130,12 @@ class ProcessRegistry:
         tick and queueing for the one walk cost 200 runs 400 wake-ups and lock hand-overs a
         second, about a tenth of the daemon's CPU at 200 idle tasks."""
         while True:
-            if self._walker is None:
-                self._walker = pid
+            if not self._walking:
+                self._walking = True
                 try:
                     await self._walk_every(interval)
                 finally:
-                    self._walker = None
+                    self._walking = False
                     left, self._walker_left = self._walker_left, anyio.Event()
                     left.set()  # the next tracker to run takes over
             else:

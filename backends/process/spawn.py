@@ -301,7 +301,7 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         pumps = (run._pump_stdout, run._pump_stderr, run._pump_stdin)
         for scope, pump in zip(run._io_scopes, pumps, strict=True):
             tg.start_soon(run._guarded, scope, pump)
-        tg.start_soon(run._guarded, run._tracking, partial(run._registry.track, process.pid))
+        tg.start_soon(run._guarded, run._tracking, run._registry.track)
         try:
             yield run
         except BaseException as exc:

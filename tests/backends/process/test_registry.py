@@ -143,8 +143,8 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
     registry = ProcessRegistry(scanner=counted)
     async with anyio.create_task_group() as tg:
         began = anyio.current_time()
-        for pid in range(1, 51):
-            tg.start_soon(registry.track, pid, 1.0)
+        for _ in range(50):
+            tg.start_soon(registry.track, 1.0)
         await anyio.sleep(2.5)
         ticks = int(anyio.current_time()) - int(began)  # the 1 s ticks the trackers woke on
         tg.cancel_scope.cancel()
@@ -155,8 +155,8 @@ async def _tracked_for(instrument: TaskSteps, runs: int, interval: float, ticks:
     """Track `runs` runs for about `ticks` intervals; the ticks that passed while counted."""
     registry = ProcessRegistry(scanner=lambda roots: subtree_table([]))
     async with anyio.create_task_group() as tg:
-        for pid in range(1, runs + 1):
-            tg.start_soon(registry.track, pid, interval)
+        for _ in range(runs):
+            tg.start_soon(registry.track, interval)
         await anyio.sleep(2 * interval)  # every tracker started and parked
         began = anyio.current_time()
         trio.lowlevel.add_instrument(instrument)
@@ -175,18 +175,18 @@ def test_runs_tracked_at_once_wake_once_a_tick_between_them() -> None:
     assert steps.steps <= 5 * ticks  # the walker's sleep and thread, and this test's own
 
 
-async def _hand_over(registry: ProcessRegistry, pid: int, done: Callable[[], bool]) -> None:
-    """A first tracker walks, its run ends before any walk; `pid`'s tracker must go on."""
+async def _hand_over(registry: ProcessRegistry, done: Callable[[], bool]) -> None:
+    """A first tracker walks, its run ends before any walk; a second run's tracker goes on."""
     async with anyio.create_task_group() as tg:
         first = anyio.CancelScope()
 
         async def first_tracker() -> None:
             with first:
-                await registry.track(10**7, 0.05)  # no such run: it only walks for the others
+                await registry.track(0.05)  # a run the test never asks about
 
         tg.start_soon(first_tracker)
         await anyio.sleep(0.01)
-        tg.start_soon(registry.track, pid, 0.05)
+        tg.start_soon(registry.track, 0.05)
         await anyio.sleep(0.01)
         first.cancel()
         await eventually(done, 10.0)
@@ -202,9 +202,7 @@ def test_when_the_walking_run_ends_another_run_walks_on(tmp_path: Path) -> None:
         tree = identities(tree_pids(agent.stdout.readline()))  # type: ignore[union-attr]
         registry = ProcessRegistry()
         registry.spawned("run", agent.pid, tmp_path)
-        anyio.run(
-            _hand_over, registry, agent.pid, lambda: set(tree) <= set(registry.members(agent.pid))
-        )
+        anyio.run(_hand_over, registry, lambda: set(tree) <= set(registry.members(agent.pid)))
     finally:
         for identity in tree:
             signal_group_of(identity, signal.SIGKILL)
@@ -218,7 +216,7 @@ async def track_until(
 ) -> None:
     """Track agent `pid` every 50 ms until `done()`; fail after `within` seconds."""
     async with anyio.create_task_group() as tg:
-        tg.start_soon(registry.track, pid, 0.05)
+        tg.start_soon(registry.track, 0.05)
         await eventually(done, within)
         tg.cancel_scope.cancel()
 
