@@ -211,9 +211,9 @@ class Caller:
         request directly. What `client.send` adds around a transport — auth, redirects,
         cookies, event hooks, proxy mounts — the protocol's client has none of, and it ties
         each answer to its stream in a reference cycle: about 20 objects a request that only
-        the garbage collector frees. At 200 tasks (240 requests a second) those collections
-        took about 2 % of a core, `send` itself about 20 µs a request (the numbers: the
-        README's benchmark section). A closed client still refuses through `send`."""
+        the garbage collector frees, 5,000 a second at 200 tasks. Over a transport answering
+        from memory `send` took 35 µs a request, the transport alone 17 µs. A closed client
+        still refuses through `send`."""
         client = self._http
         raw = client.headers.raw
         request = httpx.Request(
