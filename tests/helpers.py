@@ -34,8 +34,8 @@ from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import DAEMON_ID_HEADER
-from daemon.server import running_server
 from daemon.server.in_process import InProcess
+from daemon.server.serve import running_server
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for

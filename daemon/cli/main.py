@@ -10,8 +10,10 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
+from anyio.abc import TaskGroup
 
 import daemon
 from backends.process.linux import hide_from_agents
@@ -31,15 +33,16 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.server.auth import TOKEN_FILE, ensure_token, read_token
-from daemon.server.in_process import InProcess
-from daemon.server.serve import serve
+from daemon.server.token import TOKEN_FILE, ensure_token, read_token
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import Worker, WorkerOptions
+
+if TYPE_CHECKING:
+    from daemon.server.in_process import InProcess
 
 log = logging.getLogger("daemon")
 
@@ -160,16 +163,9 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
         if root_warning is not None:
             log.warning("%s", root_warning)
         url, token = settings.server_url, settings.token
-        embedded = InProcess()
+        embedded = None
         if settings.embedded:
-            host, port = split_host_port(settings.embedded_listen)
-            db = settings.state_dir / "server.db"
-            token = await _embedded_token(settings)
-            repos = settings.embedded_repos
-            started = functools.partial(serve, db, host, port, token, embedded, repos=repos)
-            bound = await tg.start(started)
-            url = f"http://{host}:{bound}"
-            log.info("embedded server listening on %s (database %s)", url, db)
+            url, token, embedded = await _start_embedded(settings, tg)
         found = await available(settings)
         if not found:
             log.error(
@@ -181,7 +177,7 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             return 1
         circuit = CircuitBreaker(metrics=metrics)
         # The embedded server's app answers this daemon's own requests in-process, no socket.
-        transport = embedded.transport() if settings.embedded else None
+        transport = embedded.transport() if embedded else None
         tasks = settings.max_concurrent_tasks
         async with make_http_client(
             url, token, daemon.__version__, transport=transport, tasks=tasks
@@ -203,7 +199,8 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             )
             worker.attach_health(health_port)  # agents get it as MULTICA_DAEMON_PORT
             health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
-            embedded.hub.subscribe(worker.pickup)
+            if embedded:
+                embedded.hub.subscribe(worker.pickup)
             health.attach(worker.snapshot, worker.request_stop, token=token)
             settle_collector()  # what exists now lives as long as the daemon
             await worker.run()
@@ -211,8 +208,30 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
     return 0
 
 
+async def _start_embedded(settings: Settings, tg: TaskGroup) -> tuple[str, str, InProcess]:
+    """Start the embedded server in `tg`: its URL, its token, and what it shares with this
+    process (its hub and its app, which answers the daemon without a socket)."""
+    # Imported here: the server's modules (uvicorn, starlette, SQLite) cost a daemon that
+    # talks to a remote server about 4 MB of memory it never uses.
+    from daemon.server.in_process import InProcess
+    from daemon.server.serve import serve
+
+    host, port = split_host_port(settings.embedded_listen)
+    db = settings.state_dir / "server.db"
+    token = await _embedded_token(settings)
+    embedded = InProcess()
+    started = functools.partial(
+        serve, db, host, port, token, embedded, repos=settings.embedded_repos
+    )
+    url = f"http://{host}:{await tg.start(started)}"
+    log.info("embedded server listening on %s (database %s)", url, db)
+    return url, token, embedded
+
+
 async def _server(settings: Settings, args: argparse.Namespace) -> int:
     """The embedded server alone, until SIGINT/SIGTERM."""
+    from daemon.server.serve import serve  # the server's modules only where it runs
+
     host, port = split_host_port(args.listen or settings.embedded_listen)
     db = settings.state_dir / "server.db"
     token = await _embedded_token(settings)

@@ -16,7 +16,7 @@ from daemon.config import Settings
 from daemon.errors import DaemonError
 from daemon.protocol.client import make_http_client
 from daemon.protocol.models import TERMINAL_STATUSES
-from daemon.server.auth import TOKEN_FILE, read_token
+from daemon.server.token import TOKEN_FILE, read_token
 
 QUEUED_NOTICE = 5.0
 """Seconds `submit --wait` watches a task stay queued before saying what it waits for."""

@@ -1,7 +1,6 @@
-"""The embedded reference server: the Multica daemon protocol over SQLite."""
+"""The embedded reference server: the Multica daemon protocol over SQLite.
 
-from daemon.server.app import create_app
-from daemon.server.serve import running_server, serve
-from daemon.server.store import Store
-
-__all__ = ["Store", "create_app", "running_server", "serve"]
+Import its modules directly (`daemon.server.serve`, `daemon.server.store`, ...): the package
+imports nothing itself, so the token file (`daemon.server.token`) costs a daemon talking to a
+remote server none of the server's libraries.
+"""

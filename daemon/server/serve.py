@@ -17,7 +17,6 @@ from anyio.abc import TaskStatus
 from daemon.addresses import join_host_port, listen
 from daemon.errors import ConfigError
 from daemon.server.app import create_app
-from daemon.server.auth import TOKEN_FILE, ensure_token
 from daemon.server.connections import (
     accept_batch,
     connection_limit,
@@ -27,6 +26,7 @@ from daemon.server.connections import (
 from daemon.server.database import DEFAULT_WORKSPACE
 from daemon.server.in_process import InProcess
 from daemon.server.store import Store
+from daemon.server.token import TOKEN_FILE, ensure_token
 
 log = logging.getLogger(__name__)
 

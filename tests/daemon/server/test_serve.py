@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from daemon.errors import ConfigError
-from daemon.server.auth import ensure_token
 from daemon.server.serve import SHUTDOWN_GRACE, running_server, serve
+from daemon.server.token import ensure_token
 from tests.daemon.server.helpers import register_http
 from tests.helpers import TOKEN, embedded_server, server_client
 
