@@ -63,11 +63,12 @@ class ProcessRegistry:
 
     def __init__(
         self,
-        scanner: Callable[[list[ProcIdentity]], ProcessTable] = subtree_table,
+        scanner: Callable[[list[ProcIdentity], frozenset[int]], ProcessTable] = subtree_table,
         machine: SharedScans | None = None,
     ) -> None:
-        """`scanner` reads the processes below the roots it is given, `machine` every process
-        (tests count their calls)."""
+        """`scanner` reads the processes below the roots it is given (the agents among them
+        named by pid: this process's unreaped children), `machine` every process (tests count
+        their calls)."""
         self._scanner = scanner
         self._machine = machine or SharedScans()
         self._leaders: set[int] = set()
@@ -145,7 +146,8 @@ class ProcessRegistry:
         while True:
             await anyio.sleep(interval - anyio.current_time() % interval)
             roots = [root for run in self._runs.values() for root in _roots(run)]
-            scan = await anyio.to_thread.run_sync(self._scanner, roots)
+            agents = frozenset(self._leaders)
+            scan = await anyio.to_thread.run_sync(self._scanner, roots, agents)
             for pid in list(self._runs):
                 self.note(pid, scan)
 

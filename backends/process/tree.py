@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -166,16 +166,27 @@ def process_table() -> ProcessTable:
     return ProcessTable(all_stats())
 
 
-def subtree_table(roots: Iterable[ProcIdentity]) -> ProcessTable:
+def subtree_table(
+    roots: Iterable[ProcIdentity], children: Container[int] = frozenset()
+) -> ProcessTable:
     """The processes below `roots` now, read by walking down from them.
 
-    A root whose pid now belongs to another process is not walked. Costs a few reads per
-    process in the trees instead of one per process on the machine; where the kernel offers
-    no children files it is a whole `process_table()`.
+    A root whose pid now belongs to another process is not walked, nor one that exited.
+    `children`: pids of roots that are this process's own children (its agents). No other
+    process can hold such a pid until it is reaped, and once reaped the kernel says it is no
+    child of ours, so whether it still runs is one `waitid` call. Any other root's stat is
+    read for its start time: three syscalls and a line the kernel formats, which made up half
+    of a walk's time (a walk over 200 agents: 42–46 µs a root, 23–25 with `children`). Costs a
+    few reads per process in the trees instead of one per process on the machine; where the
+    kernel offers no children files it is a whole `process_table()`.
     """
     if not _HAVE_CHILDREN:
         return process_table()
-    walked = [root for root in roots if _live_stat(root) is not None]
+    walked = [
+        root
+        for root in roots
+        if (_running_child(root.pid) if root.pid in children else _live_stat(root) is not None)
+    ]
     queue = [root.pid for root in walked]
     seen = set(queue)
     found: list[ProcStat] = []
@@ -189,6 +200,15 @@ def subtree_table(roots: Iterable[ProcIdentity]) -> ProcessTable:
                 found.append(stat)
                 queue.append(pid)
     return ProcessTable(found, walked)
+
+
+def _running_child(pid: int) -> bool:
+    """Whether `pid`, a child of this process not yet reaped, still runs; reaps nothing
+    (`WNOWAIT`), so its exit status stays the event loop's."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:  # reaped already, or not ours
+        return False
 
 
 def _child_pids(pid: int) -> list[int]:

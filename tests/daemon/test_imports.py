@@ -32,4 +32,3 @@ def test_the_daemon_and_submit_load_none_of_the_servers_libraries() -> None:
     loaded = _loaded_after("import daemon.cli.main, daemon.cli.submit")
     assert "daemon.server.token" in loaded  # the token file is read without the server
     assert _server_modules(loaded) == []
-

@@ -135,10 +135,10 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
     """Fifty runs' trackers read /proc once a tick between them, not once each."""
     scans = 0
 
-    def counted(roots: list[ProcIdentity]) -> ProcessTable:
+    def counted(roots: list[ProcIdentity], agents: frozenset[int]) -> ProcessTable:
         nonlocal scans
         scans += 1
-        return subtree_table(roots)
+        return subtree_table(roots, agents)
 
     registry = ProcessRegistry(scanner=counted)
     async with anyio.create_task_group() as tg:
@@ -153,7 +153,7 @@ async def test_runs_tracked_at_once_share_one_scan() -> None:
 
 async def _tracked_for(instrument: TaskSteps, runs: int, interval: float, ticks: int) -> int:
     """Track `runs` runs for about `ticks` intervals; the ticks that passed while counted."""
-    registry = ProcessRegistry(scanner=lambda roots: subtree_table([]))
+    registry = ProcessRegistry(scanner=lambda roots, agents: subtree_table([]))
     async with anyio.create_task_group() as tg:
         for _ in range(runs):
             tg.start_soon(registry.track, interval)

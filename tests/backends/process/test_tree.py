@@ -184,6 +184,37 @@ def test_a_walk_skips_a_root_whose_pid_is_another_process_now(spawn: Children) -
     assert walk.descendants([proc.pid]) == []
 
 
+def test_a_walk_asks_whether_an_agent_runs_without_reading_its_stat(
+    spawn: Children, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A root named as this process's unreaped child is walked on one syscall, not a read of
+    its stat; once it exited it is not walked, and its exit status is still there to reap."""
+    proc = spawn.start(TREE_CHILD, start_new_session=True)
+    assert proc.stdout is not None
+    tree = identities(tree_pids(proc.stdout.readline()))
+    spawn.also_kill(tree)
+    root = identities([proc.pid])
+    read: list[int] = []
+    real_read = tree_module._read_stat
+    monkeypatch.setattr(tree_module, "_read_stat", lambda pid: read.append(pid) or real_read(pid))
+
+    walk = subtree_table(root, frozenset({proc.pid}))
+
+    assert proc.pid not in read
+    assert set(walk.descendants([proc.pid])) == set(tree)
+    proc.kill()
+    wait_for_zombie(proc.pid)
+    assert not subtree_table(root, frozenset({proc.pid})).covers(root[0])
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+
+
+def wait_for_zombie(pid: int) -> None:
+    deadline = time.monotonic() + 10
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, f"{pid} did not exit"
+        time.sleep(0.01)
+
+
 def test_without_children_files_a_walk_is_a_whole_scan(
     spawn: Children, monkeypatch: pytest.MonkeyPatch
 ) -> None:
