@@ -11,7 +11,9 @@
 * `sweep` — the crash-recovery sweep of what a previous daemon's run left;
 * `identity` — the user an agent starts as (`AgentUser`), when a root daemon has one;
 * `linux` — the Linux-only facts (child subreaper, boot id, dumpable, no_new_privs),
-  answering "none" elsewhere.
+  answering "none" elsewhere;
+* `child_watch` — the event loop hears each agent's exit through a pidfd on Python 3.11, as
+  3.12 does by default, not through a thread per agent.
 
 Why /proc and not psutil: the identity a record keeps across a daemon crash must compare
 exactly. /proc gives a process's start time in clock ticks since boot, fixed for its life;

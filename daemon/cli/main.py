@@ -16,6 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 import daemon
+from backends.process.child_watch import pidfd_child_watcher
 from backends.process.linux import hide_from_agents
 from daemon.addresses import split_host_port
 from daemon.agent_pool import AgentPool
@@ -145,8 +146,9 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     # Before any agent exists: they run as our user and could otherwise read our token in
     # /proc/<pid>/environ.
     hide_from_agents()
-    # Before anything else: a second daemon on this directory must leave no trace.
-    with state_dir_lock(settings.state_dir):
+    # Before anything else: a second daemon on this directory must leave no trace. Before
+    # the first spawn: agents are awaited through pidfds, not a thread each.
+    with state_dir_lock(settings.state_dir), pidfd_child_watcher():
         for user in settings.agent_pool:
             take_over(user, settings.workspaces_root, settings.state_dir)
         # What a previous run left behind under an agent uid dies before any task gets it.
