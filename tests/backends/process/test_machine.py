@@ -91,8 +91,16 @@ def test_a_tagged_process_is_found_and_known_by_its_identity() -> None:
     """A real child carrying the tag is found under its value, and not under another."""
     value = secrets.token_hex(4)
     env = {**os.environ, TAG: value}
-    child = subprocess.Popen(python("import sys; sys.stdin.read()"), env=env, stdin=subprocess.PIPE)
+    child = subprocess.Popen(
+        python("import sys; print('up', flush=True); sys.stdin.read()"),
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     try:
+        # Popen returns as the exec closes its descriptors, before the kernel has recorded
+        # where the new environment lies: read then, /proc/PID/environ is empty.
+        assert child.stdout is not None and child.stdout.readline() == b"up\n"
         identity = identify(child.pid)
         scan = machine_scan(TAG)
         assert scan.tagged(value) == (identity,)
@@ -102,3 +110,4 @@ def test_a_tagged_process_is_found_and_known_by_its_identity() -> None:
         child.kill()
         child.wait()
         child.stdin.close()  # type: ignore[union-attr]
+        child.stdout.close()  # type: ignore[union-attr]
