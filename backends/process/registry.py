@@ -67,7 +67,7 @@ class ProcessRegistry:
         machine: SharedScans | None = None,
     ) -> None:
         """`scanner` reads the processes below the roots it is given (the agents among them
-        named by pid: this process's unreaped children), `machine` every process (tests count
+        named by pid: this process's own children), `machine` every process (tests count
         their calls)."""
         self._scanner = scanner
         self._machine = machine or SharedScans()

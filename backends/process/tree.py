@@ -203,8 +203,8 @@ def subtree_table(
 
 
 def _running_child(pid: int) -> bool:
-    """Whether `pid`, a child of this process not yet reaped, still runs; reaps nothing
-    (`WNOWAIT`), so its exit status stays the event loop's."""
+    """Whether `pid`, a child of this process, still runs (neither exited nor reaped); reaps
+    nothing (`WNOWAIT`), so its exit status stays the event loop's."""
     try:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
     except ChildProcessError:  # reaped already, or not ours

@@ -214,7 +214,7 @@ async def _start_embedded(settings: Settings, tg: TaskGroup) -> tuple[str, str, 
     """Start the embedded server in `tg`: its URL, its token, and what it shares with this
     process (its hub and its app, which answers the daemon without a socket)."""
     # Imported here: the server's modules (uvicorn, starlette, SQLite) cost a daemon that
-    # talks to a remote server about 4 MB of memory it never uses.
+    # talks to a remote server about 5 MB of memory it never uses.
     from daemon.server.in_process import InProcess
     from daemon.server.serve import serve
 
