@@ -68,8 +68,10 @@ async def kill_tree(
         await _wait_gone(members, grace)
     survivors = {m.pid: m for m in members if is_alive(m)}
     if survivors:
-        # Anything forked during the grace hangs below a survivor.
-        for child in process_table().descendants(list(survivors)):
+        # Anything forked during the grace hangs below a survivor. Every process on the
+        # machine is read, in a worker thread: on the loop it would hold every other run.
+        table = await anyio.to_thread.run_sync(process_table)
+        for child in table.descendants(list(survivors)):
             survivors.setdefault(child.pid, child)
     if survivors:
         log.warning("stopping %s: SIGKILL to %d survivor(s)", label, len(survivors))

@@ -7,6 +7,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from backends.process import (
     sweep,
     tagged,
 )
+from backends.process import kill as kill_module
 from backends.process import tree as tree_module
 from backends.process.tree import process_table, subtree_table
 from daemon.testing import python, survivors
@@ -309,6 +311,34 @@ async def test_sweep_finds_unrecorded_tagged_processes(spawn: Children, tag_var:
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     assert await sweep(None, "task-8", 5, tag_var=tag_var) == ([proc.pid], [])
     assert proc.wait(timeout=10) == -signal.SIGTERM
+
+
+@pytest.mark.anyio
+async def test_what_outlived_the_grace_is_looked_up_off_the_event_loop(
+    spawn: Children, tag_var: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below a process that survived SIGTERM, the machine's process table is read in a worker
+    thread: read on the event loop, it would hold every other run while it lasts."""
+    code = """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(120)
+    """
+    proc = spawn.start(code, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    record = identify(proc.pid)
+    assert record is not None
+    readers: list[int] = []
+    real_table = kill_module.process_table
+    monkeypatch.setattr(
+        kill_module, "process_table", lambda: readers.append(threading.get_ident()) or real_table()
+    )
+
+    assert await sweep(record, "", 0.1, tag_var=tag_var) == ([proc.pid], [])
+
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+    assert readers and threading.get_ident() not in readers
 
 
 @pytest.mark.anyio
