@@ -313,12 +313,8 @@ async def test_sweep_finds_unrecorded_tagged_processes(spawn: Children, tag_var:
     assert proc.wait(timeout=10) == -signal.SIGTERM
 
 
-@pytest.mark.anyio
-async def test_what_outlived_the_grace_is_looked_up_off_the_event_loop(
-    spawn: Children, tag_var: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Below a process that survived SIGTERM, the machine's process table is read in a worker
-    thread: read on the event loop, it would hold every other run while it lasts."""
+def _sigterm_ignorer(spawn: Children) -> tuple[subprocess.Popen[str], ProcIdentity]:
+    """A child in its own session that ignores SIGTERM, once it runs, and its identity."""
     code = """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -329,6 +325,16 @@ async def test_what_outlived_the_grace_is_looked_up_off_the_event_loop(
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     record = identify(proc.pid)
     assert record is not None
+    return proc, record
+
+
+@pytest.mark.anyio
+async def test_what_outlived_the_grace_is_looked_up_off_the_event_loop(
+    spawn: Children, tag_var: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below a process that survived SIGTERM, the machine's process table is read in a worker
+    thread: read on the event loop, it would hold every other run while it lasts."""
+    proc, record = _sigterm_ignorer(spawn)
     readers: list[int] = []
     real_table = kill_module.process_table
     monkeypatch.setattr(
@@ -344,16 +350,7 @@ async def test_what_outlived_the_grace_is_looked_up_off_the_event_loop(
 @pytest.mark.anyio
 async def test_sweep_escalates_to_sigkill(spawn: Children, tag_var: str) -> None:
     """A leftover that ignores SIGTERM is killed with SIGKILL after the grace."""
-    code = """
-        import signal, time
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        print("ready", flush=True)
-        time.sleep(120)
-    """
-    proc = spawn.start(code, start_new_session=True)
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    record = identify(proc.pid)
-    assert record is not None
+    proc, record = _sigterm_ignorer(spawn)
     started = time.monotonic()
     assert await sweep(record, "", 0.3, tag_var=tag_var) == ([proc.pid], [])
     assert proc.wait(timeout=10) == -signal.SIGKILL
