@@ -13,13 +13,10 @@ asyncio's own policy, which anyio leaves to it.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-log = logging.getLogger(__name__)
 
 
 def _pidfds_work() -> bool:

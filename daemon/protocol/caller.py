@@ -30,7 +30,6 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DEDUPE_HEADER,
     READ_TIMEOUT,
-    ProtocolClient,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
@@ -74,8 +73,6 @@ class Caller:
         answer_limit: int = ANSWER_LIMIT,
     ) -> None:
         self._http = http
-        # The daemon's own client: its requests go straight to its transport (see `_send`).
-        self._transport = http.transport if isinstance(http, ProtocolClient) else None
         self._metrics = metrics
         self.circuit = circuit
         self._policy = policy or RetryPolicy()
@@ -205,15 +202,8 @@ class Caller:
         `build_request` would build it with no params and no cookies (the protocol has none):
         that merges every header into a new set twice over and costs about 50 µs of the
         ~130 µs a request spends in httpx's client and this caller (tight loop over
-        `httpx.MockTransport`).
-
-        The daemon's own client (`ProtocolClient`) is passed by: its transport answers the
-        request directly. What `client.send` adds around a transport — auth, redirects,
-        cookies, event hooks, proxy mounts — the protocol's client has none of, and it ties
-        each answer to its stream in a reference cycle: about 20 objects a request that only
-        the garbage collector frees, 5,000 a second at 200 tasks. Over a transport answering
-        from memory `send` took 35 µs a request, the transport alone 17 µs. A closed client
-        still refuses through `send`."""
+        `httpx.MockTransport`). The daemon's own client then hands it straight to its
+        transport (`wire.ProtocolClient.send`)."""
         client = self._http
         raw = client.headers.raw
         request = httpx.Request(
@@ -223,11 +213,7 @@ class Caller:
             headers=raw + headers if headers else raw,
             extensions={"timeout": client.timeout.as_dict()},
         )
-        if self._transport is not None and not client.is_closed:
-            response = await self._transport.handle_async_request(request)
-            response.request = request  # as `send` does: a transport need not set it
-        else:
-            response = await client.send(request, stream=True)
+        response = await client.send(request, stream=True)
         try:
             return await read_answer(response, limit=self.answer_limit, within=READ_TIMEOUT)
         finally:

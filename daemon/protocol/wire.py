@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 from urllib.parse import quote
 
@@ -114,20 +114,64 @@ class _NoCookies(httpx.Cookies):
 
 
 class ProtocolClient(httpx.AsyncClient):
-    """httpx's client as the daemon builds it: without a cookie jar, and naming the one
-    transport every request goes through.
+    """httpx's client as the daemon builds it: one transport, no cookie jar, no auth, no
+    redirects, no event hooks; each request goes straight to the transport.
 
     httpx copies every answer's request and headers into urllib's shapes to look for cookies
     (`Cookies.extract_cookies`): a sixth of a request's CPU in the daemon, for nothing."""
 
-    def __init__(self, transport: httpx.AsyncBaseTransport, **options: Any) -> None:
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport,
+        *,
+        base_url: str,
+        headers: Mapping[str, str],
+        timeout: httpx.Timeout,
+    ) -> None:
         # Not trusting the environment: no proxy mounts in front of `transport`. The daemon's
         # transport routes proxied origins itself (HTTP(S)_PROXY, NO_PROXY; transport.py).
-        super().__init__(transport=transport, trust_env=False, **options)
+        super().__init__(
+            transport=transport,
+            trust_env=False,
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+        )
         self._cookies = _NoCookies()
-        self.transport = transport
-        """What answers every request: the caller may hand a request to it directly
-        (daemon/protocol/caller.py)."""
+        self._transport_direct = transport
+
+    async def send(
+        self,
+        request: httpx.Request,
+        *,
+        stream: bool = False,
+        auth: Any = httpx.USE_CLIENT_DEFAULT,
+        follow_redirects: Any = httpx.USE_CLIENT_DEFAULT,
+    ) -> httpx.Response:
+        """`request` answered by the transport itself.
+
+        What `AsyncClient.send` adds around its transport (auth, redirects, cookies, event
+        hooks, proxy mounts) this client has none of, and it ties each answer to its stream
+        in a reference cycle: about 20 objects a request that only the garbage collector
+        frees, 5,000 a second at 200 tasks. Over a transport answering from memory `send`
+        took 35 µs a request, the transport alone 17 µs. A closed client, or a call asking
+        for auth or redirects, still goes through httpx's `send`."""
+        if self.is_closed or (auth, follow_redirects) != (
+            httpx.USE_CLIENT_DEFAULT,
+            httpx.USE_CLIENT_DEFAULT,
+        ):
+            return await super().send(
+                request, stream=stream, auth=auth, follow_redirects=follow_redirects
+            )
+        response = await self._transport_direct.handle_async_request(request)
+        response.request = request  # as `send` does: a transport need not set it
+        if not stream:
+            try:
+                await response.aread()
+            except BaseException:
+                await response.aclose()
+                raise
+        return response
 
 
 CAPABILITIES = ("skill-bundles-v1",)
