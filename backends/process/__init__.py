@@ -2,7 +2,8 @@
 
 * `spawn` — `run_process`: the agent in its own session, its pipes, framed lines (`lines`)
   read and parsed by the run's consumer as it takes them, as its `spec` (`ProcessSpec`) says;
-* `tree` — who descends from whom, who carries the tracking tag, who is still the same process;
+* `tree` — who descends from whom, who is still the same process;
+* `tags` — who carries the tracking tag in its initial environment;
 * `registry` — one daemon's agents, each run's members seen while it ran, its adopted orphans;
 * `machine` — the reading of every process a stop needs, off the event loop, shared by the
   runs stopped at the same time;
@@ -36,13 +37,13 @@ from backends.process.registry import ProcessRegistry
 from backends.process.spawn import TRACKING_ENV, ProcessRun, run_process
 from backends.process.spec import ProcessSpec
 from backends.process.sweep import sweep
+from backends.process.tags import tagged
 from backends.process.tree import (
     ProcIdentity,
     descendants,
     group_of,
     identify,
     is_alive,
-    tagged,
 )
 
 __all__ = [

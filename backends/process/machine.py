@@ -17,13 +17,12 @@ from dataclasses import dataclass
 import anyio
 import anyio.to_thread
 
+from backends.process.tags import environs, tag_values
 from backends.process.tree import (
     ProcessTable,
     ProcIdentity,
-    environs,
     identify,
     process_table,
-    tag_values,
     tree_in,
 )
 

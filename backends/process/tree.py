@@ -1,4 +1,5 @@
-"""Finding a tree in /proc: who descends from whom, who carries a tag, who is still alive.
+"""Finding a tree in /proc: who descends from whom, who is still alive (`tags`: who carries a
+tag).
 
 A pid alone is not an identity: pids are reused. Every helper here pairs a pid with the
 process's start time (field 22 of `/proc/PID/stat`, clock ticks since boot), so a recycled
@@ -80,7 +81,8 @@ def _read_stat(pid: int) -> ProcStat | None:
         return None
 
 
-def _all_pids() -> Iterator[int]:
+def all_pids() -> Iterator[int]:
+    """Every pid in /proc now (none where there is no /proc)."""
     try:
         entries = list(os.scandir(_PROC))
     except OSError:
@@ -94,7 +96,7 @@ def all_stats() -> Iterator[ProcStat]:
     """Every process's stat, zombies included (nothing where there is no /proc)."""
     if not _HAVE_PROC:
         return
-    for pid in _all_pids():
+    for pid in all_pids():
         stat = _read_stat(pid)
         if stat is not None:
             yield stat
@@ -236,47 +238,6 @@ def _child_pids(pid: int) -> list[int]:
 def descendants(pid: int) -> list[ProcIdentity]:
     """Every live process below `pid`, found by walking parent links (the root excluded)."""
     return process_table().descendants([pid])
-
-
-def tagged(tag_var: str, value: str) -> list[ProcIdentity]:
-    """Live processes (other than this one) whose initial environment has `tag_var=value`."""
-    if not _HAVE_PROC or not value:
-        return []
-    found: list[ProcIdentity] = []
-    for pid, environ in environs():
-        if value in tag_values(environ, tag_var):
-            identity = identify(pid)
-            if identity is not None:
-                found.append(identity)
-    return found
-
-
-def tag_values(environ: bytes, tag_var: str) -> set[str]:
-    """The values `tag_var` has in one process's initial environment (`environs`): none, or
-    usually one."""
-    prefix = f"{tag_var}=".encode()
-    if prefix not in environ:  # nearly every process: no split
-        return set()
-    return {
-        entry[len(prefix) :].decode(errors="replace")
-        for entry in environ.split(b"\0")
-        if entry.startswith(prefix)
-    }
-
-
-def environs() -> Iterator[tuple[int, bytes]]:
-    """Every other process's initial environment that this one may read, with its pid."""
-    if not _HAVE_PROC:
-        return
-    me = os.getpid()
-    for pid in _all_pids():
-        if pid == me:
-            continue
-        try:
-            environ = (_PROC / str(pid) / "environ").read_bytes()
-        except OSError:  # another user's process, or it just exited
-            continue
-        yield pid, environ
 
 
 def group_of(identity: ProcIdentity) -> int | None:
