@@ -6,23 +6,20 @@ import argparse
 import functools
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import TaskGroup
 
 import daemon
 from backends.process.child_watch import pidfd_child_watcher
 from backends.process.linux import hide_from_agents
-from daemon.addresses import split_host_port
 from daemon.agent_pool import AgentPool
 from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
+from daemon.cli.embedded import own_token, serve_alone, start_embedded
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
 from daemon.collector import settle_collector
@@ -34,16 +31,12 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.server.token import TOKEN_FILE, ensure_token, read_token
 from daemon.services import AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker.worker import Worker, WorkerOptions
-
-if TYPE_CHECKING:
-    from daemon.server.in_process import InProcess
 
 log = logging.getLogger("daemon")
 
@@ -98,7 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     run.set_defaults(func=_run)
     server = sub.add_parser("server", help="run the embedded reference server alone")
     server.add_argument("--listen", default=None, help="HOST:PORT (default 127.0.0.1:8080)")
-    server.set_defaults(func=_server)
+    server.set_defaults(func=serve_alone)
     submit = sub.add_parser("submit", help="submit a task to the server")
     submit.add_argument("prompt")
     submit.add_argument("--backend", default=None, help="backend name, e.g. claude or command")
@@ -167,7 +160,7 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
         url, token = settings.server_url, settings.token
         embedded = None
         if settings.embedded:
-            url, token, embedded = await _start_embedded(settings, tg)
+            url, token, embedded = await start_embedded(settings, tg)
         found = await available(settings)
         if not found:
             log.error(
@@ -210,54 +203,9 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
     return 0
 
 
-async def _start_embedded(settings: Settings, tg: TaskGroup) -> tuple[str, str, InProcess]:
-    """Start the embedded server in `tg`: its URL, its token, and what it shares with this
-    process (its hub and its app, which answers the daemon without a socket)."""
-    # Imported here: the server's modules (uvicorn, starlette, SQLite) cost a daemon that
-    # talks to a remote server about 5 MB of memory it never uses.
-    from daemon.server.in_process import InProcess
-    from daemon.server.serve import serve
-
-    host, port = split_host_port(settings.embedded_listen)
-    db = settings.state_dir / "server.db"
-    token = await _embedded_token(settings)
-    embedded = InProcess()
-    started = functools.partial(
-        serve, db, host, port, token, embedded, repos=settings.embedded_repos
-    )
-    url = f"http://{host}:{await tg.start(started)}"
-    log.info("embedded server listening on %s (database %s)", url, db)
-    return url, token, embedded
-
-
-async def _server(settings: Settings, args: argparse.Namespace) -> int:
-    """The embedded server alone, until SIGINT/SIGTERM."""
-    from daemon.server.serve import serve  # the server's modules only where it runs
-
-    host, port = split_host_port(args.listen or settings.embedded_listen)
-    db = settings.state_dir / "server.db"
-    token = await _embedded_token(settings)
-    async with anyio.create_task_group() as tg:
-        bound = await tg.start(
-            functools.partial(serve, db, host, port, token, repos=settings.embedded_repos)
-        )
-        # Where a client finds the token, never the token itself.
-        source = (
-            "MULTICA_DAEMON_TOKEN" if settings.embedded_token else settings.state_dir / TOKEN_FILE
-        )
-        print(
-            f"agent-daemon server listening on http://{host}:{bound} (database {db}, "
-            f"token from {source})",
-            flush=True,
-        )
-        await _wait_for_signal()
-        tg.cancel_scope.cancel()
-    return 0
-
-
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
-    token = await anyio.to_thread.run_sync(_own_token, settings)
+    token = await anyio.to_thread.run_sync(own_token, settings)
     return await status(args.addr or settings.health_addr, as_json=args.json, token=token)
 
 
@@ -280,30 +228,3 @@ async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
 async def _check(settings: Settings, args: argparse.Namespace) -> int:
     """Exit 0 when /healthz and /readyz answer 200, else 1; one line either way."""
     return await check(args.addr or settings.health_addr)
-
-
-async def _wait_for_signal() -> None:
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as received:
-        async for _ in received:
-            return
-
-
-def _own_token(settings: Settings) -> str:
-    """The daemon's token as this user can read it ('' when it cannot): the health port then
-    shows full task and workspace ids instead of handles. Never creates a token file."""
-    if not settings.embedded:
-        return settings.token
-    if settings.embedded_token:
-        return settings.embedded_token
-    try:
-        return read_token(settings.state_dir / TOKEN_FILE)
-    except ConfigError:
-        return ""
-
-
-async def _embedded_token(settings: Settings) -> str:
-    """MULTICA_DAEMON_TOKEN when set, else the embedded server's generated one (kept 0600);
-    never a Multica login token from config.json."""
-    if settings.embedded_token:
-        return settings.embedded_token
-    return await anyio.to_thread.run_sync(ensure_token, settings.state_dir / TOKEN_FILE)
