@@ -237,3 +237,19 @@ async def test_an_answer_a_transport_streams_without_its_request_is_read() -> No
     transport = httpx.MockTransport(answer)
     async with make_http_client("http://server.invalid", "tok", "1", transport=transport) as http:
         assert await ServerClient(http).task_status("t1") == "running"
+
+
+async def test_a_call_that_asks_for_auth_goes_through_httpxs_own_send() -> None:
+    """The daemon's client hands requests straight to its transport only when nothing more is
+    asked: a call with its own auth still gets it applied."""
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["Authorization"])
+        return httpx.Response(200, json={})
+
+    transport = httpx.MockTransport(answer)
+    async with make_http_client("http://server.invalid", "tok", "1", transport=transport) as http:
+        await http.get("/plain")
+        await http.get("/basic", auth=("user", "pass"))
+    assert seen == ["Bearer tok", "Basic dXNlcjpwYXNz"]
