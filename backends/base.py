@@ -121,6 +121,23 @@ class NullObserver:
         """Ignore the line."""
 
 
+class ReadBeat(Protocol):
+    """The beat a chatty agent's output may be read on instead of line by line.
+
+    The daemon sends a task's transcript on a beat (every 500 ms); lines read between two
+    beats wait for the next one anyway. Reading them all on the beat, the pipe left unread
+    meanwhile, wakes the daemon once a beat instead of once a line
+    (backends/process/held_reads.py)."""
+
+    def interval(self) -> float:
+        """Seconds between two beats."""
+        ...
+
+    async def hold(self) -> None:
+        """Return on the next beat. Everything read before the call has been handed on."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """Everything a backend needs to start one agent run."""
@@ -147,6 +164,8 @@ class RunSpec:
     between attempts (a link to a root-only file would be read by root on the retry)."""
     user: AgentUser | None = None
     """The user every process of the run starts as (None: the daemon's own)."""
+    read_beat: ReadBeat | None = None
+    """The beat a chatty agent's output is read on (None: every line as it comes)."""
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from backends.base import LineParser, Message, RunResult
+from backends.process.held_reads import held_reads
 from backends.process.kill import kill_tree
 from backends.process.lines import LineFramer, Tail, clean_line
 from backends.process.registry import ProcessRegistry
@@ -81,6 +82,7 @@ class ProcessRun:
         self._io_scopes = [anyio.CancelScope(shield=True) for _ in range(3)]
         self._tracking = anyio.CancelScope()
         self._result: RunResult | None = None
+        self._held = held_reads(process, spec.read_beat)
 
     @property
     def pid(self) -> int:
@@ -107,7 +109,7 @@ class ProcessRun:
                 await self._stdout_done.wait()
                 if not self._batch:
                     raise StopAsyncIteration
-            elif not await self._read():
+            elif not await self._read(on_beat=True):
                 raise StopAsyncIteration
         return self._batch.popleft()
 
@@ -148,11 +150,14 @@ class ProcessRun:
         with scope:
             await pump()
 
-    async def _read(self, keep: bool = True) -> bool:
+    async def _read(self, keep: bool = True, on_beat: bool = False) -> bool:
         """Read one chunk of stdout and parse its lines into the batch (or only parse them);
-        False once stdout has closed."""
+        False once stdout has closed. `on_beat`: a chatty agent's read may wait for the beat
+        (held_reads.py) — the consumer's reads only, never the pump's."""
         self._reading = True
         try:  # one reader at a time, to the end of the parse: the parser's state is shared
+            if on_beat and self._held is not None:
+                await self._held.before_read()
             return await self._read_chunk(keep)
         finally:
             self._reading = False
@@ -166,6 +171,8 @@ class ProcessRun:
             chunk = await stdout.receive(_READ_CHUNK)
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             chunk = None
+        if chunk is not None and self._held is not None:
+            self._held.read(len(chunk))
         lines = self._framer.feed(chunk) if chunk is not None else []
         if chunk is None and (last := self._framer.flush()) is not None:
             lines.append(last)
@@ -204,6 +211,8 @@ class ProcessRun:
                 continue
             if step.invalid:
                 observer.invalid_line()
+            if step.replies and self._held is not None:
+                self._held.asked = True  # its questions are answered as they come
             for reply in step.replies:
                 await self._queue_stdin(reply if reply.endswith(b"\n") else reply + b"\n")
             if step.close_stdin:

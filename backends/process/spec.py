@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from backends.base import NullObserver, RunObserver, RunSpec
+from backends.base import NullObserver, ReadBeat, RunObserver, RunSpec
 from backends.process.identity import AgentUser
 from backends.process.lines import MAX_LINE_BYTES
 from backends.process.registry import ProcessRegistry
@@ -33,6 +33,8 @@ class ProcessSpec:
     stderr_tail_bytes: int = STDERR_TAIL_BYTES
     user: AgentUser | None = None
     """The user the process starts as (None: the daemon's own)."""
+    read_beat: ReadBeat | None = None
+    """The beat a chatty agent's stdout is read on (`held_reads.py`; None: as it comes)."""
 
     @classmethod
     def for_run(
@@ -57,4 +59,5 @@ class ProcessSpec:
             processes=spec.processes,
             result_timeout=spec.exit_wait,
             user=spec.user,
+            read_beat=spec.read_beat,
         )

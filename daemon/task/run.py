@@ -223,6 +223,7 @@ class TaskRun:
             services.reach,
             self.slot,
             processes=services.processes,
+            read_beat=self.reporter.transcript.beat,
         )
 
 

@@ -48,6 +48,7 @@ from daemon.protocol.limits import (
 from daemon.protocol.pacing import TRANSCRIPT_BEAT, Beat
 from daemon.protocol.retry import RetryPolicy
 from daemon.shutdown import TRANSCRIPT_FLUSH, ShutdownBudget
+from daemon.task.shared_beat import SharedBeat
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ class Transcript:
         self._told = told
         self._task_id = task_id
         self._metrics = metrics
-        self._beat = beat
+        self.beat = SharedBeat(beat)
+        """Its beat, which its agent's held reads share (`RunSpec.read_beat`)."""
         self._batch_size = limits.batch_size
         self._max_messages = limits.max_messages
         self._max_bytes = limits.max_bytes
@@ -193,12 +195,14 @@ class Transcript:
 
         With nothing queued it waits for the next message instead: a task whose agent is
         quiet (thinking, or in a long tool call) costs no wake-ups. Waking on every beat
-        regardless took 200 quiet tasks 400 wake-ups a second, ~4 % of a core."""
+        regardless took 200 quiet tasks 400 wake-ups a second, ~4 % of a core. While the
+        agent's reads are held for the beat, the flush follows the read on each beat
+        (shared_beat.py)."""
         while True:
-            if not self._queue:
+            if not self._queue and not self.beat.reader_holds:
                 self._queued = anyio.Event()
                 await self._queued.wait()
-            await anyio.sleep(self._beat.wait())
+            await self.beat.next_flush()
             await self.flush()
 
     async def flush(self) -> bool:

@@ -7,7 +7,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from backends.base import RunObserver, RunSpec
+from backends.base import ReadBeat, RunObserver, RunSpec
 from backends.process import ProcessRegistry
 from backends.process.identity import AgentUser
 from daemon.config import Settings
@@ -66,6 +66,7 @@ def agent_spec(
     slot: int,
     *,
     processes: ProcessRegistry | None,
+    read_beat: ReadBeat | None = None,
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice: the
     one place a task's `RunSpec` is made."""
@@ -118,4 +119,5 @@ def agent_spec(
         mcp=task.agent.mcp_config,
         processes=processes,
         user=user,
+        read_beat=read_beat,
     )

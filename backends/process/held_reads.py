@@ -1,0 +1,116 @@
+"""Reading a chatty agent's stdout once a beat instead of once a line.
+
+Every line an agent prints wakes the daemon: the kernel wakes the event loop, the pipe's
+transport reads, the reader's task runs. At 20 agents printing 10 lines a second that was
+~160 µs of the daemon's CPU a line (`tests/benchmarks/bench_held_reads.py`), more than a third
+of the daemon's CPU at that load. The lines leave for the server on the task's beat (every
+500 ms) anyway. So once an agent prints faster than that, its reader stops the pipe's
+transport (`pause_reading`: the pipe leaves the event loop's poll set, the kernel keeps what
+the agent writes) and waits for the beat (`ReadBeat.hold`); on it, the transport reads again
+and the reader takes everything the agent wrote meanwhile at once, ~20 µs a line. The task's
+flush for that beat waits for this read (daemon/task/read_beat.py): no line leaves later
+than it would have.
+
+When a read waits for the beat (`HeldReads.due`):
+* after two reads less than `CHATTY` of a beat apart, and then for as long as each read on the
+  beat finds output waiting: an agent printing a line a second is read as it prints;
+* never once the agent asked the daemon something (a line that needed an answer on stdin):
+  its question must not wait for a beat;
+* not for `COOL_DOWN` seconds after a read found `FULL_READ` bytes or more: that agent writes
+  more than a pipe holds (64 KiB) within a beat, and would block on its writes;
+* only on asyncio, whose pipe transport can stop reading; anyio's streams cannot, so the
+  transport is reached through anyio's process (as anyio itself does to close its pipes).
+  Elsewhere every line is read as it comes.
+
+The agent's activity is stamped when its lines are read: at most a beat late while held, far
+below any watchdog window, and a held agent is never idle for more than a beat.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol
+
+import anyio
+
+from backends.base import ReadBeat
+
+CHATTY = 0.5
+"""Reads closer together than this share of a beat start holding."""
+STILL_WAITING = 1.1
+"""A read on the beat that came later than this share of a beat after the previous one had to
+wait for output: the agent slowed down, and the next read does not wait for the beat."""
+FULL_READ = 32 * 1024
+"""Bytes in one read from which the agent writes too fast to be held (half a default pipe)."""
+COOL_DOWN = 5.0
+"""Seconds after such a read during which no read waits for the beat."""
+
+
+class Valve(Protocol):
+    """A pipe's read side that can stop reading and start again (asyncio's read transport)."""
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+def held_reads(process: Any, beat: ReadBeat | None) -> HeldReads | None:
+    """The held reads of an anyio process's stdout on `beat`; None without a beat or off
+    asyncio (every line then read as it comes)."""
+    valve = stdout_valve(process) if beat is not None else None
+    return None if beat is None or valve is None else HeldReads(beat, valve)
+
+
+def stdout_valve(process: Any) -> Valve | None:
+    """The read transport of an anyio process's stdout on asyncio; None on another loop."""
+    transport = getattr(process, "_transport", None)
+    get_pipe = getattr(transport, "get_pipe_transport", None)
+    pipe = get_pipe(1) if callable(get_pipe) else None
+    if callable(getattr(pipe, "pause_reading", None)) and callable(
+        getattr(pipe, "resume_reading", None)
+    ):
+        return pipe
+    return None
+
+
+class HeldReads:
+    """When one agent's next stdout read waits for the beat, its pipe paused meanwhile."""
+
+    def __init__(self, beat: ReadBeat, valve: Valve) -> None:
+        self._beat = beat
+        self._valve = valve
+        self._last_read = -math.inf
+        self._gap = math.inf
+        """Seconds between the last two reads that found output."""
+        self._held = False
+        """Whether the last read waited for the beat."""
+        self._cool_until = -math.inf
+        self.asked = False
+        """Set once the agent asked something: its reads never wait again."""
+        self.holds = 0
+        """Reads that waited for the beat."""
+
+    def due(self) -> bool:
+        """Whether the next read waits for the beat."""
+        if self.asked or anyio.current_time() < self._cool_until:
+            return False
+        return self._gap < self._beat.interval() * (STILL_WAITING if self._held else CHATTY)
+
+    async def before_read(self) -> None:
+        """Wait for the beat, the pipe unread, if the next read is due to."""
+        self._held = self.due()
+        if not self._held:
+            return
+        self.holds += 1
+        self._valve.pause_reading()
+        try:
+            await self._beat.hold()
+        finally:
+            self._valve.resume_reading()
+
+    def read(self, size: int) -> None:
+        """A read found `size` bytes of output."""
+        now = anyio.current_time()
+        self._gap, self._last_read = now - self._last_read, now
+        if size >= FULL_READ:
+            self._cool_until = now + COOL_DOWN

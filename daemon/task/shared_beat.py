@@ -1,0 +1,52 @@
+"""A task's beat, shared by its transcript's flush and its agent's reader.
+
+A chatty agent's stdout is read on the task's transcript beat (backends/process/held_reads.py).
+The flush for that beat has to come after that read, or what was read on the beat would wait
+a whole beat more; but two tasks waking on the same instant leave their order to the event
+loop. So while the reader holds, the flush keeps no time of its own: it waits for the reader
+to come back for its next hold — by then everything it read on the beat is queued — and the
+reader's call lets it go. A reader that does not come back (its agent went quiet, and its read
+waits for output) lets the flush go `SLACK` after the beat, and the flush keeps its own time
+again.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from daemon.protocol.pacing import Beat
+
+SLACK = 0.05
+"""Seconds past the beat a flush waits for a held reader that does not come back."""
+
+
+class SharedBeat:
+    """When a task's transcript flushes and (as `backends.base.ReadBeat`) when its agent's
+    held reads happen: on the same beat, the read first."""
+
+    def __init__(self, beat: Beat) -> None:
+        self._beat = beat
+        self.reader_holds = False
+        """Whether the reader holds on this beat: the flush then waits for it."""
+        self._reader_back = anyio.Event()
+
+    def interval(self) -> float:
+        """Seconds between two beats (they stretch with the daemon's load: pacing.py)."""
+        return self._beat.interval()
+
+    async def hold(self) -> None:
+        """The reader's wait for its next beat; the flush waiting for it goes now."""
+        self.reader_holds = True
+        self._reader_back.set()
+        await anyio.sleep(self._beat.wait())
+
+    async def next_flush(self) -> None:
+        """The flush's wait: for the beat, or while the reader holds, for its read on it."""
+        if not self.reader_holds:
+            await anyio.sleep(self._beat.wait())
+            return
+        self._reader_back = anyio.Event()
+        with anyio.move_on_after(self._beat.wait() + SLACK) as late:
+            await self._reader_back.wait()
+        if late.cancelled_caught:
+            self.reader_holds = False
