@@ -137,6 +137,10 @@ class ReadBeat(Protocol):
         """Return on the next beat. Everything read before the call has been handed on."""
         ...
 
+    def release(self) -> None:
+        """The reader no longer holds: it reads output as it comes."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RunSpec:

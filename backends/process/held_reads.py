@@ -29,6 +29,7 @@ below any watchdog window, and a held agent is never idle for more than a beat.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio
@@ -76,9 +77,12 @@ def stdout_valve(process: Any) -> Valve | None:
 class HeldReads:
     """When one agent's next stdout read waits for the beat, its pipe paused meanwhile."""
 
-    def __init__(self, beat: ReadBeat, valve: Valve) -> None:
+    def __init__(
+        self, beat: ReadBeat, valve: Valve, clock: Callable[[], float] = anyio.current_time
+    ) -> None:
         self._beat = beat
         self._valve = valve
+        self._clock = clock
         self._last_read = -math.inf
         self._gap = math.inf
         """Seconds between the last two reads that found output."""
@@ -92,14 +96,16 @@ class HeldReads:
 
     def due(self) -> bool:
         """Whether the next read waits for the beat."""
-        if self.asked or anyio.current_time() < self._cool_until:
+        if self.asked or self._clock() < self._cool_until:
             return False
         return self._gap < self._beat.interval() * (STILL_WAITING if self._held else CHATTY)
 
     async def before_read(self) -> None:
         """Wait for the beat, the pipe unread, if the next read is due to."""
-        self._held = self.due()
+        held, self._held = self._held, self.due()
         if not self._held:
+            if held:
+                self._beat.release()
             return
         self.holds += 1
         self._valve.pause_reading()
@@ -108,9 +114,15 @@ class HeldReads:
         finally:
             self._valve.resume_reading()
 
+    def ended(self) -> None:
+        """The output ended: no read holds any more."""
+        if self._held:
+            self._held = False
+            self._beat.release()
+
     def read(self, size: int) -> None:
         """A read found `size` bytes of output."""
-        now = anyio.current_time()
+        now = self._clock()
         self._gap, self._last_read = now - self._last_read, now
         if size >= FULL_READ:
             self._cool_until = now + COOL_DOWN

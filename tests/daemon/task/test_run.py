@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 import anyio
 import pytest
 
+from backends.base import RunSpec
+from backends.process import ProcessRun
 from backends.scripted import Script, ScriptedBackend
 from daemon.errors import PermanentServerError, TransientServerError
 from daemon.protocol.models import Task
@@ -160,3 +163,25 @@ async def test_a_task_forgotten_mid_run_stops_without_a_report(tmp_path: Path) -
     job = task(Script().text("started").hang().dumps())
     await run_until_the_agent_speaks(tmp_path, server, job, then=lambda: server.forget(job.id))
     assert server.reports == {}
+
+
+class _SpecKeeper(ScriptedBackend):
+    """The scripted agent, keeping the spec of every start."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.specs: list[RunSpec] = []
+
+    def start(self, spec: RunSpec) -> AbstractAsyncContextManager[ProcessRun]:
+        self.specs.append(spec)
+        return super().start(spec)
+
+
+async def test_a_chatty_agent_is_read_on_its_transcripts_beat(tmp_path: Path) -> None:
+    """The agent's reads hold for the beat its transcript flushes on (held_reads.py)."""
+    backend = _SpecKeeper()
+    job = task(Script().text("working").result("done").dumps())
+    run = task_run(job, backend, server=FakeTaskServer(), settings=settings_in(tmp_path))
+    await run.run()
+    [spec] = backend.specs
+    assert spec.read_beat is run.reporter.transcript.beat

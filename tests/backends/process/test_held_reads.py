@@ -1,0 +1,192 @@
+"""A chatty agent's stdout read once a beat: when a read waits, and that its pipe is left unread
+meanwhile (backends/process/held_reads.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from backends.process import ProcessSpec, run_process
+from backends.process.held_reads import COOL_DOWN, FULL_READ, HeldReads
+from daemon.testing import FakeClock, python
+from tests.backends.support import LinesParser
+from tests.helpers import eventually
+
+BEAT = 0.5
+
+
+class _Beat:
+    """A `ReadBeat` whose beat comes when the test says (`release`), counting the holds."""
+
+    def __init__(self, every: float = BEAT) -> None:
+        self.every = every
+        self.holds = 0
+        self.releases = 0
+        self.beat = anyio.Event()
+
+    def interval(self) -> float:
+        return self.every
+
+    async def hold(self) -> None:
+        self.holds += 1
+        await self.beat.wait()
+        self.beat = anyio.Event()
+
+    def release(self) -> None:
+        self.releases += 1
+
+
+class _Valve:
+    """A pipe's read side that records whether it reads."""
+
+    def __init__(self) -> None:
+        self.reading = True
+        self.calls: list[str] = []
+
+    def pause_reading(self) -> None:
+        self.reading = False
+        self.calls.append("pause")
+
+    def resume_reading(self) -> None:
+        self.reading = True
+        self.calls.append("resume")
+
+
+def _held(clock: FakeClock) -> tuple[HeldReads, _Beat, _Valve]:
+    beat, valve = _Beat(), _Valve()
+    return HeldReads(beat, valve, clock), beat, valve
+
+
+def _reads(held: HeldReads, clock: FakeClock, *gaps: float, size: int = 100) -> None:
+    for gap in gaps:
+        clock.advance(gap)
+        held.read(size)
+
+
+def test_an_agent_printing_a_line_a_second_is_read_as_it_prints() -> None:
+    clock = FakeClock()
+    held, _, _ = _held(clock)
+    _reads(held, clock, 0.0, 1.0, 1.0)
+    assert not held.due()
+    _reads(held, clock, BEAT * 0.6)  # more than half a beat apart: not chatty yet
+    assert not held.due()
+
+
+def test_reads_close_together_hold_until_a_read_on_the_beat_had_to_wait() -> None:
+    clock = FakeClock()
+    held, _, _ = _held(clock)
+    _reads(held, clock, 0.0, 0.1)
+    assert held.due()
+    held._held = True  # as `before_read` marks a held read
+    _reads(held, clock, BEAT)  # on the beat, output was waiting
+    assert held.due()
+    _reads(held, clock, BEAT * 1.5)  # it had to wait: the agent slowed down
+    assert not held.due()
+
+
+def test_an_agent_that_asked_something_is_never_held() -> None:
+    clock = FakeClock()
+    held, _, _ = _held(clock)
+    _reads(held, clock, 0.0, 0.01)
+    held.asked = True
+    assert not held.due()
+
+
+def test_a_read_of_half_a_pipe_stops_the_holds_for_the_cool_down() -> None:
+    clock = FakeClock()
+    held, _, _ = _held(clock)
+    _reads(held, clock, 0.0, 0.01)
+    _reads(held, clock, 0.01, size=FULL_READ)
+    assert not held.due()
+    _reads(held, clock, COOL_DOWN - 0.1, 0.01)
+    assert not held.due()
+    clock.advance(0.2)
+    assert held.due()
+
+
+@pytest.mark.anyio
+async def test_the_pipe_is_paused_while_held_and_reads_again_when_cancelled() -> None:
+    clock = FakeClock()
+    held, beat, valve = _held(clock)
+    _reads(held, clock, 0.0, 0.01)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held.before_read)
+        await eventually(lambda: beat.holds == 1)
+        assert not valve.reading
+        tg.cancel_scope.cancel()
+    assert valve.calls == ["pause", "resume"]
+    assert valve.reading
+
+
+@pytest.mark.anyio
+async def test_the_beat_hears_when_the_reads_stop_holding_and_when_the_output_ends() -> None:
+    """So that the flush it holds back for the reader keeps its own time again."""
+    clock = FakeClock()
+    held, beat, _ = _held(clock)
+    _reads(held, clock, 0.0, 0.01)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held.before_read)
+        await eventually(lambda: beat.holds == 1)
+        beat.beat.set()
+    _reads(held, clock, 2.0)  # the read on the beat had to wait for output
+    await held.before_read()
+    assert (beat.holds, beat.releases) == (1, 1)
+    await held.before_read()  # not held before either: nothing to release
+    held.ended()
+    assert beat.releases == 1
+    _reads(held, clock, 0.01)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(held.before_read)
+        await eventually(lambda: beat.holds == 2)
+        beat.beat.set()
+    held.ended()
+    assert beat.releases == 2
+
+
+# A line every 0.1 s (read one by one, chatty), then 100 KiB at once and a last line. Unread,
+# a pipe takes 64 KiB: the big write blocks until the reader reads. A transport still reading
+# while its reader waits would take it all into its buffer (up to 128 KiB) and the write
+# would go through.
+CHATTY_THEN_BIG = """
+    import sys, time
+    for i in range(3):
+        print(f"line {i}", flush=True)
+        time.sleep(0.1)
+    sys.stdout.write("x" * 100_000 + "\\n")
+    sys.stdout.flush()
+    print("after", flush=True)
+"""
+
+
+def _blocked_writing_a_pipe(pid: int) -> bool:
+    return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
+@pytest.mark.anyio
+async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) -> None:
+    """The agent blocks on a full pipe while the reader holds, and the beat's read takes what
+    waited in one go; after that big read no read is held."""
+    beat = _Beat(every=60.0)
+    spec = ProcessSpec(argv=python(CHATTY_THEN_BIG), cwd=tmp_path, env={}, read_beat=beat)
+    with anyio.fail_after(30):
+        async with run_process(spec, LinesParser()) as run:
+            seen: list[str] = []
+            async with anyio.create_task_group() as tg:
+
+                async def consume() -> None:
+                    seen.extend([message.content async for message in run.messages()])
+
+                tg.start_soon(consume)
+                await eventually(lambda: beat.holds == 1, within=10)
+                await eventually(lambda: _blocked_writing_a_pipe(run.pid), within=10)
+                assert run.pending() == 0
+                beat.beat.set()
+            result = await run.result()
+    assert seen[:2] == ["line 0", "line 1"]
+    assert seen[-2:] == ["x" * 100_000, "after"]
+    assert beat.holds == 1  # the beat's read found more than half a pipe: no more holds
+    assert result.exit_code == 0

@@ -1,0 +1,84 @@
+"""A task's beat shared by its transcript and its agent's held reads: the flush follows the read
+on each beat (daemon/task/shared_beat.py)."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+
+from daemon.ops.metrics import Metrics
+from daemon.protocol.pacing import Beat
+from daemon.task.transcript import Transcript
+from tests.daemon.task.test_transcript import TASK, TimedServer, text
+from tests.helpers import eventually
+
+pytestmark = pytest.mark.anyio
+
+EVERY = 0.3
+READ_TAKES = 0.02
+"""How long after its beat a held read's lines are queued (the read and the parse)."""
+
+
+def _transcript(server: TimedServer) -> Transcript:
+    return Transcript(server, TASK, Metrics(), beat=Beat.every(EVERY))
+
+
+async def test_a_held_readers_lines_leave_right_after_its_read_on_the_beat() -> None:
+    """What a held reader reads on a beat leaves when it comes back to hold, not a beat later
+    (the flush's own timer on the same beat fired before the read)."""
+    server = TimedServer()
+    t = _transcript(server)
+    queued: list[float] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        for n in range(3):
+            await t.beat.hold()
+            await anyio.sleep(READ_TAKES)
+            t.add(text(f"read {n}"))
+            queued.append(anyio.current_time())
+        await t.beat.hold()
+        await eventually(lambda: len(server.arrivals) == 3, within=5)
+        tg.cancel_scope.cancel()
+    assert [[m["content"] for m in batch] for batch in server.batches] == [
+        ["read 0"],
+        ["read 1"],
+        ["read 2"],
+    ]
+    waits = [sent - read for sent, read in zip(server.arrivals, queued, strict=True)]
+    assert max(waits) < EVERY / 2  # the next beat was EVERY - READ_TAKES away
+
+
+async def test_a_released_reader_hands_the_flush_back_to_the_beat() -> None:
+    """Once the reader reads as output comes again, what it reads leaves on the beat."""
+    server = TimedServer()
+    t = _transcript(server)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        await t.beat.hold()
+        t.add(text("held"))
+        t.beat.release()
+        await eventually(lambda: len(server.arrivals) == 1, within=5)
+        t.add(text("as it came"))
+        await eventually(lambda: len(server.arrivals) == 2, within=5)
+        tg.cancel_scope.cancel()
+    assert not t.beat.reader_holds
+    assert [[m["content"] for m in batch] for batch in server.batches] == [
+        ["held"],
+        ["as it came"],
+    ]
+    assert abs(server.arrivals[1] / EVERY - round(server.arrivals[1] / EVERY)) < 0.1
+
+
+async def test_a_held_reader_that_does_not_come_back_does_not_keep_its_lines() -> None:
+    """A reader that held, read, and then waits for output that does not come: what it read
+    leaves a beat late, and the flush keeps its own time from then on."""
+    server = TimedServer()
+    t = _transcript(server)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        await t.beat.hold()
+        t.add(text("last"))
+        await eventually(lambda: len(server.arrivals) == 1, within=5)
+        tg.cancel_scope.cancel()
+    assert [m["content"] for m in server.batches[0]] == ["last"]
+    assert not t.beat.reader_holds
