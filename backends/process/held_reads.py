@@ -1,15 +1,16 @@
 """Reading a chatty agent's stdout once a beat instead of once a line.
 
 Every line an agent prints wakes the daemon: the kernel wakes the event loop, the pipe's
-transport reads, the reader's task runs. At 20 agents printing 10 lines a second that was
-~160 µs of the daemon's CPU a line (`tests/benchmarks/bench_held_reads.py`), more than a third
-of the daemon's CPU at that load. The lines leave for the server on the task's beat (every
-500 ms) anyway. So once an agent prints faster than that, its reader stops the pipe's
+transport reads, the reader's task runs. The lines leave for the server on the task's beat
+(every 500 ms) anyway. So once an agent prints faster than that, its reader stops the pipe's
 transport (`pause_reading`: the pipe leaves the event loop's poll set, the kernel keeps what
 the agent writes) and waits for the beat (`ReadBeat.hold`); on it, the transport reads again
-and the reader takes everything the agent wrote meanwhile at once, ~20 µs a line. The task's
-flush for that beat waits for this read (daemon/task/read_beat.py): no line leaves later
-than it would have.
+and the reader takes everything the agent wrote meanwhile at once. The task's flush for that
+beat waits for this read (daemon/task/shared_beat.py): no line leaves later than it would
+have. 20 agents printing 10 lines a second cost 218 µs of CPU a line read as they came, 34
+held (`python -m tests.benchmarks.bench_held_reads 20 10`, the parse and the tracking walk
+included); the whole daemon at that load went from 8.7 % of a core to 3.8
+(tests/benchmarks/bench_load.py).
 
 When a read waits for the beat (`HeldReads.due`):
 * after two reads less than `CHATTY` of a beat apart, and then for as long as each read on the
