@@ -14,7 +14,8 @@ included); the whole daemon at that load went from 8.7 % of a core to 3.8
 
 When a read waits for the beat (`HeldReads.due`):
 * after two reads less than `CHATTY` of a beat apart, and then for as long as each read on the
-  beat finds output waiting: an agent printing a line a second is read as it prints;
+  beat finds output waiting (it returns within `STILL_CHATTY` of a beat): an agent printing a
+  line a second is read as it prints;
 * never once the agent asked the daemon something (a line that needed an answer on stdin):
   its question must not wait for a beat;
 * not for `COOL_DOWN` seconds after a read found `FULL_READ` bytes or more: that agent writes
@@ -39,9 +40,9 @@ from backends.base import ReadBeat
 
 CHATTY = 0.5
 """Reads closer together than this share of a beat start holding."""
-STILL_WAITING = 1.1
-"""A read on the beat that came later than this share of a beat after the previous one had to
-wait for output: the agent slowed down, and the next read does not wait for the beat."""
+STILL_CHATTY = 0.2
+"""A read on the beat that returns within this share of a beat found output waiting: the next
+read waits for the beat again. One that took longer waited for the agent, which slowed down."""
 FULL_READ = 32 * 1024
 """Bytes in one read from which the agent writes too fast to be held (half a default pipe)."""
 COOL_DOWN = 5.0
@@ -89,6 +90,10 @@ class HeldReads:
         """Seconds between the last two reads that found output."""
         self._held = False
         """Whether the last read waited for the beat."""
+        self._beat_at = -math.inf
+        """When the last held read's beat came."""
+        self._found_waiting = False
+        """Whether the last held read found output waiting on its beat."""
         self._cool_until = -math.inf
         self.asked = False
         """Set once the agent asked something: its reads never wait again."""
@@ -99,7 +104,9 @@ class HeldReads:
         """Whether the next read waits for the beat."""
         if self.asked or self._clock() < self._cool_until:
             return False
-        return self._gap < self._beat.interval() * (STILL_WAITING if self._held else CHATTY)
+        if self._held:
+            return self._found_waiting
+        return self._gap < self._beat.interval() * CHATTY
 
     async def before_read(self) -> None:
         """Wait for the beat, the pipe unread, if the next read is due to."""
@@ -114,6 +121,7 @@ class HeldReads:
             await self._beat.hold()
         finally:
             self._valve.resume_reading()
+        self._beat_at = self._clock()
 
     def ended(self) -> None:
         """The output ended: no read holds any more."""
@@ -125,5 +133,6 @@ class HeldReads:
         """A read found `size` bytes of output."""
         now = self._clock()
         self._gap, self._last_read = now - self._last_read, now
+        self._found_waiting = now - self._beat_at < self._beat.interval() * STILL_CHATTY
         if size >= FULL_READ:
             self._cool_until = now + COOL_DOWN

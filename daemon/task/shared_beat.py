@@ -5,9 +5,10 @@ The flush for that beat has to come after that read, or what was read on the bea
 a whole beat more; but two tasks waking on the same instant leave their order to the event
 loop. So while the reader holds, the flush keeps no time of its own: it waits for the reader
 to come back for its next hold — by then everything it read on the beat is queued — and the
-reader's call lets it go. When the reader stops holding (`release`), the flush keeps its own
-time again. A held reader that is not back a whole beat after its beat is waiting for output
-that has not come (or its agent ended): the flush goes then, and keeps its own time.
+reader's call lets it go. A reader that stops holding (`release`) lets it go too — what it read
+on the beat leaves now — and the flush keeps its own time again. A held reader that is not
+back a whole beat after its beat is waiting for output that has not come (or its agent ended):
+the flush goes then, and keeps its own time.
 """
 
 from __future__ import annotations
@@ -38,19 +39,19 @@ class SharedBeat:
         await anyio.sleep(self._beat.wait())
 
     def release(self) -> None:
-        """The reader reads as output comes again: the flush keeps its own time."""
+        """The reader reads as output comes again: what it read on the beat leaves now, then
+        the flush keeps its own time."""
         if self.reader_holds:
             self.reader_holds = False
             self._reader_back.set()
 
     async def next_flush(self) -> None:
         """The flush's wait: for the beat, or while the reader holds, for its read on it."""
-        while self.reader_holds:
-            self._reader_back = anyio.Event()
-            with anyio.move_on_after(self._beat.wait(at_least=self._beat.interval())) as late:
-                await self._reader_back.wait()
-            if late.cancelled_caught:
-                self.reader_holds = False
-            if late.cancelled_caught or self.reader_holds:
-                return
-        await anyio.sleep(self._beat.wait())
+        if not self.reader_holds:
+            await anyio.sleep(self._beat.wait())
+            return
+        self._reader_back = anyio.Event()
+        with anyio.move_on_after(self._beat.wait(at_least=self._beat.interval())) as late:
+            await self._reader_back.wait()
+        if late.cancelled_caught:
+            self.reader_holds = False

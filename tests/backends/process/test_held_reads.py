@@ -75,16 +75,30 @@ def test_an_agent_printing_a_line_a_second_is_read_as_it_prints() -> None:
     assert not held.due()
 
 
-def test_reads_close_together_hold_until_a_read_on_the_beat_had_to_wait() -> None:
-    clock = FakeClock()
-    held, _, _ = _held(clock)
+class _OnTheSpot(_Beat):
+    """A beat that comes as soon as it is waited for."""
+
+    async def hold(self) -> None:
+        self.holds += 1
+
+
+@pytest.mark.anyio
+async def test_reads_close_together_hold_until_a_read_on_the_beat_had_to_wait() -> None:
+    """Held, the reads stay held while each finds output waiting on its beat, however late
+    the beat came (a busy loop); one that waited for the agent ends the holds."""
+    clock, beat = FakeClock(), _OnTheSpot()
+    held = HeldReads(beat, _Valve(), clock)
     _reads(held, clock, 0.0, 0.1)
-    assert held.due()
-    held._held = True  # as `before_read` marks a held read
-    _reads(held, clock, BEAT)  # on the beat, output was waiting
-    assert held.due()
-    _reads(held, clock, BEAT * 1.5)  # it had to wait: the agent slowed down
+    for since in (BEAT, BEAT * 1.5):  # the beat came on time, then half a beat late
+        clock.advance(since)
+        await held.before_read()
+        _reads(held, clock, 0.01)  # the read returned at once: output was waiting
+        assert held.due()
+    await held.before_read()
+    _reads(held, clock, BEAT * 0.3)  # it waited for the agent: it slowed down
     assert not held.due()
+    await held.before_read()
+    assert (beat.holds, beat.releases) == (3, 1)
 
 
 def test_an_agent_that_asked_something_is_never_held() -> None:
@@ -131,7 +145,7 @@ async def test_the_beat_hears_when_the_reads_stop_holding_and_when_the_output_en
         tg.start_soon(held.before_read)
         await eventually(lambda: beat.holds == 1)
         beat.beat.set()
-    _reads(held, clock, 2.0)  # the read on the beat had to wait for output
+    _reads(held, clock, BEAT)  # the read on the beat had to wait for output
     await held.before_read()
     assert (beat.holds, beat.releases) == (1, 1)
     await held.before_read()  # not held before either: nothing to release

@@ -49,13 +49,17 @@ async def test_a_held_readers_lines_leave_right_after_its_read_on_the_beat() -> 
 
 
 async def test_a_released_reader_hands_the_flush_back_to_the_beat() -> None:
-    """Once the reader reads as output comes again, what it reads leaves on the beat."""
+    """A reader that stops holding after its read on a beat: what it read leaves at once (a
+    beat later, it waited for the flush's own timer), and what it reads from then on leaves on
+    the beat."""
     server = TimedServer()
     t = _transcript(server)
     async with anyio.create_task_group() as tg:
         tg.start_soon(t.run)
         await t.beat.hold()
+        await anyio.sleep(READ_TAKES)
         t.add(text("held"))
+        queued = anyio.current_time()
         t.beat.release()
         await eventually(lambda: len(server.arrivals) == 1, within=5)
         t.add(text("as it came"))
@@ -66,6 +70,7 @@ async def test_a_released_reader_hands_the_flush_back_to_the_beat() -> None:
         ["held"],
         ["as it came"],
     ]
+    assert server.arrivals[0] - queued < EVERY / 2
     assert abs(server.arrivals[1] / EVERY - round(server.arrivals[1] / EVERY)) < 0.1
 
 
