@@ -4,6 +4,8 @@ meanwhile (backends/process/held_reads.py)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -66,6 +68,14 @@ def _reads(held: HeldReads, clock: FakeClock, *gaps: float, size: int = 100) -> 
         held.read(size)
 
 
+def _chatty() -> tuple[FakeClock, HeldReads, _Beat, _Valve]:
+    """Held reads of an agent whose last two reads came 10 ms apart: the next one is held."""
+    clock = FakeClock()
+    held, beat, valve = _held(clock)
+    _reads(held, clock, 0.0, 0.01)
+    return clock, held, beat, valve
+
+
 def test_an_agent_printing_a_line_a_second_is_read_as_it_prints() -> None:
     clock = FakeClock()
     held, _, _ = _held(clock)
@@ -102,17 +112,13 @@ async def test_reads_close_together_hold_until_a_read_on_the_beat_had_to_wait() 
 
 
 def test_an_agent_that_asked_something_is_never_held() -> None:
-    clock = FakeClock()
-    held, _, _ = _held(clock)
-    _reads(held, clock, 0.0, 0.01)
+    _, held, _, _ = _chatty()
     held.asked = True
     assert not held.due()
 
 
 def test_a_read_of_half_a_pipe_stops_the_holds_for_the_cool_down() -> None:
-    clock = FakeClock()
-    held, _, _ = _held(clock)
-    _reads(held, clock, 0.0, 0.01)
+    clock, held, _, _ = _chatty()
     _reads(held, clock, 0.01, size=FULL_READ)
     assert not held.due()
     _reads(held, clock, COOL_DOWN - 0.1, 0.01)
@@ -121,16 +127,23 @@ def test_a_read_of_half_a_pipe_stops_the_holds_for_the_cool_down() -> None:
     assert held.due()
 
 
-@pytest.mark.anyio
-async def test_the_pipe_is_paused_while_held_and_reads_again_when_cancelled() -> None:
-    clock = FakeClock()
-    held, beat, valve = _held(clock)
-    _reads(held, clock, 0.0, 0.01)
+@asynccontextmanager
+async def _holding(held: HeldReads, beat: _Beat) -> AsyncIterator[anyio.CancelScope]:
+    """A read waiting for the beat in a task of its own, while the body runs; the body may
+    cancel it (the scope it is given), else the read waits until the beat comes."""
+    holds = beat.holds
     async with anyio.create_task_group() as tg:
         tg.start_soon(held.before_read)
-        await eventually(lambda: beat.holds == 1)
+        await eventually(lambda: beat.holds == holds + 1)
+        yield tg.cancel_scope
+
+
+@pytest.mark.anyio
+async def test_the_pipe_is_paused_while_held_and_reads_again_when_cancelled() -> None:
+    _, held, beat, valve = _chatty()
+    async with _holding(held, beat) as read:
         assert not valve.reading
-        tg.cancel_scope.cancel()
+        read.cancel()
     assert valve.calls == ["pause", "resume"]
     assert valve.reading
 
@@ -138,12 +151,8 @@ async def test_the_pipe_is_paused_while_held_and_reads_again_when_cancelled() ->
 @pytest.mark.anyio
 async def test_the_beat_hears_when_the_reads_stop_holding_and_when_the_output_ends() -> None:
     """So that the flush it holds back for the reader keeps its own time again."""
-    clock = FakeClock()
-    held, beat, _ = _held(clock)
-    _reads(held, clock, 0.0, 0.01)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(held.before_read)
-        await eventually(lambda: beat.holds == 1)
+    clock, held, beat, _ = _chatty()
+    async with _holding(held, beat):
         beat.beat.set()
     _reads(held, clock, BEAT)  # the read on the beat had to wait for output
     await held.before_read()
@@ -152,9 +161,7 @@ async def test_the_beat_hears_when_the_reads_stop_holding_and_when_the_output_en
     held.ended()
     assert beat.releases == 1
     _reads(held, clock, 0.01)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(held.before_read)
-        await eventually(lambda: beat.holds == 2)
+    async with _holding(held, beat):
         beat.beat.set()
     held.ended()
     assert beat.releases == 2
