@@ -60,8 +60,10 @@ class Valve(Protocol):
 def held_reads(process: Any, beat: ReadBeat | None) -> HeldReads | None:
     """The held reads of an anyio process's stdout on `beat`; None without a beat or off
     asyncio (every line then read as it comes)."""
-    valve = stdout_valve(process) if beat is not None else None
-    return None if beat is None or valve is None else HeldReads(beat, valve)
+    if beat is None:
+        return None
+    valve = stdout_valve(process)
+    return None if valve is None else HeldReads(beat, valve)
 
 
 def stdout_valve(process: Any) -> Valve | None:
@@ -92,20 +94,16 @@ class HeldReads:
         """Whether the last read waited for the beat."""
         self._beat_at = -math.inf
         """When the last held read's beat came."""
-        self._found_waiting = False
-        """Whether the last held read found output waiting on its beat."""
         self._cool_until = -math.inf
         self.asked = False
         """Set once the agent asked something: its reads never wait again."""
-        self.holds = 0
-        """Reads that waited for the beat."""
 
     def due(self) -> bool:
         """Whether the next read waits for the beat."""
         if self.asked or self._clock() < self._cool_until:
             return False
-        if self._held:
-            return self._found_waiting
+        if self._held:  # it found output waiting if it returned soon after its beat
+            return self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY
         return self._gap < self._beat.interval() * CHATTY
 
     async def before_read(self) -> None:
@@ -115,7 +113,6 @@ class HeldReads:
             if held:
                 self._beat.release()
             return
-        self.holds += 1
         self._valve.pause_reading()
         try:
             await self._beat.hold()
@@ -123,16 +120,14 @@ class HeldReads:
             self._valve.resume_reading()
         self._beat_at = self._clock()
 
-    def ended(self) -> None:
-        """The output ended: no read holds any more."""
-        if self._held:
-            self._held = False
-            self._beat.release()
-
-    def read(self, size: int) -> None:
-        """A read found `size` bytes of output."""
+    def read(self, chunk: bytes | None) -> None:
+        """A read returned `chunk` of output; None: the output ended, no read holds any more."""
+        if chunk is None:
+            if self._held:
+                self._held = False
+                self._beat.release()
+            return
         now = self._clock()
         self._gap, self._last_read = now - self._last_read, now
-        self._found_waiting = now - self._beat_at < self._beat.interval() * STILL_CHATTY
-        if size >= FULL_READ:
+        if len(chunk) >= FULL_READ:
             self._cool_until = now + COOL_DOWN

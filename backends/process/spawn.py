@@ -171,10 +171,8 @@ class ProcessRun:
             chunk = await stdout.receive(_READ_CHUNK)
         except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
             chunk = None
-        if self._held is not None and chunk is not None:
-            self._held.read(len(chunk))
-        elif self._held is not None:
-            self._held.ended()
+        if self._held is not None:
+            self._held.read(chunk)
         lines = self._framer.feed(chunk) if chunk is not None else []
         if chunk is None and (last := self._framer.flush()) is not None:
             lines.append(last)

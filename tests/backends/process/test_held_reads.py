@@ -65,7 +65,7 @@ def _held(clock: FakeClock) -> tuple[HeldReads, _Beat, _Valve]:
 def _reads(held: HeldReads, clock: FakeClock, *gaps: float, size: int = 100) -> None:
     for gap in gaps:
         clock.advance(gap)
-        held.read(size)
+        held.read(b"x" * size)
 
 
 def _chatty() -> tuple[FakeClock, HeldReads, _Beat, _Valve]:
@@ -158,24 +158,24 @@ async def test_the_beat_hears_when_the_reads_stop_holding_and_when_the_output_en
     await held.before_read()
     assert (beat.holds, beat.releases) == (1, 1)
     await held.before_read()  # not held before either: nothing to release
-    held.ended()
+    held.read(None)  # the output ended
     assert beat.releases == 1
     _reads(held, clock, 0.01)
     async with _holding(held, beat):
         beat.beat.set()
-    held.ended()
+    held.read(None)  # the output ended
     assert beat.releases == 2
 
 
-# A line every 0.1 s (read one by one, chatty), then 100 KiB at once and a last line. Unread,
-# a pipe takes 64 KiB: the big write blocks until the reader reads. A transport still reading
-# while its reader waits would take it all into its buffer (up to 128 KiB) and the write
-# would go through.
+# Two lines, each once the test says so (two reads a moment apart: chatty), then 100 KiB at
+# once and a last line. Unread, a pipe takes 64 KiB: the big write blocks until the reader
+# reads. A transport still reading while its reader waits would take it all into its buffer
+# (up to 128 KiB) and the write would go through.
 CHATTY_THEN_BIG = """
-    import sys, time
-    for i in range(3):
+    import sys
+    for i in range(2):
         print(f"line {i}", flush=True)
-        time.sleep(0.1)
+        sys.stdin.readline()
     sys.stdout.write("x" * 100_000 + "\\n")
     sys.stdout.flush()
     print("after", flush=True)
@@ -192,14 +192,20 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
     """The agent blocks on a full pipe while the reader holds, and the beat's read takes what
     waited in one go; after that big read no read is held."""
     beat = _Beat(every=60.0)
-    spec = ProcessSpec(argv=python(CHATTY_THEN_BIG), cwd=tmp_path, env={}, read_beat=beat)
+    spec = ProcessSpec(
+        argv=python(CHATTY_THEN_BIG), cwd=tmp_path, env={}, keep_stdin_open=True, read_beat=beat
+    )
     with anyio.fail_after(30):
         async with run_process(spec, LinesParser()) as run:
-            seen: list[str] = []
+            messages = aiter(run.messages())
+            seen = []
+            for _ in range(2):  # one read each
+                seen.append((await anext(messages)).content)
+                await run.write_line(b"go")
             async with anyio.create_task_group() as tg:
 
                 async def consume() -> None:
-                    seen.extend([message.content async for message in run.messages()])
+                    seen.extend([message.content async for message in messages])
 
                 tg.start_soon(consume)
                 await eventually(lambda: beat.holds == 1, within=10)
@@ -207,7 +213,6 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
                 assert run.pending() == 0
                 beat.beat.set()
             result = await run.result()
-    assert seen[:2] == ["line 0", "line 1"]
-    assert seen[-2:] == ["x" * 100_000, "after"]
+    assert seen == ["line 0", "line 1", "x" * 100_000, "after"]
     assert beat.holds == 1  # the beat's read found more than half a pipe: no more holds
     assert result.exit_code == 0
