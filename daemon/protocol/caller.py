@@ -25,15 +25,14 @@ from daemon.errors import (
 from daemon.ops.metrics import Metrics
 from daemon.protocol.answers import ANSWER_LIMIT, read_answer
 from daemon.protocol.circuit import CircuitBreaker
+from daemon.protocol.http_client import READ_TIMEOUT, request_budget
 from daemon.protocol.models import WireModel
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import (
     DEDUPE_HEADER,
-    READ_TIMEOUT,
     describe_parse_error,
     describe_transport_error,
     error_for_response,
-    request_budget,
 )
 from daemon.shutdown import ShutdownBudget
 
@@ -203,7 +202,7 @@ class Caller:
         that merges every header into a new set twice over and costs about 50 µs of the
         ~130 µs a request spends in httpx's client and this caller (tight loop over
         `httpx.MockTransport`). The daemon's own client then hands it straight to its
-        transport (`wire.ProtocolClient.send`)."""
+        transport (`http_client.ProtocolClient.send`)."""
         client = self._http
         raw = client.headers.raw
         request = httpx.Request(

@@ -25,6 +25,7 @@ from daemon.errors import (
 )
 from daemon.logs import short_id
 from daemon.protocol.caller import Caller, T
+from daemon.protocol.http_client import make_http_client as make_http_client
 from daemon.protocol.models import (
     ClaimRequest,
     DeregisterRequest,
@@ -55,7 +56,6 @@ from daemon.protocol.wire import (
     refuses_task,
     task_path,
 )
-from daemon.protocol.wire import make_http_client as make_http_client
 from daemon.shutdown import REPORT_CALL
 
 log = logging.getLogger(__name__)

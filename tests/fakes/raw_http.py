@@ -11,7 +11,7 @@ import anyio
 import httpx
 from anyio.abc import SocketStream
 
-from daemon.protocol.wire import make_http_client
+from daemon.protocol.http_client import make_http_client
 from tests.fakes.tcp_listener import listening_socket, serve
 
 

@@ -13,9 +13,9 @@ import pytest
 from daemon.errors import MalformedInputError
 from daemon.protocol.answers import read_answer
 from daemon.protocol.connection import Connection
+from daemon.protocol.http_client import make_http_client
 from daemon.protocol.pool import ConnectionPool, Origin
 from daemon.protocol.transport import Http1Transport
-from daemon.protocol.wire import make_http_client
 from tests.fakes.raw_http import (
     Handler,
     RawPeer,

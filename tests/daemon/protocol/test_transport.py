@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from daemon.protocol.caller import _UNSENT
 from daemon.protocol.client import ServerClient
-from daemon.protocol.wire import make_http_client
+from daemon.protocol.http_client import make_http_client
 from tests.fakes.loopback import serve_app
 from tests.fakes.raw_http import RawPeer, RawServer, answer_each, ok, raw_server
 

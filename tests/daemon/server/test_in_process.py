@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from daemon.protocol.wire import make_http_client
+from daemon.protocol.http_client import make_http_client
 from daemon.server.app import create_app
 from daemon.server.in_process import InProcess
 from daemon.server.store import Store
