@@ -109,7 +109,7 @@ class ProcessRun:
                 await self._stdout_done.wait()
                 if not self._batch:
                     raise StopAsyncIteration
-            elif not await self._read(on_beat=True):
+            elif not await self._read():
                 raise StopAsyncIteration
         return self._batch.popleft()
 
@@ -150,13 +150,13 @@ class ProcessRun:
         with scope:
             await pump()
 
-    async def _read(self, keep: bool = True, on_beat: bool = False) -> bool:
+    async def _read(self, keep: bool = True) -> bool:
         """Read one chunk of stdout and parse its lines into the batch (or only parse them);
-        False once stdout has closed. `on_beat`: a chatty agent's read may wait for the beat
-        (held_reads.py) — the consumer's reads only, never the pump's."""
+        False once stdout has closed. While the consumer reads, a chatty agent's read may wait
+        for the beat (held_reads.py); the pump, once it is released, reads to the end at once."""
         self._reading = True
         try:  # one reader at a time, to the end of the parse: the parser's state is shared
-            if on_beat and self._held is not None:
+            if self._held is not None and not self._released.is_set():
                 await self._held.before_read()
             return await self._read_chunk(keep)
         finally:
