@@ -50,8 +50,10 @@ class SharedBeat:
         if not self.reader_holds:
             await anyio.sleep(self._beat.wait())
             return
-        self._reader_back = anyio.Event()
+        # The event is renewed after the wait, not before: a reader back while the last flush
+        # was still sending has its lines sent now, not a beat later.
         with anyio.move_on_after(self._beat.wait(at_least=self._beat.interval())) as late:
             await self._reader_back.wait()
+        self._reader_back = anyio.Event()
         if late.cancelled_caught:
             self.reader_holds = False

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
+from anyio.abc import TaskStatus
 
 from daemon.ops.metrics import Metrics
 from daemon.protocol.pacing import Beat
@@ -21,6 +22,14 @@ READ_TAKES = 0.02
 
 def _transcript(server: TimedServer) -> Transcript:
     return Transcript(server, TASK, Metrics(), beat=Beat.every(EVERY))
+
+
+async def _back(
+    t: Transcript, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+) -> None:
+    """The reader back for its next hold: started once it has let the flush go."""
+    task_status.started()
+    await t.beat.hold()  # lets the flush go before its first wait
 
 
 async def test_a_held_readers_lines_leave_right_after_its_read_on_the_beat() -> None:
@@ -46,6 +55,29 @@ async def test_a_held_readers_lines_leave_right_after_its_read_on_the_beat() -> 
     ]
     waits = [sent - read for sent, read in zip(server.arrivals, queued, strict=True)]
     assert max(waits) < EVERY / 2  # the next beat was EVERY - READ_TAKES away
+
+
+async def test_a_reader_back_while_the_last_flush_sends_has_its_lines_sent_next() -> None:
+    """The reader's call that lets the flush go can come while the flush before is still on
+    its way (the flush's own timer fired on the same beat, just before the read): what it
+    read leaves as soon as that flush is done, not when the reader comes back a beat later."""
+    server = TimedServer()
+    server.hold = anyio.Event()
+    t = _transcript(server)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        await t.beat.hold()
+        t.add(text("a"))
+        await tg.start(_back, t)  # the flush of "a" goes, and waits on the server
+        await server.sending.wait()
+        t.add(text("b"))
+        await tg.start(_back, t)  # back again while "a" is on its way
+        server.hold.set()
+        sent_a = anyio.current_time()
+        await eventually(lambda: len(server.arrivals) == 2, within=5)
+        tg.cancel_scope.cancel()
+    assert [[m["content"] for m in batch] for batch in server.batches] == [["a"], ["b"]]
+    assert server.arrivals[1] - sent_a < EVERY / 2
 
 
 async def test_a_released_reader_hands_the_flush_back_to_the_beat() -> None:
