@@ -30,7 +30,10 @@ below any watchdog window, and a held agent is never idle for more than a beat.
 
 from __future__ import annotations
 
+import fcntl
 import math
+import sys
+import termios
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -55,6 +58,18 @@ class Valve(Protocol):
     def pause_reading(self) -> None: ...
 
     def resume_reading(self) -> None: ...
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
+
+
+def unread_bytes(valve: Valve) -> int:
+    """Bytes the agent wrote that the pipe still holds (FIONREAD); 0 once it is closed."""
+    pipe = valve.get_extra_info("pipe")
+    try:
+        answer = fcntl.ioctl(pipe.fileno(), termios.FIONREAD, b"\0\0\0\0")
+    except (AttributeError, OSError, ValueError):
+        return 0
+    return int.from_bytes(answer, sys.byteorder)
 
 
 def held_reads(process: Any, beat: ReadBeat | None) -> HeldReads | None:
@@ -101,6 +116,12 @@ class HeldReads:
     def due(self) -> bool:
         """Whether the next read waits for the beat."""
         if self.asked or self._clock() < self._cool_until:
+            return False
+        # Output already in the pipe is read now. The transport may have one more read of it
+        # queued in this turn of the loop, which a pause does not stop: that chunk would be
+        # all the next read (on the beat) returns, and what the pipe held then would wait a
+        # beat more (lines 0.9 s late at 20 x 10).
+        if unread_bytes(self._valve):
             return False
         if self._held:  # it found output waiting if it returned soon after its beat
             return self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY

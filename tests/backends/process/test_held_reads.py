@@ -3,10 +3,12 @@ meanwhile (backends/process/held_reads.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -47,6 +49,10 @@ class _Valve:
     def __init__(self) -> None:
         self.reading = True
         self.calls: list[str] = []
+        self.pipe: Any = None
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.pipe if name == "pipe" else default
 
     def pause_reading(self) -> None:
         self.reading = False
@@ -90,6 +96,21 @@ class _OnTheSpot(_Beat):
 
     async def hold(self) -> None:
         self.holds += 1
+
+
+def test_output_already_in_the_pipe_is_read_now(tmp_path: Path) -> None:
+    """A read never waits for the beat while the pipe holds output: the transport may read it
+    into its buffer after the pause, and the read on the beat would return only that."""
+    _, held, _, valve = _chatty()
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as pipe, open(write_end, "wb") as agent:
+        valve.pipe = pipe
+        assert held.due()
+        agent.write(b"line\n")
+        agent.flush()
+        assert not held.due()
+        pipe.read(5)
+        assert held.due()
 
 
 @pytest.mark.anyio
