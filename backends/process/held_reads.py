@@ -117,15 +117,15 @@ class HeldReads:
         """Whether the next read waits for the beat."""
         if self.asked or self._clock() < self._cool_until:
             return False
+        if self._held:  # it found output waiting if it returned soon after its beat
+            chatty = self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY
+        else:
+            chatty = self._gap < self._beat.interval() * CHATTY
         # Output already in the pipe is read now. The transport may have one more read of it
         # queued in this turn of the loop, which a pause does not stop: that chunk would be
         # all the next read (on the beat) returns, and what the pipe held then would wait a
-        # beat more (lines 0.9 s late at 20 x 10).
-        if unread_bytes(self._valve):
-            return False
-        if self._held:  # it found output waiting if it returned soon after its beat
-            return self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY
-        return self._gap < self._beat.interval() * CHATTY
+        # beat more.
+        return chatty and not unread_bytes(self._valve)
 
     async def before_read(self) -> None:
         """Wait for the beat, the pipe unread, if the next read is due to."""
