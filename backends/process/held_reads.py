@@ -6,8 +6,8 @@ transport reads, the reader's task runs. The lines leave for the server on the t
 transport (`pause_reading`: the pipe leaves the event loop's poll set, the kernel keeps what
 the agent writes) and waits for the beat (`ReadBeat.hold`); on it, the transport reads again
 and the reader takes everything the agent wrote meanwhile at once. The task's flush for that
-beat waits for this read (daemon/task/shared_beat.py): no line leaves later than it would
-have. 20 agents printing 10 lines a second cost 218 µs of CPU a line read as they came, 34
+beat waits for this read (daemon/task/shared_beat.py), so what it read leaves on that beat.
+20 agents printing 10 lines a second cost 218 µs of CPU a line read as they came, 34
 held (`python -m tests.benchmarks.bench_held_reads 20 10`, the parse and the tracking walk
 included); the whole daemon at that load went from 8.7 % of a core to 3.8
 (tests/benchmarks/bench_load.py).
