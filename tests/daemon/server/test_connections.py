@@ -91,7 +91,13 @@ async def test_a_silent_connection_is_closed_and_the_oldest_makes_room() -> None
     """A connection that sends no whole request head is closed after the head timeout; past
     the limit the oldest still waiting is closed for the newcomer, and requests are answered."""
     protocol = guarded_protocol(4, head_timeout=2.0)
-    async with serve_app(_hello, http=protocol) as url, httpx.AsyncClient(timeout=5) as http:
+    # Each request on a connection of its own: a kept-alive one is itself silent between
+    # requests, and the server closes it on the same deadline, as a request may be on its way.
+    fresh = httpx.Limits(max_keepalive_connections=0)
+    async with (
+        serve_app(_hello, http=protocol) as url,
+        httpx.AsyncClient(timeout=5, limits=fresh) as http,
+    ):
         port = int(url.rsplit(":", 1)[1])
         held = await anyio.to_thread.run_sync(_hold_idle, port, 6)
         try:
