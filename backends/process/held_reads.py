@@ -141,6 +141,12 @@ class HeldReads:
             self._valve.resume_reading()
         self._beat_at = self._clock()
 
+    def left_in_pipe(self) -> bool:
+        """Whether the read on the beat left output in the pipe: the transport had read some
+        into its buffer before the pause, and that was all the read returned. The next read
+        takes the rest at once; as its own read, after the flush, it would leave a beat late."""
+        return self._held and unread_bytes(self._valve) > 0
+
     def read(self, chunk: bytes | None) -> None:
         """A read returned `chunk` of output; None: the output ended, no read holds any more."""
         if chunk is None:

@@ -165,12 +165,10 @@ class ProcessRun:
                 self._read_over.set()
 
     async def _read_chunk(self, keep: bool) -> bool:
-        stdout = self._process.stdout
-        assert stdout is not None
-        try:
-            chunk = await stdout.receive(_READ_CHUNK)
-        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            chunk = None
+        chunk = await self._receive()
+        if chunk is not None and self._held is not None and self._held.left_in_pipe():
+            rest = await self._receive()  # at the end, the next read finds it again
+            chunk += rest or b""
         if self._held is not None:
             self._held.read(chunk)
         lines = self._framer.feed(chunk) if chunk is not None else []
@@ -185,6 +183,15 @@ class ProcessRun:
             self._stdout_done.set()
             return False
         return True
+
+    async def _receive(self) -> bytes | None:
+        """The next chunk of stdout; None at its end."""
+        stdout = self._process.stdout
+        assert stdout is not None
+        try:
+            return await stdout.receive(_READ_CHUNK)
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return None
 
     async def _pump_stdout(self) -> None:
         """Once the consumer is done, read stdout to its end (keeping a bounded backlog)."""

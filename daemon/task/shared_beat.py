@@ -6,7 +6,8 @@ a whole beat more; but two tasks waking on the same instant leave their order to
 loop. So while the reader holds, the flush keeps no time of its own: it waits for the reader
 to come back for its next hold — by then everything it read on the beat is queued — and the
 reader's call lets it go. A reader that stops holding (`release`) lets it go too — what it read
-on the beat leaves now — and the flush keeps its own time again. A held reader that is not
+on the beat leaves now — and the flush keeps its own time again, until the reader's next
+`hold()` lets it go at once. A held reader that is not
 back a whole beat after its beat is waiting for output that has not come (or its agent ended):
 the flush goes then, and keeps its own time.
 """
@@ -46,14 +47,16 @@ class SharedBeat:
             self._reader_back.set()
 
     async def next_flush(self) -> None:
-        """The flush's wait: for the beat, or while the reader holds, for its read on it."""
-        if not self.reader_holds:
-            await anyio.sleep(self._beat.wait())
-            return
+        """The flush's wait: while the reader holds, for its read on the beat; else for the
+        beat, or for the reader starting to hold, whichever comes first."""
+        holds = self.reader_holds
+        # A reader starting to hold may have read lines a beat old already (its read on the
+        # beat was cut short and it read the rest right after): they leave now.
+        wait = self._beat.wait(at_least=self._beat.interval()) if holds else self._beat.wait()
         # The event is renewed after the wait, not before: a reader back while the last flush
         # was still sending has its lines sent now, not a beat later.
-        with anyio.move_on_after(self._beat.wait(at_least=self._beat.interval())) as late:
+        with anyio.move_on_after(wait) as late:
             await self._reader_back.wait()
         self._reader_back = anyio.Event()
-        if late.cancelled_caught:
+        if holds and late.cancelled_caught:
             self.reader_holds = False

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from backends.process import ProcessSpec, run_process
-from backends.process.held_reads import COOL_DOWN, FULL_READ, HeldReads
+from backends.process.held_reads import COOL_DOWN, FULL_READ, HeldReads, stdout_valve, unread_bytes
 from daemon.testing import FakeClock, python
 from tests.backends.support import LinesParser
 from tests.helpers import eventually
@@ -219,10 +219,9 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
     with anyio.fail_after(30):
         async with run_process(spec, LinesParser()) as run:
             messages = aiter(run.messages())
-            seen = []
-            for _ in range(2):  # one read each
-                seen.append((await anext(messages)).content)
-                await run.write_line(b"go")
+            seen = [(await anext(messages)).content]
+            await run.write_line(b"go")
+            seen.append((await anext(messages)).content)  # two reads a moment apart: chatty
             async with anyio.create_task_group() as tg:
 
                 async def consume() -> None:
@@ -230,6 +229,8 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
 
                 tg.start_soon(consume)
                 await eventually(lambda: beat.holds == 1, within=10)
+                # Only now: output already in the pipe is read at once, never held.
+                await run.write_line(b"go")
                 await eventually(lambda: _blocked_writing_a_pipe(run.pid), within=10)
                 assert run.pending() == 0
                 beat.beat.set()
@@ -237,3 +238,53 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
     assert seen == ["line 0", "line 1", "x" * 100_000, "after"]
     assert beat.holds == 1  # the beat's read found more than half a pipe: no more holds
     assert result.exit_code == 0
+
+
+# A line each time the test writes to stdin, a marker file touched after each.
+LINE_EACH_GO = """
+    import pathlib, sys
+    for i in range(4):
+        print(f"line {i}", flush=True)
+        pathlib.Path(f"printed-{i}").touch()
+        sys.stdin.readline()
+"""
+
+
+@pytest.mark.anyio
+async def test_the_read_on_the_beat_takes_the_pipe_too_when_the_transport_had_read_some(
+    tmp_path: Path,
+) -> None:
+    """Output the transport took in just before the pause is all a read on the beat would
+    return; the pipe's output behind it must come in the same read, or it leaves for the
+    server after the beat's flush, a beat late."""
+    beat = _Beat(every=60.0)
+    spec = ProcessSpec(
+        argv=python(LINE_EACH_GO), cwd=tmp_path, env={}, keep_stdin_open=True, read_beat=beat
+    )
+    with anyio.fail_after(30):
+        async with run_process(spec, LinesParser()) as run:
+            messages = aiter(run.messages())
+            for i in range(2):  # two reads a moment apart: the next read is held
+                assert (await anext(messages)).content == f"line {i}"
+                await run.write_line(b"go")
+            # "line 2" comes while no read waits: the transport takes it into its buffer.
+            valve = stdout_valve(run._process)
+            assert valve is not None
+            await eventually(lambda: (tmp_path / "printed-2").exists(), within=10)
+            await eventually(lambda: unread_bytes(valve) == 0, within=10)
+            async with anyio.create_task_group() as tg:
+                read: list[str] = []
+
+                async def consume() -> None:
+                    read.append((await anext(messages)).content)
+
+                tg.start_soon(consume)
+                await eventually(lambda: beat.holds == 1, within=10)
+                await run.write_line(b"go")  # "line 3" stays in the paused pipe
+                await eventually(lambda: (tmp_path / "printed-3").exists(), within=10)
+                beat.beat.set()
+            assert read == ["line 2"]
+            assert run.pending() == 1  # "line 3" came in the same read
+            assert (await anext(messages)).content == "line 3"
+            await run.write_line(b"go")
+            assert (await run.result()).exit_code == 0

@@ -121,3 +121,22 @@ async def test_a_held_reader_that_does_not_come_back_does_not_keep_its_lines() -
         tg.cancel_scope.cancel()
     assert [m["content"] for m in server.batches[0]] == ["last"]
     assert not t.beat.reader_holds
+
+
+async def test_a_reader_that_starts_holding_lets_the_flush_go() -> None:
+    """What a reader read while it did not hold leaves when it starts holding, not on the
+    flush's own timer: those lines may be a beat old already (its read on the beat returned
+    only what the pipe's transport had taken in, and it read the rest just after)."""
+    server = TimedServer()
+    t = _transcript(server)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(t.run)
+        await anyio.sleep(EVERY - anyio.current_time() % EVERY + READ_TAKES)  # past a beat
+        t.add(text("read just after the beat"))
+        await anyio.sleep(READ_TAKES)  # the flush now waits for the next beat
+        holds = anyio.current_time()
+        await tg.start(_back, t)
+        await eventually(lambda: len(server.arrivals) == 1, within=5)
+        tg.cancel_scope.cancel()
+    assert [m["content"] for m in server.batches[0]] == ["read just after the beat"]
+    assert server.arrivals[0] - holds < EVERY / 2  # the next beat was EVERY - 2 READ_TAKES away
