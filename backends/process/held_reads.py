@@ -24,8 +24,8 @@ When a read waits for the beat (`HeldReads.due`):
   transport is reached through anyio's process (as anyio itself does to close its pipes).
   Elsewhere every line is read as it comes.
 
-The agent's activity is stamped when its lines are read: at most a beat late while held, far
-below any watchdog window, and a held agent is never idle for more than a beat.
+The agent's activity is stamped when its lines are read: at most a beat late while held. A
+task whose watchdog window is too short for that is given no beat (daemon/task/run.py).
 """
 
 from __future__ import annotations

@@ -78,8 +78,7 @@ class Attempt:
         self.metrics = services.metrics
         self.records = services.records
         settings = services.settings
-        idle = settings.idle_window(backend.name)
-        self.policy = WatchdogPolicy(idle, settings.tool_watchdog, settings.first_output_timeout)
+        self.policy = WatchdogPolicy.of(settings, backend.name)
         self.exit_grace = settings.exit_grace
         self.session_id = session_id
         self._on_session = on_session

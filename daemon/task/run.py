@@ -13,6 +13,7 @@ import anyio
 
 from backends.base import Backend, RunSpec
 from backends.process.identity import AgentUser
+from daemon.config import Settings
 from daemon.errors import TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
@@ -29,12 +30,18 @@ from daemon.task.session_pin import SessionPin, resumable_check
 from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
+from daemon.task.shared_beat import SharedBeat
 from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import StatusNews, poll_status
+from daemon.task.watchdog import WatchdogPolicy
 from daemon.wakeup import Wakeup
 from daemon.workdirs.leases import TaskLease
 
 log = logging.getLogger(__name__)
+
+HELD_READS_MIN_WINDOW = 5.0
+"""Seconds: a shorter idle or tool window has its agent's every line read as it comes. Held, a
+line is read on the beat after it was printed (0.5 s; longer past 400 running tasks)."""
 
 
 class TaskRun:
@@ -223,8 +230,17 @@ class TaskRun:
             services.reach,
             self.slot,
             processes=services.processes,
-            read_beat=self.reporter.transcript.beat,
+            read_beat=self._read_beat(settings),
         )
+
+    def _read_beat(self, settings: Settings) -> SharedBeat | None:
+        """The beat a chatty agent's reads wait for (shared_beat.py); none under a watchdog
+        window shorter than `HELD_READS_MIN_WINDOW`: a held line's activity is stamped when it
+        is read, up to a beat after it was printed, and a busy agent would look idle."""
+        window = WatchdogPolicy.of(settings, self.backend.name).since_last_line()
+        if 0 < window < HELD_READS_MIN_WINDOW:
+            return None
+        return self.reporter.transcript.beat
 
 
 def _describe(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from daemon.config import Settings
 from daemon.snapshot import WatchdogSnapshot
 from daemon.task.activity import Activity
 from daemon.times import format_duration
@@ -37,6 +38,18 @@ class WatchdogPolicy:
     idle_window: float = 1800.0
     tool_window: float = 7200.0
     first_output: float = 120.0
+
+    @classmethod
+    def of(cls, settings: Settings, backend: str) -> WatchdogPolicy:
+        """The windows configured for one backend's runs."""
+        idle = settings.idle_window(backend)
+        return cls(idle, settings.tool_watchdog, settings.first_output_timeout)
+
+    def since_last_line(self) -> float:
+        """The shortest window counted from the agent's last line (idle, tool); 0: none."""
+        if self.idle_window <= 0:
+            return 0.0
+        return min(w for w in (self.idle_window, self.tool_window) if w > 0)
 
     @property
     def enabled(self) -> bool:

@@ -185,3 +185,32 @@ async def test_a_chatty_agent_is_read_on_its_transcripts_beat(tmp_path: Path) ->
     await run.run()
     [spec] = backend.specs
     assert spec.read_beat is run.reporter.transcript.beat
+
+
+@pytest.mark.parametrize(
+    "window", [{"MULTICA_AGENT_IDLE_WATCHDOG": "4s"}, {"MULTICA_AGENT_TOOL_WATCHDOG": "2s"}]
+)
+async def test_under_a_short_watchdog_window_every_line_is_read_as_it_comes(
+    tmp_path: Path, window: dict[str, str]
+) -> None:
+    backend = _SpecKeeper()
+    job = task(Script().text("working").result("done").dumps())
+    settings = settings_in(tmp_path, **window)
+    await task_run(job, backend, server=FakeTaskServer(), settings=settings).run()
+    [spec] = backend.specs
+    assert spec.read_beat is None
+
+
+async def test_an_agent_printing_faster_than_the_beat_is_not_idle(tmp_path: Path) -> None:
+    """Its lines read on the beat would stamp its activity once a beat (0.5 s): a 300 ms idle
+    window would kill it mid-sentence."""
+    server = FakeTaskServer()
+    settings = settings_in(tmp_path, MULTICA_AGENT_IDLE_WATCHDOG="300ms")
+    script = Script()
+    for n in range(30):
+        script = script.text(f"line {n}").sleep(0.05)
+    job = task(script.result("done").dumps())
+    with anyio.fail_after(20):
+        outcome = await task_run(job, ScriptedBackend(), server=server, settings=settings).run()
+    assert outcome.status.value == "completed"
+    assert len(server.messages(job.id)) == 30

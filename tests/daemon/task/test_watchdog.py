@@ -249,3 +249,14 @@ def test_an_unrecognised_line_after_a_known_one_is_activity() -> None:
     clock.advance(29 * MIN)
     assert verdict_for(POLICY, activity, pending=0) is None
     assert activity.first_unrecognised == ""
+
+
+@pytest.mark.parametrize(
+    ("idle", "tool", "shortest"), [(1800, 7200, 1800), (1800, 60, 60), (30, 0, 30), (0, 60, 0)]
+)
+def test_the_shortest_window_counted_from_the_last_line(
+    idle: float, tool: float, shortest: float
+) -> None:
+    """Idle and tool windows count from the agent's last line; an idle window of 0 turns off
+    both."""
+    assert WatchdogPolicy(idle, tool).since_last_line() == shortest
