@@ -203,6 +203,11 @@ CHATTY_THEN_BIG = """
 """
 
 
+def _agent(code: str, cwd: Path, beat: _Beat) -> ProcessSpec:
+    """A Python agent reading its stdin, its reads held on `beat`."""
+    return ProcessSpec(argv=python(code), cwd=cwd, env={}, keep_stdin_open=True, read_beat=beat)
+
+
 def _blocked_writing_a_pipe(pid: int) -> bool:
     return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
 
@@ -213,9 +218,7 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
     """The agent blocks on a full pipe while the reader holds, and the beat's read takes what
     waited in one go; after that big read no read is held."""
     beat = _Beat(every=60.0)
-    spec = ProcessSpec(
-        argv=python(CHATTY_THEN_BIG), cwd=tmp_path, env={}, keep_stdin_open=True, read_beat=beat
-    )
+    spec = _agent(CHATTY_THEN_BIG, tmp_path, beat)
     with anyio.fail_after(30):
         async with run_process(spec, LinesParser()) as run:
             messages = aiter(run.messages())
@@ -258,9 +261,7 @@ async def test_the_read_on_the_beat_takes_the_pipe_too_when_the_transport_had_re
     return; the pipe's output behind it must come in the same read, or it leaves for the
     server after the beat's flush, a beat late."""
     beat = _Beat(every=60.0)
-    spec = ProcessSpec(
-        argv=python(LINE_EACH_GO), cwd=tmp_path, env={}, keep_stdin_open=True, read_beat=beat
-    )
+    spec = _agent(LINE_EACH_GO, tmp_path, beat)
     with anyio.fail_after(30):
         async with run_process(spec, LinesParser()) as run:
             messages = aiter(run.messages())
