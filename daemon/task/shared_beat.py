@@ -7,9 +7,9 @@ loop. So while the reader holds, the flush keeps no time of its own: it waits fo
 to come back for its next hold — by then everything it read on the beat is queued — and the
 reader's call lets it go. A reader that stops holding (`release`) lets it go too — what it read
 on the beat leaves now — and the flush keeps its own time again, until the reader's next
-`hold()` lets it go at once. A held reader that is not
-back a whole beat after its beat is waiting for output that has not come (or its agent ended):
-the flush goes then, and keeps its own time.
+`hold()` lets it go at once. A held reader that is not back a whole beat after its beat is
+waiting for output that has not come (or its agent ended): the flush goes then, and keeps its
+own time.
 """
 
 from __future__ import annotations
