@@ -6,7 +6,8 @@ below the agent. A registry keeps what is needed to find it anyway:
 
 * every run's members: a walk every `TRACK_INTERVAL` down from the agent and every member
   seen before records the processes below them, so a process seen once stays the run's after
-  it detaches (the walk reads only the runs' own processes, not all of /proc);
+  it detaches (the walk reads only the runs' own processes, or all of /proc when their
+  threads outnumber the machine's processes: tree_reader.py);
 * as a child subreaper the daemon adopts every orphan of its agents; an adopted orphan (a child
   of the daemon it did not spawn, in another session) belongs to the run whose members it was
   seen among, or whose work directory it still runs in.
@@ -39,8 +40,8 @@ from backends.process.tree import (
     cwd_of,
     identify,
     is_alive,
-    subtree_table,
 )
+from backends.process.tree_reader import TreeReader
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,13 @@ class ProcessRegistry:
 
     def __init__(
         self,
-        scanner: Callable[[list[ProcIdentity], frozenset[int]], ProcessTable] = subtree_table,
+        scanner: Callable[[list[ProcIdentity], frozenset[int]], ProcessTable] | None = None,
         machine: SharedScans | None = None,
     ) -> None:
         """`scanner` reads the processes below the roots it is given (the agents among them
-        named by pid: this process's own children), `machine` every process (tests count
-        their calls)."""
-        self._scanner = scanner
+        named by pid: this process's own children; by default a `TreeReader`), `machine`
+        every process (tests count their calls)."""
+        self._scanner = scanner or TreeReader()
         self._machine = machine or SharedScans()
         self._leaders: set[int] = set()
         self._runs: dict[int, _Run] = {}

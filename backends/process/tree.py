@@ -48,6 +48,7 @@ class ProcStat:
     pgid: int
     session: int
     start_time: int
+    threads: int = 1
 
     @property
     def gone(self) -> bool:
@@ -75,6 +76,7 @@ def _read_stat(pid: int) -> ProcStat | None:
             ppid=int(rest[1]),
             pgid=int(rest[2]),
             session=int(rest[3]),
+            threads=int(rest[17]),
             start_time=int(rest[19]),
         )
     except (ValueError, IndexError):
@@ -131,19 +133,42 @@ class ProcessTable:
     the roots a walk started from. One read answers many questions."""
 
     def __init__(
-        self, stats: Iterable[ProcStat], walked: Iterable[ProcIdentity] | None = None
+        self,
+        stats: Iterable[ProcStat],
+        walked: Iterable[ProcIdentity] | None = None,
+        reads: int = 0,
     ) -> None:
         """`walked`: the roots a walk started from (None: every process was read)."""
         self._children: dict[int, list[ProcStat]] = {}
+        self._live: dict[int, ProcStat] = {}
         for stat in stats:
             if not stat.gone:
                 self._children.setdefault(stat.ppid, []).append(stat)
+                self._live[stat.pid] = stat
         self._walked = None if walked is None else frozenset(walked)
+        self.reads = reads
+        """The children files a walk read to build it (0 for every process read)."""
+
+    @property
+    def size(self) -> int:
+        """The live processes read."""
+        return len(self._live)
 
     def covers(self, root: ProcIdentity) -> bool:
         """Whether the processes below `root` are in this table: false for a root that was
-        not walked, or whose pid belonged to another process by then."""
-        return self._walked is None or root in self._walked
+        not walked, or whose pid belonged to another process by then; with every process
+        read, false for a root no longer alive."""
+        if self._walked is not None:
+            return root in self._walked
+        live = self._live.get(root.pid)
+        return live is not None and live.start_time == root.start_time
+
+    def threads_below(self, roots: Iterable[ProcIdentity]) -> int:
+        """The threads of the live `roots` and of every process below them: the children
+        files a walk down from them reads (with every process read)."""
+        pids = [root.pid for root in roots if self.covers(root)]
+        pids += [below.pid for below in self.descendants(pids)]
+        return sum(self._live[pid].threads for pid in pids if pid in self._live)
 
     def children(self, pid: int) -> list[ProcStat]:
         """The live children of `pid`."""
@@ -192,8 +217,11 @@ def subtree_table(
     queue = [root.pid for root in walked]
     seen = set(queue)
     found: list[ProcStat] = []
+    reads = 0
     while queue:
-        for pid in _child_pids(queue.pop()):
+        pids, files = _child_pids(queue.pop())
+        reads += files
+        for pid in pids:
             if pid in seen:
                 continue
             seen.add(pid)
@@ -201,7 +229,7 @@ def subtree_table(
             if stat is not None:
                 found.append(stat)
                 queue.append(pid)
-    return ProcessTable(found, walked)
+    return ProcessTable(found, walked, reads)
 
 
 def _running_child(pid: int) -> bool:
@@ -213,12 +241,12 @@ def _running_child(pid: int) -> bool:
         return False
 
 
-def _child_pids(pid: int) -> list[int]:
-    """The children of every thread of `pid` (none if it is gone)."""
+def _child_pids(pid: int) -> tuple[list[int], int]:
+    """The children of every thread of `pid` (none if it is gone), and the files read."""
     try:
         threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return []
+        return [], 0
     pids: list[int] = []
     for tid in threads:
         try:
@@ -232,7 +260,7 @@ def _child_pids(pid: int) -> list[int]:
         finally:
             os.close(fd)
         pids.extend(int(p) for p in data.split())
-    return pids
+    return pids, len(threads)
 
 
 def descendants(pid: int) -> list[ProcIdentity]:

@@ -171,6 +171,38 @@ def test_a_walk_finds_what_a_whole_scan_finds_and_reads_nothing_else(
     assert all(walk.covers(root) for root in roots)
 
 
+THREADS_AND_A_CHILD = """
+import subprocess, sys, threading, time
+for _ in range(3):
+    threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+print("tree", child.pid, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_every_process_read_answers_for_a_tree_as_a_walk_does(spawn: Children) -> None:
+    """Read from every process, a table covers a live root and not a pid another process has
+    now, finds what a walk finds, and counts the children files that walk read (one a
+    thread: four in the root, one in its child)."""
+    proc = spawn.start(THREADS_AND_A_CHILD, stdin=subprocess.PIPE)
+    assert proc.stdout is not None
+    child = identities(tree_pids(proc.stdout.readline()))
+    spawn.also_kill(child)
+    [root] = identities([proc.pid])
+    reused = ProcIdentity(proc.pid, root.start_time + 1)
+
+    whole, walk = process_table(), subtree_table([root])
+
+    assert whole.covers(root) and not whole.covers(reused)
+    assert whole.descendants([root.pid]) == walk.descendants([root.pid]) == child
+    assert whole.threads_below([root]) == walk.reads == 5
+    assert whole.threads_below([reused]) == 0
+    proc.kill()
+    proc.wait(timeout=10)
+    assert not process_table().covers(root)
+
+
 def test_a_walk_skips_a_root_whose_pid_is_another_process_now(spawn: Children) -> None:
     """A recorded member whose pid was reused is not walked: the new process's children are
     not taken for the run's."""
