@@ -118,14 +118,8 @@ class HeldReads:
         if self.asked or self._clock() < self._cool_until:
             return False
         if self._held:  # it found output waiting if it returned soon after its beat
-            chatty = self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY
-        else:
-            chatty = self._gap < self._beat.interval() * CHATTY
-        # Output already in the pipe is read now. The transport may have one more read of it
-        # queued in this turn of the loop, which a pause does not stop: that chunk would be
-        # all the next read (on the beat) returns, and what the pipe held then would wait a
-        # beat more.
-        return chatty and not unread_bytes(self._valve)
+            return self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY
+        return self._gap < self._beat.interval() * CHATTY
 
     async def before_read(self) -> None:
         """Wait for the beat, the pipe unread, if the next read is due to."""
@@ -143,8 +137,10 @@ class HeldReads:
 
     def left_in_pipe(self) -> bool:
         """Whether the read on the beat left output in the pipe: the transport had read some
-        into its buffer before the pause, and that was all the read returned. The next read
-        takes the rest at once; as its own read, after the flush, it would leave a beat late."""
+        into its buffer just before the pause (a read it had queued, or output that came
+        while the reader parsed), and that was all the read returned. The caller reads the
+        rest at once; as a read of its own, after the beat's flush, it would leave a beat
+        late."""
         return self._held and unread_bytes(self._valve) > 0
 
     def read(self, chunk: bytes | None) -> None:

@@ -8,6 +8,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -98,19 +99,27 @@ class _OnTheSpot(_Beat):
         self.holds += 1
 
 
-def test_output_already_in_the_pipe_is_read_now(tmp_path: Path) -> None:
-    """A read never waits for the beat while the pipe holds output: the transport may read it
-    into its buffer after the pause, and the read on the beat would return only that."""
-    _, held, _, valve = _chatty()
+@pytest.mark.anyio
+async def test_only_a_read_on_the_beat_asks_for_what_the_pipe_still_holds() -> None:
+    """After a read on the beat, output still in the pipe is read at once with it; after a
+    read as output came, nothing more is asked for."""
+    clock, beat, valve = FakeClock(), _OnTheSpot(), _Valve()
+    held = HeldReads(beat, valve, clock)
     read_end, write_end = os.pipe()
-    with open(read_end, "rb") as pipe, open(write_end, "wb") as agent:
-        valve.pipe = pipe
-        assert held.due()
-        agent.write(b"line\n")
-        agent.flush()
-        assert not held.due()
-        pipe.read(5)
-        assert held.due()
+    valve.pipe = SimpleNamespace(fileno=lambda: read_end)
+    try:
+        os.write(write_end, b"line\n")
+        await held.before_read()  # the first read: as it comes
+        assert not held.left_in_pipe()
+        _reads(held, clock, 0.0, 0.01)
+        await held.before_read()  # chatty: on the beat
+        assert beat.holds == 1
+        assert held.left_in_pipe()
+        os.read(read_end, 5)
+        assert not held.left_in_pipe()
+    finally:
+        os.close(read_end)
+        os.close(write_end)
 
 
 @pytest.mark.anyio
