@@ -232,7 +232,12 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
         port = await tg.start(server.serve)
         worker.attach_health(port)
         server.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
-        server.attach(worker.snapshot, worker.request_stop, token=worker.settings.token)
+        server.attach(
+            worker.snapshot,
+            worker.request_stop,
+            token=worker.settings.token,
+            lag=worker.runs.transcript_lag,
+        )
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
 

@@ -196,7 +196,9 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             health.mount(CHECKOUT_PATH, CheckoutRoute(worker.workdirs))
             if embedded:
                 embedded.hub.subscribe(worker.pickup)
-            health.attach(worker.snapshot, worker.request_stop, token=token)
+            health.attach(
+                worker.snapshot, worker.request_stop, token=token, lag=worker.runs.transcript_lag
+            )
             settle_collector()  # what exists now lives as long as the daemon
             await worker.run()
         tg.cancel_scope.cancel()

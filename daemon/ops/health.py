@@ -4,11 +4,13 @@ page (`/`, page.py), and the routes other parts of the daemon mount on it (`POST
 
 It is served by threads of its own (health_http.py), not by the daemon's event loop, so a
 wedged loop shows up as a 503 on `/healthz` instead of a connection that never answers, and
-`/metrics` still answers while the loop is busy. The loop and the threads share nothing
-mutable: every tick the loop builds a new health document from the daemon's published
-snapshot and swaps the reference the threads read (one atomic assignment), and stamps the
-time it last ran. The Prometheus registry is read from the threads directly: prometheus_client
-guards every value with its own lock for exactly this use.
+`/metrics` still answers while the loop is busy. The Prometheus registry is read from the
+threads directly: prometheus_client guards every value with its own lock for exactly this use.
+Otherwise the loop and the threads share one flag: every tick the loop stamps the time it last
+ran and, when the document is due, builds a new one from the daemon's snapshot and swaps the
+reference the threads read (one atomic assignment). A document is due on the tick after a
+request read it (the flag), and at least every `REFRESH` seconds: a port nobody reads costs a
+snapshot of every run every two seconds, not twice a second.
 
 A second daemon on the same address gets `AlreadyRunningError`. The same loop tick drives
 systemd's notify protocol: READY=1 once the worker runs, WATCHDOG=1 while the loop ticks,
@@ -53,11 +55,15 @@ log = logging.getLogger(__name__)
 
 TICK = 0.5
 """Seconds between loop ticks (health document, liveness stamp, gauges, systemd watchdog)."""
+REFRESH = 2.0
+"""Seconds a health document is served, unread, before a tick builds the next one anyway (for
+systemd's status line and the gauges); one that was read is rebuilt on the next tick."""
 STALE_AFTER = 5.0
 """`/healthz` answers 503 once the loop has not ticked for this long."""
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _CLOSE_BOUND = 5.0
 _HANDOFF_WAIT = 2.0
+_READS_DOCUMENT = frozenset({"/health", "/readyz", *PAGES})
 ROUTES = (
     "GET /health",
     "GET /healthz",
@@ -88,6 +94,7 @@ class HealthServer:
         notifier: Notifier | None = None,
         stale_after: float = STALE_AFTER,
         tick: float = TICK,
+        refresh: float = REFRESH,
         clock: Callable[[], float] = time.monotonic,
         max_connections: int = MAX_CONNECTIONS,
         request_deadline: float = REQUEST_DEADLINE,
@@ -99,12 +106,14 @@ class HealthServer:
         self._notifier = notifier or Notifier(None)
         self._stale_after = stale_after
         self._tick_every = tick
+        self._refresh = refresh
         self._clock = clock
         self._pid = os.getpid()
         self._started = clock()
         self._started_wall = time.time()
         self.page = Page(started_wall=self._started_wall, clock=clock)
         self._snapshot: Callable[[], DaemonSnapshot] | None = None
+        self._lag: Callable[[], float] | None = None
         self._stop: Callable[[], None] | None = None
         self._portal: BlockingPortal | None = None
         # Written by the loop only, read by the HTTP thread: each is replaced whole, never
@@ -116,6 +125,8 @@ class HealthServer:
         self._token = ""
         self._published_at = self._started
         self._alive_at = self._started
+        self._read = True
+        """Set by a request thread that read the document (or the page): build it anew."""
         # systemd state, loop side only.
         self._sent_ready = False
         self._sent_stopping = False
@@ -129,17 +140,24 @@ class HealthServer:
         self._mounted[path] = handler
 
     def attach(
-        self, snapshot: Callable[[], DaemonSnapshot], stop: Callable[[], None], token: str = ""
+        self,
+        snapshot: Callable[[], DaemonSnapshot],
+        stop: Callable[[], None],
+        token: str = "",
+        lag: Callable[[], float] | None = None,
     ) -> None:
         """Show what `snapshot` returns from the next tick on; `POST /shutdown` calls `stop`;
-        a request bearing `token` (the daemon's own) reads `/health` with full ids.
+        a request bearing `token` (the daemon's own) reads `/health` with full ids; `lag`
+        (the longest transcript lag now) samples the page's chart on ticks that build no
+        document.
 
-        Both are called on the event loop. Call `attach` on the event loop too.
+        All are called on the event loop. Call `attach` on the event loop too.
         """
         self._snapshot = snapshot
+        self._lag = lag
         self._stop = stop
         self._token = token
-        self.tick()
+        self.tick(publish=True)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
         """Bind, serve from a thread and tick until cancelled; reports the bound port.
@@ -175,10 +193,26 @@ class HealthServer:
             http.stop(wait=0)
             log.info("health port closed")
 
-    def tick(self) -> None:
-        """One loop tick: publish the document, stamp liveness, refresh gauges, tell systemd."""
+    def tick(self, *, publish: bool = False) -> None:
+        """One loop tick: stamp liveness, publish the document when it is due (or `publish`),
+        refresh gauges, tell systemd."""
         now = self._clock()
         self._alive_at = now
+        if publish or self._due(now):
+            self._publish(now)
+        elif self._lag is not None:
+            self.page.samples.observe(self._lag())
+        self._metrics.heartbeat_age.set(self._doc["last_message_age_seconds"])
+        self._notify(self._doc, now)
+
+    def _due(self, now: float) -> bool:
+        """A request read the last document, it is `refresh` old, or systemd awaits READY."""
+        if self._read or now - self._published_at >= self._refresh:
+            return True
+        return self._notifier.enabled and not self._sent_ready
+
+    def _publish(self, now: float) -> None:
+        self._read = False  # before the build: a read during it asks for the next one
         try:
             snapshot = self._snapshot() if self._snapshot is not None else None
             doc = health_document(snapshot, pid=self._pid, started_wall=self._started_wall)
@@ -188,13 +222,10 @@ class HealthServer:
             if repr(exc) != self._last_error:
                 self._last_error = repr(exc)
                 log.exception("health document failed; serving the last one")
-            doc = self._doc
         else:
             self._doc, self._public_doc = doc, without_ids(doc)
             self._published_at = now
             self.page.publish(snapshot)
-        self._metrics.heartbeat_age.set(doc["last_message_age_seconds"])
-        self._notify(doc, now)
 
     def _notify(self, doc: dict[str, Any], now: float) -> None:
         n = self._notifier
@@ -232,6 +263,8 @@ class HealthServer:
     ) -> Reply:
         """The answer to one request (`headers` with lower-case names); runs on a thread."""
         mounted = self._mounted.get(path)
+        if path in _READS_DOCUMENT:
+            self._read = True
         if mounted is not None:
             return mounted(method, peer, headers or {}, body)
         handlers: dict[tuple[str, str], Callable[[], Reply]] = {
@@ -328,7 +361,7 @@ class HealthServer:
             return False
         log.info("shutdown requested on the health port")
         self._stop()
-        self.tick()
+        self.tick(publish=True)
         return True
 
 

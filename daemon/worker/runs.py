@@ -56,6 +56,10 @@ class Runs(Mapping[str, TaskRun]):
         # A copy of the runs: one that finishes mid-build must not change the tuple.
         return tuple(run.snapshot() for run in list(self._running.values()))
 
+    def transcript_lag(self) -> float:
+        """The longest any running task's oldest unsent message has waited, in seconds."""
+        return max((run.reporter.transcript.lag() for run in self._running.values()), default=0.0)
+
     def admit(self, tasks: list[Task], free: int) -> list[Task]:
         """The claimed tasks that may start: each id once, none running or ended here, at most
         `free`. Runs are keyed by task id: a second run of one id would share its work dir,

@@ -1,0 +1,131 @@
+"""The health loop's tick: liveness every tick, the document only when it is read or due."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import socket
+from pathlib import Path
+
+from daemon.ops.health import HealthServer
+from daemon.ops.metrics import Metrics
+from daemon.ops.sdnotify import Notifier
+from daemon.snapshot import DaemonSnapshot
+
+LOCAL = {"host": "127.0.0.1"}
+
+
+class Clock:
+    """A monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Daemon:
+    """Snapshots of a daemon whose task count the test sets; counts the snapshots taken."""
+
+    def __init__(self) -> None:
+        self.tasks = 0
+        self.taken = 0
+
+    def snapshot(self) -> DaemonSnapshot:
+        self.taken += 1
+        return DaemonSnapshot(
+            status="running",
+            daemon_id="d-1",
+            device_name="box",
+            server_url="http://127.0.0.1:1",
+            registered=True,
+            max_concurrent_tasks=self.tasks,
+            agents=(),
+            workspaces=(),
+            profile="",
+            server_circuit="closed",
+            outbox_depth=0,
+            runs=(),
+        )
+
+
+def attached(clock: Clock, daemon: Daemon) -> HealthServer:
+    """A port (not listening) with a 2 s refresh, attached to `daemon` at `clock`'s now."""
+    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, refresh=2.0)
+    server.attach(daemon.snapshot, lambda: None, lag=lambda: 0.0)
+    return server
+
+
+def shown_tasks(server: HealthServer) -> int:
+    reply = server.route("GET", "/health", "127.0.0.1", LOCAL)
+    return int(json.loads(reply.body)["max_concurrent_tasks"])
+
+
+def test_a_port_nobody_reads_builds_the_document_once_per_refresh() -> None:
+    """Ticks every 0.5 s for 1.5 s build nothing after the attach; at 2 s one is built."""
+    clock, daemon = Clock(), Daemon()
+    server = attached(clock, daemon)
+    assert daemon.taken == 1
+    for _ in range(3):
+        clock.now += 0.5
+        server.tick()
+    assert daemon.taken == 1
+    clock.now += 0.5
+    server.tick()
+    assert daemon.taken == 2
+
+
+def test_the_tick_after_a_read_shows_what_changed() -> None:
+    """A read asks for the next document: what changed since is shown one tick later."""
+    clock, daemon = Clock(), Daemon()
+    server = attached(clock, daemon)
+    daemon.tasks = 3
+    clock.now += 0.5
+    server.tick()
+    assert shown_tasks(server) == 0  # built before the change, and read now
+    daemon.tasks = 4
+    clock.now += 0.5
+    server.tick()
+    assert shown_tasks(server) == 4
+
+
+def test_liveness_and_the_chart_go_on_every_tick() -> None:
+    """`/healthz` stays fresh and the chart samples the lag on ticks that build nothing."""
+    clock, daemon = Clock(), Daemon()
+    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, refresh=60.0, stale_after=1.0)
+    lags = iter([0.25, 0.75, 0.5, 0.0])
+    server.attach(daemon.snapshot, lambda: None, lag=lambda: next(lags))
+    for _ in range(4):
+        clock.now += 0.5
+        server.tick()
+    assert daemon.taken == 1
+    assert server.route("GET", "/healthz", "127.0.0.1", LOCAL).status == 200
+    assert [s.lag_seconds for s in server.page.samples.series] == [0.75, 0.5]
+
+
+def test_under_systemd_every_tick_builds_until_ready_is_sent(tmp_path: Path) -> None:
+    """READY=1 must not wait for a refresh: until it is sent each tick builds the document."""
+    path = tmp_path / "notify"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(path))
+    listener.settimeout(5)
+    clock, daemon = Clock(), Daemon()
+    server = HealthServer(
+        "127.0.0.1:0", Metrics(), clock=clock, refresh=60.0, notifier=Notifier(str(path))
+    )
+    status = iter(["starting", "starting", "running", "running", "running"])
+
+    def snapshot() -> DaemonSnapshot:
+        return dataclasses.replace(daemon.snapshot(), status=next(status))
+
+    server.attach(snapshot, lambda: None)
+    for _ in range(3):
+        clock.now += 0.5
+        server.tick()
+    assert daemon.taken == 3
+    assert listener.recv(4096).startswith(b"READY=1")
+    clock.now += 0.5
+    server.tick()
+    assert daemon.taken == 3
+    listener.close()
