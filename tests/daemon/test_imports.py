@@ -1,4 +1,5 @@
-"""What the daemon's entry point loads: the embedded server's libraries only where it runs.
+"""What the daemon's entry point loads: the embedded server's libraries only where it runs,
+httpx's command-line client nowhere.
 
 Each import costs memory for the daemon's whole life: uvicorn, starlette, SQLite and the
 server's own modules cost a daemon that talks to a remote server about 4 MB it never uses.
@@ -32,3 +33,10 @@ def test_the_daemon_and_submit_load_none_of_the_servers_libraries() -> None:
     loaded = _loaded_after("import daemon.cli.main, daemon.cli.submit")
     assert "daemon.server.token" in loaded  # the token file is read without the server
     assert _server_modules(loaded) == []
+
+
+def test_the_daemon_leaves_out_httpx_command_line_client() -> None:
+    """httpx's own CLI (click, pygments) stays out although click is installed for uvicorn."""
+    loaded = _loaded_after("import daemon.cli.main, httpx; assert callable(httpx.main)")
+    assert "click" not in loaded
+    assert "pygments" not in loaded
