@@ -7,4 +7,4 @@ __version__ = "0.1.0"
 # httpx imports its own command-line client on import when `click` is installed (it is: uvicorn
 # needs it), and with it click and pygments: 1.6 MB the daemon never uses. None in sys.modules
 # makes that import fail at once, and httpx falls back to its stub (`httpx.main`).
-sys.modules.setdefault("httpx._main", None)
+sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]

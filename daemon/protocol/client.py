@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import quote
 
 import anyio
-import httpx
 
 from daemon.errors import (
     PermanentServerError,
@@ -24,6 +23,7 @@ from daemon.errors import (
     TransientServerError,
 )
 from daemon.logs import short_id
+from daemon.protocol.answers import Answered
 from daemon.protocol.caller import Caller, T
 from daemon.protocol.http_client import make_http_client as make_http_client
 from daemon.protocol.models import (
@@ -226,22 +226,22 @@ class ServerClient(Caller):
         body = DeregisterRequest(runtime_ids=list(runtime_ids))
         await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
 
-    def _transcript_answer(self, response: httpx.Response) -> str | None:
+    def _transcript_answer(self, response: Answered) -> str | None:
         self._note_dedupe(response)
         status = response.headers.get(TASK_STATUS_HEADER, "").strip().lower()
         return status if 0 < len(status) <= _STATUS_MAX else None
 
-    def _registered(self, response: httpx.Response) -> RegisterResponse:
+    def _registered(self, response: Answered) -> RegisterResponse:
         self._note_dedupe(response)
         return RegisterResponse.model_validate(answer_json(response))
 
     async def post(
-        self, endpoint: str, path: str, body: dict[str, Any], parse: Callable[[httpx.Response], T]
+        self, endpoint: str, path: str, body: dict[str, Any], parse: Callable[[Answered], T]
     ) -> T:
         """One POST tried once, with this client's error mapping and metrics (protocol/ calls)."""
         return await self._call(endpoint, "POST", path, parse, body, _SINGLE_TRY)
 
-    async def get(self, endpoint: str, path: str, parse: Callable[[httpx.Response], T]) -> T:
+    async def get(self, endpoint: str, path: str, parse: Callable[[Answered], T]) -> T:
         """One GET tried once, with this client's error mapping and metrics (protocol/ calls)."""
         return await self._call(endpoint, "GET", path, parse, None, _SINGLE_TRY)
 
@@ -257,8 +257,8 @@ class ServerClient(Caller):
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
 
 
-def _one_bundle(response: httpx.Response) -> Skill:
-    body = response.json()
+def _one_bundle(response: Answered) -> Skill:
+    body = answer_json(response)
     bundles = body.get("bundles") if isinstance(body, dict) else None
     if not isinstance(bundles, list) or len(bundles) != 1:
         raise ValueError("a resolve answer holds exactly one bundle")

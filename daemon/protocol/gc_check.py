@@ -22,10 +22,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from daemon.errors import PermanentServerError, ServerError
+from daemon.protocol.answers import Answered
 from daemon.protocol.client import ServerClient
+from daemon.protocol.wire import answer_json
 from daemon.times import parse_utc
 
 BATCH_SIZE = 500
@@ -101,15 +101,15 @@ class GcChecks:
             raise
 
 
-def _parse_one(response: httpx.Response, stamp: str) -> ParentState:
-    body = response.json()
+def _parse_one(response: Answered, stamp: str) -> ParentState:
+    body = answer_json(response)
     if not isinstance(body, dict) or not isinstance(body.get("status"), str):
         raise ValueError("a gc-check answer is an object with a `status`")
     return ParentState(True, body["status"], parse_utc(body.get(stamp)))
 
 
-def _parse_batch(response: httpx.Response) -> dict[str, ParentState]:
-    body = response.json()
+def _parse_batch(response: Answered) -> dict[str, ParentState]:
+    body = answer_json(response)
     items: Any = body.get("issues") if isinstance(body, dict) else None
     if not isinstance(items, list):
         raise ValueError("a batch gc-check answer is an object with `issues`")

@@ -103,6 +103,15 @@ class ProtocolClient(httpx.AsyncClient):
         self._cookies = _NoCookies()
         self._transport_direct = transport
 
+    @property
+    def direct(self) -> Http1Transport | None:
+        """The daemon's own transport, which a caller may hand a request to without building
+        an `httpx.Request` (`Http1Transport.exchange`); None once closed, or for another."""
+        transport = self._transport_direct
+        if self.is_closed or not isinstance(transport, Http1Transport):
+            return None
+        return transport
+
     async def send(
         self,
         request: httpx.Request,

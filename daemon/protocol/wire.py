@@ -26,6 +26,7 @@ from daemon.errors import (
     TransientServerError,
 )
 from daemon.protocol import jsonin
+from daemon.protocol.answers import Answered
 from daemon.protocol.models import Task, WireModel, Workspace
 from daemon.protocol.release import cli_version
 
@@ -76,7 +77,7 @@ def protocol_headers(token: str, version: str) -> dict[str, str]:
     return headers
 
 
-def error_for_response(endpoint: str, response: httpx.Response) -> ServerError:
+def error_for_response(endpoint: str, response: Answered) -> ServerError:
     """The `ServerError` a non-2xx response stands for (daemon/errors.py)."""
     status = response.status_code
     text = error_text(response)
@@ -98,7 +99,7 @@ def refuses_task(exc: ServerError) -> bool:
     return isinstance(exc, TaskGoneError) or exc.status in (401, 403, 404, 410)
 
 
-def error_text(response: httpx.Response) -> str:
+def error_text(response: Answered) -> str:
     """The server's `{"error": ...}` text, else the start of the body, else the reason."""
     text = ""
     try:
@@ -139,17 +140,17 @@ def describe_parse_error(exc: ValueError) -> str:
     return " ".join(str(exc).split())[:_ERROR_TEXT_LIMIT]
 
 
-def answer_json(response: httpx.Response) -> Any:
+def answer_json(response: Answered) -> Any:
     """The JSON of an answer's body, read through the one bounded reader (jsonin)."""
     return jsonin.loads(response.content, what="the answer")
 
 
-def parse_model(model: type[M]) -> Callable[[httpx.Response], M]:
+def parse_model(model: type[M]) -> Callable[[Answered], M]:
     """A parser of a 2xx answer into `model`."""
     return lambda response: model.model_validate(answer_json(response))
 
 
-def ignore_body(response: httpx.Response) -> None:
+def ignore_body(response: Answered) -> None:
     """The parser of an answer whose body does not matter."""
     return None
 
@@ -160,12 +161,12 @@ def task_path(task_id: str, action: str) -> str:
     return f"/api/daemon/tasks/{quote(task_id, safe='')}/{action}"
 
 
-def parse_workspaces(response: httpx.Response) -> list[Workspace]:
+def parse_workspaces(response: Answered) -> list[Workspace]:
     """The workspaces in a 2xx answer."""
     return _WORKSPACES.validate_python(answer_json(response))
 
 
-def parse_claim(response: httpx.Response) -> tuple[list[Task], list[tuple[str, str]]]:
+def parse_claim(response: Answered) -> tuple[list[Task], list[tuple[str, str]]]:
     """The tasks of a claim answer, and (id, reason) for each task that does not parse."""
     data = answer_json(response)
     if not isinstance(data, dict) or "tasks" not in data:

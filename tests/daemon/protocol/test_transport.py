@@ -135,6 +135,19 @@ async def test_an_origin_behind_a_proxy_goes_through_it(
     assert proxy.requests[0].startswith(b"GET http://origin.invalid:8080/api/x?y=1 HTTP/1.1")
 
 
+async def test_a_daemon_call_to_an_origin_behind_a_proxy_goes_through_it(
+    no_proxy_settings: pytest.MonkeyPatch,
+) -> None:
+    """The caller's own way to the transport (`exchange`) leaves a proxied origin to httpx's
+    proxy transport: the poll reaches the proxy in absolute form and its answer is read."""
+    async with raw_server(answer_each(ok(b'{"status": "running"}'))) as proxy:
+        no_proxy_settings.setenv("HTTP_PROXY", proxy.url)
+        async with make_http_client("http://origin.invalid:8080", "", "1") as http:
+            assert await ServerClient(http).task_status("t1") == "running"
+    target = b"GET http://origin.invalid:8080/api/daemon/tasks/t1/status HTTP/1.1"
+    assert proxy.requests[0].startswith(target)
+
+
 async def test_an_origin_named_in_no_proxy_goes_direct(
     no_proxy_settings: pytest.MonkeyPatch,
 ) -> None:
