@@ -9,7 +9,7 @@ threads directly: prometheus_client guards every value with its own lock for exa
 Otherwise the loop and the threads share one flag: every tick the loop stamps the time it last
 ran and, when the document is due, builds a new one from the daemon's snapshot and swaps the
 reference the threads read (one atomic assignment). A document is due on the tick after a
-request read it (the flag), and at least every `REFRESH` seconds: a port nobody reads costs a
+request read it (the flag), and at least every `REFRESH_TICKS` ticks: a port nobody reads costs a
 snapshot of every run every two seconds, not twice a second.
 
 A second daemon on the same address gets `AlreadyRunningError`. The same loop tick drives
@@ -55,8 +55,8 @@ log = logging.getLogger(__name__)
 
 TICK = 0.5
 """Seconds between loop ticks (health document, liveness stamp, gauges, systemd watchdog)."""
-REFRESH = 2.0
-"""Seconds a health document is served, unread, before a tick builds the next one anyway (for
+REFRESH_TICKS = 4
+"""Ticks a health document is served, unread, before one builds the next anyway (2 s, for
 systemd's status line and the gauges); one that was read is rebuilt on the next tick."""
 STALE_AFTER = 5.0
 """`/healthz` answers 503 once the loop has not ticked for this long."""
@@ -94,7 +94,6 @@ class HealthServer:
         notifier: Notifier | None = None,
         stale_after: float = STALE_AFTER,
         tick: float = TICK,
-        refresh: float = REFRESH,
         clock: Callable[[], float] = time.monotonic,
         max_connections: int = MAX_CONNECTIONS,
         request_deadline: float = REQUEST_DEADLINE,
@@ -106,7 +105,7 @@ class HealthServer:
         self._notifier = notifier or Notifier(None)
         self._stale_after = stale_after
         self._tick_every = tick
-        self._refresh = refresh
+        self._refresh = REFRESH_TICKS * tick
         self._clock = clock
         self._pid = os.getpid()
         self._started = clock()
@@ -206,7 +205,8 @@ class HealthServer:
         self._notify(self._doc, now)
 
     def _due(self, now: float) -> bool:
-        """A request read the last document, it is `refresh` old, or systemd awaits READY."""
+        """A request read the last document, it is `REFRESH_TICKS` old, or systemd awaits
+        READY."""
         if self._read or now - self._published_at >= self._refresh:
             return True
         return self._notifier.enabled and not self._sent_ready

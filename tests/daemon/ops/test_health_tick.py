@@ -51,8 +51,8 @@ class Daemon:
 
 
 def attached(clock: Clock, daemon: Daemon) -> HealthServer:
-    """A port (not listening) with a 2 s refresh, attached to `daemon` at `clock`'s now."""
-    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, refresh=2.0)
+    """A port (not listening) ticking each 0.5 s, attached to `daemon` at `clock`'s now."""
+    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, tick=0.5)
     server.attach(daemon.snapshot, lambda: None, lag=lambda: 0.0)
     return server
 
@@ -93,7 +93,8 @@ def test_the_tick_after_a_read_shows_what_changed() -> None:
 def test_liveness_and_the_chart_go_on_every_tick() -> None:
     """`/healthz` stays fresh and the chart samples the lag on ticks that build nothing."""
     clock, daemon = Clock(), Daemon()
-    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, refresh=60.0, stale_after=1.0)
+    # Ticks 0.5 s apart on the test's clock, of a port that would tick every 15 s (1 min refresh).
+    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, tick=15.0, stale_after=1.0)
     lags = iter([0.25, 0.75, 0.5, 0.0])
     server.attach(daemon.snapshot, lambda: None, lag=lambda: next(lags))
     for _ in range(4):
@@ -112,7 +113,7 @@ def test_under_systemd_every_tick_builds_until_ready_is_sent(tmp_path: Path) -> 
     listener.settimeout(5)
     clock, daemon = Clock(), Daemon()
     server = HealthServer(
-        "127.0.0.1:0", Metrics(), clock=clock, refresh=60.0, notifier=Notifier(str(path))
+        "127.0.0.1:0", Metrics(), clock=clock, tick=15.0, notifier=Notifier(str(path))
     )
     status = iter(["starting", "starting", "running", "running", "running"])
 
