@@ -21,30 +21,12 @@ import pytest
 from daemon.ops.health import HealthServer
 from daemon.ops.health_request import Reply
 from daemon.ops.metrics import Metrics
-from daemon.snapshot import DaemonSnapshot
 from daemon.testing import stopped
+from tests.daemon.ops.snapshots import idle_snapshot
 
 pytestmark = pytest.mark.anyio
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def idle_snapshot() -> DaemonSnapshot:
-    """A running daemon with no task."""
-    return DaemonSnapshot(
-        status="running",
-        daemon_id="d1",
-        device_name="box",
-        server_url="http://127.0.0.1:1",
-        registered=True,
-        max_concurrent_tasks=1,
-        agents=(),
-        workspaces=(),
-        profile="",
-        server_circuit="closed",
-        outbox_depth=0,
-        runs=(),
-    )
 
 
 @asynccontextmanager

@@ -11,43 +11,21 @@ from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
 from daemon.snapshot import DaemonSnapshot
+from tests.daemon.ops.snapshots import Clock, idle_snapshot
 
 LOCAL = {"host": "127.0.0.1"}
 
 
-class Clock:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 class Daemon:
-    """Snapshots of a daemon whose task count the test sets; counts the snapshots taken."""
+    """Snapshots of an idle daemon whose slot count the test sets; counts the snapshots."""
 
     def __init__(self) -> None:
-        self.tasks = 0
+        self.slots = 0
         self.taken = 0
 
     def snapshot(self) -> DaemonSnapshot:
         self.taken += 1
-        return DaemonSnapshot(
-            status="running",
-            daemon_id="d-1",
-            device_name="box",
-            server_url="http://127.0.0.1:1",
-            registered=True,
-            max_concurrent_tasks=self.tasks,
-            agents=(),
-            workspaces=(),
-            profile="",
-            server_circuit="closed",
-            outbox_depth=0,
-            runs=(),
-        )
+        return idle_snapshot(self.slots)
 
 
 def attached(clock: Clock, daemon: Daemon) -> HealthServer:
@@ -57,7 +35,7 @@ def attached(clock: Clock, daemon: Daemon) -> HealthServer:
     return server
 
 
-def shown_tasks(server: HealthServer) -> int:
+def shown_slots(server: HealthServer) -> int:
     reply = server.route("GET", "/health", "127.0.0.1", LOCAL)
     return int(json.loads(reply.body)["max_concurrent_tasks"])
 
@@ -80,14 +58,14 @@ def test_the_tick_after_a_read_shows_what_changed() -> None:
     """A read asks for the next document: what changed since is shown one tick later."""
     clock, daemon = Clock(), Daemon()
     server = attached(clock, daemon)
-    daemon.tasks = 3
+    daemon.slots = 3
     clock.now += 0.5
     server.tick()
-    assert shown_tasks(server) == 0  # built before the change, and read now
-    daemon.tasks = 4
+    assert shown_slots(server) == 0  # built before the change, and read now
+    daemon.slots = 4
     clock.now += 0.5
     server.tick()
-    assert shown_tasks(server) == 4
+    assert shown_slots(server) == 4
 
 
 def test_liveness_and_the_chart_go_on_every_tick() -> None:

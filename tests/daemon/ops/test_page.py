@@ -23,22 +23,13 @@ from daemon.snapshot import (
     ToolSnapshot,
     WatchdogSnapshot,
 )
+from tests.daemon.ops.snapshots import Clock
 
 ROOT = Path(__file__).resolve().parents[3]
 STATIC = ROOT / "daemon" / "ops" / "static"
 TASK_ID = "6f1c2b4e-0d7a-4f8e-9a51-3c2d1e0f9b87"
 DONE_ID = "0a9b8c7d-6e5f-4a3b-8c2d-1e0f9a8b7c6d"
 LOCAL = {"host": "127.0.0.1:8181"}
-
-
-class Clock:
-    """A monotonic clock the test moves."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def busy_snapshot(state: str = "in a tool") -> DaemonSnapshot:
