@@ -7,7 +7,8 @@ below the agent. A registry keeps what is needed to find it anyway:
 * every run's members: a walk every `TRACK_INTERVAL` down from the agent and every member
   seen before records the processes below them, so a process seen once stays the run's after
   it detaches (the walk reads only the runs' own processes, or all of /proc when their
-  threads outnumber the machine's processes: tree_reader.py);
+  threads outnumber the machine's processes: tree_reader.py; on the event loop when it is
+  expected to take at most 5 ms, else in a worker thread);
 * as a child subreaper the daemon adopts every orphan of its agents; an adopted orphan (a child
   of the daemon it did not spawn, in another session) belongs to the run whose members it was
   seen among, or whose work directory it still runs in.
@@ -41,7 +42,7 @@ from backends.process.tree import (
     identify,
     is_alive,
 )
-from backends.process.tree_reader import TreeReader
+from backends.process.tree_reader import INLINE_COST, TreeReader
 
 log = logging.getLogger(__name__)
 
@@ -148,9 +149,19 @@ class ProcessRegistry:
             await anyio.sleep(interval - anyio.current_time() % interval)
             roots = [root for run in self._runs.values() for root in _roots(run)]
             agents = frozenset(self._leaders)
-            scan = await anyio.to_thread.run_sync(self._scanner, roots, agents)
+            scan = (
+                self._scanner(roots, agents)
+                if self._cheap_enough()
+                else await anyio.to_thread.run_sync(self._scanner, roots, agents)
+            )
             for pid in list(self._runs):
                 self.note(pid, scan)
+
+    def _cheap_enough(self) -> bool:
+        """Whether the next walk may run on the event loop (tree_reader.py: `INLINE_COST`);
+        a scanner that does not say what it costs runs in a worker thread."""
+        cost = self._scanner.expected_cost() if isinstance(self._scanner, TreeReader) else None
+        return cost is not None and cost <= INLINE_COST
 
     async def collect(self, pid: int, tag_var: str) -> list[ProcIdentity]:
         """The live processes of agent `pid`'s run: its tree, its tagged and tracked members,

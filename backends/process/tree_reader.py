@@ -7,6 +7,12 @@ idles with 9 threads, and 200 such agents cost 18.7 ms a walk (3.7 % of a core a
 second) where the whole machine's stats took 4.7 ms (`python -m tests.benchmarks.bench_walk
 200 30 9`). Each read tells what the other way would cost: a walk how many files it read, a
 whole read how many processes the machine runs and how many threads the trees hold.
+
+The same estimate says where the read runs (`ProcessRegistry`): one expected to take at most
+`INLINE_COST` runs on the event loop, a longer one in a worker thread. In a thread each of a
+walk's few hundred system calls takes the interpreter's lock back from the loop, two thread
+switches each: at 200 single-threaded agents (3.2 ms a walk) the daemon spent 5 % more CPU
+with the walk in a thread than on the loop (bench_load 200x1, four alternating runs).
 """
 
 from __future__ import annotations
@@ -23,6 +29,9 @@ Walk = Callable[[list[ProcIdentity], frozenset[int]], ProcessTable]
 WALK_ROOT_COST = 6
 WALK_FILE_COST = 10
 WHOLE_PROCESS_COST = 15
+INLINE_COST = 5_000
+"""µs a read may be expected to take and still run on the event loop (it holds the loop that
+long, twice a second)."""
 RECOUNT_EVERY = 120
 """Walks after which the whole machine is read once more, to learn how many processes it runs
 now (a minute at two walks a second)."""
@@ -43,10 +52,17 @@ class TreeReader:
         self._walks = 0
         """Walks since the last whole read."""
 
+    def expected_cost(self) -> int | None:
+        """µs of CPU the next read should take, from the last; None before the first of its
+        kind (no read has told yet)."""
+        if self._whole_due():
+            return self._whole_cost or None
+        return self._walk_cost if self._walks or self._whole_cost else None
+
     def __call__(self, roots: list[ProcIdentity], agents: frozenset[int]) -> ProcessTable:
         """The processes below `roots` now (`agents`: the roots that are this process's own
         children, as `subtree_table` takes them)."""
-        if self._walk_cost > self._whole_cost or self._walks >= RECOUNT_EVERY:
+        if self._whole_due():
             table = self._whole()
             self._whole_cost = WHOLE_PROCESS_COST * table.size
             self._walk_cost = _walk_cost(roots, table.threads_below(roots))
@@ -56,6 +72,9 @@ class TreeReader:
         self._walk_cost = _walk_cost(roots, table.reads)
         self._walks += 1
         return table
+
+    def _whole_due(self) -> bool:
+        return self._walk_cost > self._whole_cost or self._walks >= RECOUNT_EVERY
 
 
 def _walk_cost(roots: list[ProcIdentity], files: int) -> int:

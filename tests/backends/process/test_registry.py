@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -20,7 +21,8 @@ import pytest
 import trio
 
 from backends.process import ProcessRegistry, ProcIdentity, identify, signal_group_of
-from backends.process.tree import ProcessTable, subtree_table
+from backends.process.tree import ProcessTable, ProcStat, subtree_table
+from backends.process.tree_reader import INLINE_COST, WALK_FILE_COST, TreeReader
 from daemon.testing import python
 from tests.backends.support import TREE_CHILD, identities, tree_pids
 from tests.helpers import eventually
@@ -288,3 +290,37 @@ def test_members_that_exit_are_forgotten(tmp_path: Path) -> None:
         agent.wait()
         agent.stdin.close()
         agent.stdout.close()
+
+
+class _Machine:
+    """A walk reading `files` children files and a machine of 2,000 processes, each read
+    noting whether it ran on the event loop's thread."""
+
+    def __init__(self) -> None:
+        self.files = 1
+        self.reads: list[tuple[str, bool]] = []
+
+    def walk(self, roots: list[ProcIdentity], agents: frozenset[int]) -> ProcessTable:
+        self.reads.append(("walk", threading.current_thread() is threading.main_thread()))
+        return ProcessTable([], roots, reads=self.files)
+
+    def whole(self) -> ProcessTable:
+        self.reads.append(("whole", threading.current_thread() is threading.main_thread()))
+        return ProcessTable([ProcStat(100 + n, "S", 1, 1, 1, 1, 1) for n in range(2000)])
+
+
+@pytest.mark.anyio
+async def test_a_cheap_walk_runs_on_the_event_loop_a_costly_one_in_a_thread() -> None:
+    """Reads whose cost is unknown (the first walk, the first whole read) and walks expected
+    past `INLINE_COST` go to a worker thread; a walk of a few files runs on the loop."""
+    machine = _Machine()
+    registry = ProcessRegistry(scanner=TreeReader(machine.walk, machine.whole))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(registry.track, 0.02)
+        await eventually(lambda: len(machine.reads) >= 4)
+        machine.files = INLINE_COST // WALK_FILE_COST + 1
+        seen = len(machine.reads)
+        await eventually(lambda: len(machine.reads) >= seen + 3)
+        tg.cancel_scope.cancel()
+    assert machine.reads[:4] == [("walk", False), ("whole", False), ("walk", True), ("walk", True)]
+    assert machine.reads[-1] == ("walk", False)

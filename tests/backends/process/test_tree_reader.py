@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from backends.process.tree import ProcessTable, ProcIdentity, ProcStat
-from backends.process.tree_reader import RECOUNT_EVERY, TreeReader
+from backends.process.tree_reader import (
+    RECOUNT_EVERY,
+    WALK_FILE_COST,
+    WALK_ROOT_COST,
+    WHOLE_PROCESS_COST,
+    TreeReader,
+)
 
 ROOTS = [ProcIdentity(10, 1), ProcIdentity(20, 1)]
 
@@ -63,3 +69,20 @@ def test_the_machine_is_counted_again_once_in_a_while() -> None:
         reader(ROOTS, frozenset())
     assert reads.taken.count("whole") == 2
     assert reads.taken[-2:] == ["whole", "walk"]
+
+
+def test_the_expected_cost_is_the_next_reads_once_a_read_of_its_kind_told() -> None:
+    """Nothing before a walk and a whole read have told; then what the cheaper way costs, or
+    the whole read's cost when it is due."""
+    reads = _Reads(machine=300, threads=1)
+    reader = TreeReader(reads.walk, reads.whole)
+    assert reader.expected_cost() is None
+    reader(ROOTS, frozenset())  # a walk: a whole read is due, and none told yet
+    assert reader.expected_cost() is None
+    reader(ROOTS, frozenset())  # the whole read
+    walk = WALK_ROOT_COST * len(ROOTS) + WALK_FILE_COST * len(ROOTS)
+    assert reader.expected_cost() == walk
+    reads.threads = 500  # a walk reading 1,000 files: the whole read is due next
+    reader(ROOTS, frozenset())
+    assert reads.taken[-1] == "walk"
+    assert reader.expected_cost() == WHOLE_PROCESS_COST * (300 + len(ROOTS))
