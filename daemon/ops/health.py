@@ -9,8 +9,8 @@ threads directly: prometheus_client guards every value with its own lock for exa
 Otherwise the loop and the threads share one flag: every tick the loop stamps the time it last
 ran and, when the document is due, builds a new one from the daemon's snapshot and swaps the
 reference the threads read (one atomic assignment). A document is due on the tick after a
-request read it (the flag), and at least every `REFRESH_TICKS` ticks: a port nobody reads costs a
-snapshot of every run every two seconds, not twice a second.
+request read it or the status page's JSON (the flag), and at least every `REFRESH_TICKS` ticks:
+a port nobody reads costs a snapshot of every run every two seconds, not twice a second.
 
 A second daemon on the same address gets `AlreadyRunningError`. The same loop tick drives
 systemd's notify protocol: READY=1 once the worker runs, WATCHDOG=1 while the loop ticks,
@@ -46,6 +46,7 @@ from daemon.ops.health_doc import health_document, with_uptime, without_ids
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply, local_refusal
 from daemon.ops.metrics import Metrics
+from daemon.ops.page import JSON_PATH as PAGE_JSON
 from daemon.ops.page import PATHS as PAGES
 from daemon.ops.page import Page
 from daemon.ops.sdnotify import Notifier
@@ -63,7 +64,7 @@ STALE_AFTER = 5.0
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _CLOSE_BOUND = 5.0
 _HANDOFF_WAIT = 2.0
-_READS_DOCUMENT = frozenset({"/health", "/readyz", *PAGES})
+_READS_DOCUMENT = frozenset({"/health", "/readyz", PAGE_JSON})
 ROUTES = (
     "GET /health",
     "GET /healthz",
@@ -193,15 +194,14 @@ class HealthServer:
             log.info("health port closed")
 
     def tick(self, *, publish: bool = False) -> None:
-        """One loop tick: stamp liveness, publish the document when it is due (or `publish`),
-        refresh gauges, tell systemd."""
+        """One loop tick: stamp liveness, publish the document (and its gauge) when it is due
+        (or `publish`), tell systemd."""
         now = self._clock()
         self._alive_at = now
         if publish or self._due(now):
             self._publish(now)
         elif self._lag is not None:
             self.page.samples.observe(self._lag())
-        self._metrics.heartbeat_age.set(self._doc["last_message_age_seconds"])
         self._notify(self._doc, now)
 
     def _due(self, now: float) -> bool:
@@ -226,6 +226,7 @@ class HealthServer:
             self._doc, self._public_doc = doc, without_ids(doc)
             self._published_at = now
             self.page.publish(snapshot)
+            self._metrics.heartbeat_age.set(doc["last_message_age_seconds"])
 
     def _notify(self, doc: dict[str, Any], now: float) -> None:
         n = self._notifier

@@ -13,9 +13,10 @@ daemon's transport's own `Answer` of a small, plain answer (transport.py).
 from __future__ import annotations
 
 import codecs
+import email.message
 import zlib
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import anyio
 import httpx
@@ -48,6 +49,9 @@ class Answered(Protocol):
     def is_success(self) -> bool: ...
 
 
+A = TypeVar("A", bound=Answered)
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A small, plain answer the daemon's transport read whole: what the parsers read of an
@@ -71,19 +75,19 @@ class Answer:
 
 
 def _charset(content_type: str) -> str:
-    for param in content_type.split(";")[1:]:
-        name, _, value = param.partition("=")
-        if name.strip().lower() == "charset":
-            try:
-                return codecs.lookup(value.strip().strip("'\"")).name
-            except LookupError:
-                break
-    return "utf-8"
+    """The codec a Content-Type names (parsed by the email package, as httpx parses it), else
+    UTF-8."""
+    message = email.message.Message()
+    message["content-type"] = content_type
+    try:
+        return codecs.lookup(message.get_content_charset() or "utf-8").name
+    except LookupError:
+        return "utf-8"
 
 
-def capped(answer: Answer, limit: int = ANSWER_LIMIT) -> Answer:
-    """`answer` when its body is within `limit`; a 2xx past it is `MalformedInputError` (as
-    `read_answer` treats an answer read already)."""
+def capped(answer: A, limit: int) -> A:
+    """`answer`, read whole already, when its body is within `limit`; a 2xx past it is
+    `MalformedInputError` (an error answer is kept: only its text is ever read)."""
     if answer.is_success and len(answer.content) > limit:
         raise MalformedInputError(f"the answer is larger than {limit} bytes")
     return answer
@@ -133,9 +137,7 @@ async def read_answer(
     if not cut and declared.isdigit() and int(declared) > cap:
         raise MalformedInputError(f"the answer is larger than {cap} bytes")
     if response.is_stream_consumed:  # read already (a transport that answers from memory)
-        if len(response.content) > cap and not cut:
-            raise MalformedInputError(f"the answer is larger than {cap} bytes")
-        return response
+        return capped(response, limit)
     inflater = _Inflater(response.headers.get("content-encoding", ""))
     body = bytearray()
     wire = 0

@@ -108,3 +108,18 @@ def test_under_systemd_every_tick_builds_until_ready_is_sent(tmp_path: Path) -> 
     server.tick()
     assert daemon.taken == 3
     listener.close()
+
+
+def test_the_pages_files_ask_for_no_document_its_json_does() -> None:
+    """Loading the page's script asks for nothing; its JSON, which shows the snapshot, asks for
+    a fresh one on the next tick."""
+    clock, daemon = Clock(), Daemon()
+    server = attached(clock, daemon)
+    assert server.route("GET", "/page.js", "127.0.0.1", LOCAL).status == 200
+    clock.now += 0.5
+    server.tick()
+    assert daemon.taken == 1
+    assert server.route("GET", "/page.json", "127.0.0.1", LOCAL).status == 200
+    clock.now += 0.5
+    server.tick()
+    assert daemon.taken == 2

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from daemon.errors import MalformedResponseError, TaskGoneError, TransientServerError
+from daemon.protocol.answers import Answer
 from daemon.protocol.client import ServerClient
 from daemon.protocol.http_client import make_http_client
 from daemon.protocol.retry import RetryPolicy
@@ -118,3 +119,11 @@ async def test_the_daemons_calls_build_no_httpx_request_or_response(
         for _ in range(10):
             assert await client.task_status("t1") == "running"
     assert built == []
+
+
+def test_an_answer_in_a_charset_python_does_not_know_reads_as_utf8() -> None:
+    """As httpx reads it: the named charset when Python has it, else UTF-8, bad bytes replaced."""
+    headers = httpx.Headers({"Content-Type": 'text/plain; charset="x-unknown"'})
+    assert Answer(500, "", headers, "café".encode() + b"\xff").text == "café\ufffd"
+    latin = httpx.Headers({"Content-Type": "text/plain; Charset=ISO-8859-1"})
+    assert Answer(500, "", latin, b"caf\xe9").text == "café"
