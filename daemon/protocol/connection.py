@@ -1,81 +1,178 @@
-"""One client connection of the HTTP transport: its byte stream, the bytes read past what was
-asked for, and whether an idle one is still open."""
+"""One client connection of the HTTP transport: an asyncio transport read by its own protocol,
+the bytes read and not yet taken, and whether the peer has closed it.
+
+Why asyncio's transport and protocol, not an anyio stream: an anyio socket stream stops its
+transport reading after every receive and starts it again on the next (two `epoll_ctl` calls a
+request), and each send and receive passes a checkpoint (another turn of the event loop). Here
+the transport reads whenever bytes arrive, into the connection's buffer, until `READ_AHEAD`
+bytes wait untaken (then it pauses until they are taken); a write goes straight to the
+transport. The daemon runs on anyio's asyncio backend, so the waits below are asyncio futures
+that anyio's cancel scopes cancel like any other await.
+"""
 
 from __future__ import annotations
 
-import socket
+import asyncio
+import select
+import ssl
 
 import anyio
 import httpx
-from anyio.abc import ByteStream, SocketAttribute
+
+READ_AHEAD = 256 * 1024
+"""Bytes read and not yet taken before the transport stops reading (a slow reader of a long
+streamed body)."""
+HAPPY_EYEBALLS_DELAY = 0.25
+"""Seconds before the next address of a host is tried while one is still connecting (RFC 8305;
+anyio's `connect_tcp` waits as long)."""
+
+
+class _Protocol(asyncio.Protocol):
+    """What the transport tells: bytes, the end of the stream, a lost connection, and whether
+    writing must wait."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.ended = False
+        """Whether the peer closed its side, or the connection is gone."""
+        self.error: OSError | None = None
+        """What broke the connection (None: nothing, or a clean end)."""
+        self._readable: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) >= READ_AHEAD and self.transport is not None:
+            self.transport.pause_reading()
+        self._wake_reader()
+
+    def eof_received(self) -> None:
+        self.ended = True
+        self._wake_reader()  # returning None closes the transport: HTTP never half-closes
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended = True
+        if exc is not None:
+            self.error = exc if isinstance(exc, OSError) else ConnectionError(str(exc))
+        self._wake_reader()
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        waiter, self._writable = self._writable, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def more(self) -> None:
+        """Until more bytes arrive; `anyio.EndOfStream` (or the error that broke the
+        connection) when none will."""
+        if self.error is not None:
+            raise self.error
+        if self.ended:
+            raise anyio.EndOfStream
+        if self.transport is not None and not self.transport.is_reading():
+            self.transport.resume_reading()  # paused at READ_AHEAD, and more is needed
+        self._readable = asyncio.get_running_loop().create_future()
+        try:
+            await self._readable
+        finally:
+            self._readable = None
+
+    async def drained(self) -> None:
+        """Until the transport's write buffer is below its high-water mark."""
+        if self._writable is not None:
+            await self._writable
+        if self.error is not None:
+            raise self.error
+
+    def _wake_reader(self) -> None:
+        if self._readable is not None and not self._readable.done():
+            self._readable.set_result(None)
+
+
+async def connect(host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
+    """A connection to `host`:`port` (over TLS with `tls`), its addresses tried as anyio's
+    `connect_tcp` tries them. OSError (ssl's errors among them) when none answers."""
+    loop = asyncio.get_running_loop()
+    transport, protocol = await loop.create_connection(
+        _Protocol,
+        host,
+        port,
+        ssl=tls,
+        server_hostname=host if tls is not None else None,
+        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
+    )
+    assert isinstance(transport, asyncio.Transport)
+    return Connection(transport, protocol)
 
 
 class Connection:
-    """A TCP (or TLS) stream to one origin, read through its own buffer."""
+    """A TCP (or TLS) connection to one origin, read through its own buffer."""
 
-    def __init__(self, stream: ByteStream) -> None:
-        self._stream = stream
-        self._buffer = b""
-        # The transport's socket object stays valid after a close (its fileno is then -1), so
-        # it is looked up once; `extra` builds a dict of every attribute on each call.
-        self._socket = stream.extra(SocketAttribute.raw_socket, None)
-        # As plain ints: the socket object's properties build enum members on every read.
-        self._kind = (
-            None
-            if self._socket is None
-            else (int(self._socket.family), int(self._socket.type), self._socket.proto)
-        )
+    def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        self._buffer = protocol.buffer
+        sock = transport.get_extra_info("socket")
+        self._fd: int = -1 if sock is None else sock.fileno()
         self.idle_since = 0.0
         """When it was last given back to the pool (the pool's clock)."""
         self.closed = False
 
     async def send(self, data: bytes) -> None:
-        await self._stream.send(data)
+        if self._transport.is_closing():
+            raise self._protocol.error or BrokenPipeError("the connection is closed")
+        self._transport.write(data)
+        await self._protocol.drained()
 
     async def receive(self) -> bytes:
         """The bytes read but not yet taken, else the next bytes the peer sends.
 
         `anyio.EndOfStream` once the peer has closed its side."""
-        if self._buffer:
-            data, self._buffer = self._buffer, b""
-            return data
-        return await self._stream.receive()
+        while not self._buffer:
+            await self._protocol.more()
+        return self._take(len(self._buffer))
 
     async def receive_some(self, most: int) -> bytes:
         """Between 1 and `most` bytes; the rest of what arrived stays for the next read."""
-        data = await self.receive()
-        if len(data) > most:
-            data, self._buffer = data[:most], data[most:]
-        return data
+        while not self._buffer:
+            await self._protocol.more()
+        return self._take(min(most, len(self._buffer)))
 
     async def receive_exactly(self, size: int) -> bytes:
         """`size` bytes; `anyio.EndOfStream` if the peer closes before."""
-        parts = []
-        while size:
-            data = await self.receive_some(size)
-            parts.append(data)
-            size -= len(data)
-        return b"".join(parts)
+        while len(self._buffer) < size:
+            await self._protocol.more()
+        return self._take(size)
 
     async def receive_until(self, delimiter: bytes, limit: int) -> bytes:
         """The bytes before `delimiter` (which is consumed too); `httpx.RemoteProtocolError`
         past `limit` bytes without it."""
-        data = bytearray(self._buffer)
-        self._buffer = b""
+        buffer = self._buffer
         start = 0
-        while (end := data.find(delimiter, start)) < 0:
-            if len(data) > limit:
+        while (end := buffer.find(delimiter, start)) < 0:
+            if len(buffer) > limit:
                 raise httpx.RemoteProtocolError(f"no end of line within {limit} bytes")
-            start = max(0, len(data) - len(delimiter) + 1)
-            try:
-                data += await self._stream.receive()
-            except anyio.EndOfStream:
-                self._buffer = bytes(data)  # what was read stays: the error names the cut
-                raise
+            start = max(0, len(buffer) - len(delimiter) + 1)
+            await self._protocol.more()  # at the end, what was read stays: the error names it
         if end > limit:
             raise httpx.RemoteProtocolError(f"no end of line within {limit} bytes")
-        self._buffer = bytes(data[end + len(delimiter) :])
-        return bytes(data[:end])
+        data = self._take(end)
+        del buffer[: len(delimiter)]
+        return data
+
+    def _take(self, size: int) -> bytes:
+        buffer = self._buffer
+        data = bytes(buffer[:size]) if size < len(buffer) else bytes(buffer)
+        del buffer[:size]
+        return data
 
     @property
     def has_unread(self) -> bool:
@@ -88,34 +185,21 @@ class Connection:
 
         A server closes idle keep-alive connections on its own timer (uvicorn after 5 s);
         a request written into one of those is lost with no answer, and whether it was read
-        is then in doubt. So before reuse the socket is peeked without blocking: the end of
-        the stream (or any byte, which an idle HTTP/1.1 connection never carries) says it
-        is done. anyio streams offer no peek and stop reading between receives, so the
-        kernel still holds whatever the peer sent since; the peek reads the socket itself,
-        through a socket object made on its descriptor and detached again (never closing it).
+        is then in doubt. The transport reads as bytes arrive, so an end (or any byte, which
+        an idle HTTP/1.1 connection never carries) it has read shows in the buffer and the
+        protocol; one the kernel holds that the event loop has not read yet shows as the
+        socket being readable (one `poll` with no wait).
         """
-        if self._buffer or self.closed:
+        if self.closed or self._buffer or self._protocol.ended or self._transport.is_closing():
             return False
-        if self._socket is None or self._kind is None:  # not a socket: nothing to peek at
+        if self._fd < 0:
             return True
-        fd = self._socket.fileno()
-        if fd < 0:  # the event loop closed it (a reset)
-            return False
-        probe = socket.socket(*self._kind, fd)
-        try:
-            probe.setblocking(False)  # already non-blocking: this only sets the object's mode
-            probe.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return True  # nothing to read: open and quiet
-        except OSError:
-            return False
-        finally:
-            probe.detach()
-        return False  # the end of the stream, or bytes nobody asked for
+        probe = select.poll()
+        probe.register(self._fd, select.POLLIN)
+        return not probe.poll(0)
 
     async def aclose(self) -> None:
-        """Close the stream (its transport is closed before any await, so a cancelled close
-        still closes it)."""
+        """Close the connection (at once: a cancelled close still closes it)."""
         if not self.closed:
             self.closed = True
-            await self._stream.aclose()
+            self._transport.close()

@@ -1,4 +1,4 @@
-"""The HTTP transport under the daemon's httpx client: HTTP/1.1 with keep-alive on anyio streams.
+"""The HTTP transport under the daemon's httpx client: HTTP/1.1 with keep-alive connections.
 
 Every running task sends its transcript each 500 ms and its status each 5 s (Multica's pace),
 so what one request costs in CPU bounds how many tasks a daemon runs. Measured on this
@@ -7,14 +7,16 @@ bench_request.py: process CPU per request, median of 3 alternating runs), paced 
 daemon (20 tasks, a 5-message batch each 500 ms): about 1 ms through httpcore (httpx's own
 transport), 0.8 ms through aiohttp's pool and C parser, 0.55 ms through this transport — of
 which about 0.2 ms is httpx's client and the daemon's caller around it, and most of the rest
-the anyio stream and the socket calls of one exchange (one `send` of head and body, one read
-of a small answer). One request right after another costs about 0.4 ms through either of the
-last two. The daemon keeps httpx's API — its client, errors, timeouts, and test transports
+the stream (anyio's then) and the socket calls of one exchange (one `send` of head and body,
+one read of a small answer). One request right after another costs about 0.4 ms through either
+of the last two. The daemon keeps httpx's API — its client, errors, timeouts, and test transports
 (`httpx.MockTransport`, respx) — and only the bytes go through here (wire format: http1.py;
 keep-alive: pool.py, connection.py). The daemon's own calls skip httpx's request and response
 objects too (`exchange`, an `answers.Answer` back): 467 against 371 µs a paced request, 390
 against 311 a status poll one after another (bench_request, medians of three alternating
-runs).
+runs). Each connection is read by its own asyncio protocol rather than an anyio stream
+(connection.py): at 200 tasks the daemon's CPU went from 18.9 to 16.6 % of a core (bench_load
+200x1, four alternating runs).
 
 Failures keep whether the request may have reached the server (exchange.py): a connection that
 cannot be made is `ConnectError`/`ConnectTimeout`, one the pool cannot give `PoolTimeout`.
@@ -28,21 +30,19 @@ import urllib.request
 
 import anyio
 import httpx
-from anyio.abc import ByteStream
 
 from daemon.protocol.answers import Answer
-from daemon.protocol.connection import Connection
+from daemon.protocol.connection import Connection, connect
 from daemon.protocol.exchange import AnswerBody, exchange
 from daemon.protocol.http1 import AnswerHead, request_head
 from daemon.protocol.pool import ConnectionPool, Origin
 
 _PORTS = {"http": 80, "https": 443}
-_STREAM_ERRORS = (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError)
 _Route = tuple[Origin, httpx.AsyncBaseTransport | None]
 
 
 class Http1Transport(httpx.AsyncBaseTransport):
-    """An httpx transport speaking HTTP/1.1 over a keep-alive pool of anyio streams; origins
+    """An httpx transport speaking HTTP/1.1 over a keep-alive pool of connections; origins
     behind a proxy (HTTP(S)_PROXY, NO_PROXY) go through httpx's own transport."""
 
     def __init__(self, limits: httpx.Limits) -> None:
@@ -168,25 +168,11 @@ class Http1Transport(httpx.AsyncBaseTransport):
         scheme, host, port = origin
         try:
             with anyio.fail_after(within):
-                stream: ByteStream
-                if scheme == "https":
-                    # Not `standard_compatible`: closing does not wait for the server's TLS
-                    # close_notify (every body here is framed by HTTP, never by the close).
-                    stream = await anyio.connect_tcp(
-                        host,
-                        port,
-                        tls=True,
-                        ssl_context=self._tls(),
-                        tls_hostname=host,
-                        tls_standard_compatible=False,
-                    )
-                else:
-                    stream = await anyio.connect_tcp(host, port)
+                return await connect(host, port, self._tls() if scheme == "https" else None)
         except TimeoutError as exc:
             raise httpx.ConnectTimeout(f"no connection to {host}:{port} in time") from exc
-        except (*_STREAM_ERRORS, anyio.EndOfStream) as exc:
+        except OSError as exc:
             raise httpx.ConnectError(f"{host}:{port}: {exc or type(exc).__name__}") from exc
-        return Connection(stream)
 
     def _tls(self) -> ssl.SSLContext:
         if self._ssl is None:
