@@ -13,7 +13,7 @@ from backends.acp.catalog import AGENTS
 from daemon.addresses import is_loopback, join_host_port, split_host_port
 from daemon.logs import short_id
 from daemon.ops.handles import LENGTH
-from daemon.ops.health import view_key
+from daemon.ops.health_access import view_key
 from daemon.protocol import jsonin
 from daemon.times import format_duration
 from daemon.workdirs.sizes import format_bytes

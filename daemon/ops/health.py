@@ -20,8 +20,6 @@ STOPPING=1 when it stops.
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import json
 import logging
 import os
@@ -35,13 +33,8 @@ import anyio.to_thread
 from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal
 
-from daemon.addresses import (
-    host_of_header,
-    is_ip_address,
-    is_loopback,
-    join_host_port,
-    split_host_port,
-)
+from daemon.addresses import join_host_port, split_host_port
+from daemon.ops.health_access import bears_token, host_allowed
 from daemon.ops.health_doc import health_document, with_uptime, without_ids
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply, local_refusal
@@ -49,7 +42,7 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.page import JSON_PATH as PAGE_JSON
 from daemon.ops.page import PATHS as PAGES
 from daemon.ops.page import Page
-from daemon.ops.sdnotify import Notifier
+from daemon.ops.sdnotify import Notifier, ServiceState
 from daemon.snapshot import DaemonSnapshot
 
 log = logging.getLogger(__name__)
@@ -103,7 +96,6 @@ class HealthServer:
         self._max_connections = max_connections
         self._request_deadline = request_deadline
         self._metrics = metrics
-        self._notifier = notifier or Notifier(None)
         self._stale_after = stale_after
         self._tick_every = tick
         self._refresh = REFRESH_TICKS * tick
@@ -127,11 +119,7 @@ class HealthServer:
         self._alive_at = self._started
         self._read = True
         """Set by a request thread that read the document (or the page): build it anew."""
-        # systemd state, loop side only.
-        self._sent_ready = False
-        self._sent_stopping = False
-        self._sent_status = ""
-        self._pinged_at = -float("inf")
+        self._systemd = ServiceState(notifier or Notifier(None))
         self._last_error = ""
         self._mounted: dict[str, Mounted] = {}
 
@@ -187,7 +175,7 @@ class HealthServer:
                 finally:
                     self._portal = None
                     with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_BOUND):
-                        self._notify_stopping()
+                        self._systemd.stopping()
                         await anyio.to_thread.run_sync(http.stop, abandon_on_cancel=True)
         finally:
             http.stop(wait=0)
@@ -202,14 +190,14 @@ class HealthServer:
             self._publish(now)
         elif self._lag is not None:
             self.page.samples.observe(self._lag())
-        self._notify(self._doc, now)
+        self._systemd.tell(self._doc, now)
 
     def _due(self, now: float) -> bool:
         """A request read the last document, it is `REFRESH_TICKS` old, or systemd awaits
         READY."""
         if self._read or now - self._published_at >= self._refresh:
             return True
-        return self._notifier.enabled and not self._sent_ready
+        return self._systemd.awaiting_ready
 
     def _publish(self, now: float) -> None:
         self._read = False  # before the build: a read during it asks for the next one
@@ -227,30 +215,6 @@ class HealthServer:
             self._published_at = now
             self.page.publish(snapshot)
             self._metrics.heartbeat_age.set(doc["last_message_age_seconds"])
-
-    def _notify(self, doc: dict[str, Any], now: float) -> None:
-        n = self._notifier
-        if not n.enabled:
-            return
-        status, line = doc["status"], _status_line(doc)
-        if status == "running" and not self._sent_ready:
-            self._sent_ready = True
-            self._sent_status = line
-            n.ready(line)
-        elif status == "stopping":
-            self._notify_stopping()
-        if self._sent_ready and line != self._sent_status:
-            self._sent_status = line
-            n.status(line)
-        interval = n.watchdog_interval
-        if interval is not None and now - self._pinged_at >= interval:
-            self._pinged_at = now
-            n.watchdog()
-
-    def _notify_stopping(self) -> None:
-        if not self._sent_stopping:
-            self._sent_stopping = True
-            self._notifier.stopping()
 
     # --- the HTTP thread's side: reads only the published values -------------------------
 
@@ -277,7 +241,7 @@ class HealthServer:
             **{("GET", p): functools.partial(self.page.answer, p, headers or {}) for p in PAGES},
         }
         handler = handlers.get((method, path))
-        if not self._host_allowed((headers or {}).get("host")):
+        if not host_allowed((headers or {}).get("host"), self.host):
             # A DNS-rebinding page reaches this port under its own domain name and could read
             # `/health` (ids, pids, the server URL, workspace names): only addresses and this
             # machine's names are answered.
@@ -289,32 +253,11 @@ class HealthServer:
         routes = [*ROUTES, *(f"POST {p}" for p in self._mounted)]
         return _doc(404, {"error": f"no route {path}", "routes": routes})
 
-    def _host_allowed(self, host: str | None) -> bool:
-        """No Host (HTTP/1.0 probes), an IP address, `localhost`, or the configured host."""
-        if host is None:
-            return True
-        name = host_of_header(host).lower()
-        return is_ip_address(name) or is_loopback(name) or name == self.host.lower()
-
     def _health(self, headers: Mapping[str, str]) -> Reply:
         now = self._clock()
-        shown = self._doc if self._authorized(headers) else self._public_doc
+        shown = self._doc if bears_token(headers, self._token) else self._public_doc
         doc = with_uptime(shown, now - self._started, now - self._published_at)
         return _doc(200, doc)
-
-    def _authorized(self, headers: Mapping[str, str]) -> bool:
-        """True when the request bears the daemon's token, or the view key made from it
-        (`Authorization: Bearer ...`)."""
-        token = self._token
-        given = headers.get("authorization", "")
-        scheme, _, value = given.partition(" ")
-        if not token or scheme.lower() != "bearer":
-            return False
-        value = value.strip()
-        return any(
-            hmac.compare_digest(value.encode(), known.encode())
-            for known in (token, view_key(token))
-        )
 
     def _healthz(self) -> Reply:
         age = self._clock() - self._alive_at
@@ -364,18 +307,3 @@ class HealthServer:
         self._stop()
         self.tick(publish=True)
         return True
-
-
-def view_key(token: str) -> str:
-    """What `agent-daemon status` sends for the full view: made from the daemon's token but
-    useless as one, so a process squatting on the health port while the daemon is down
-    learns nothing it could take to the server."""
-    return hmac.new(token.encode(), b"agent-daemon health view", hashlib.sha256).hexdigest()
-
-
-def _status_line(doc: dict[str, Any]) -> str:
-    """The line `systemctl status` shows."""
-    return (
-        f"{doc['status']}: {doc['active_task_count']}/{doc['max_concurrent_tasks']} tasks, "
-        f"server circuit {doc['server_circuit']}, outbox {doc['outbox_depth']}"
-    )

@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -117,3 +118,54 @@ def _int_or_none(raw: str | None) -> int | None:
 def _one_line(text: str) -> str:
     # A newline would start a new KEY=value assignment in the datagram.
     return " ".join(text.split())
+
+
+class ServiceState:
+    """What the daemon told systemd, sent from the health port's ticks: READY=1 once the
+    daemon runs, a STATUS= line when it changes, WATCHDOG=1 each half timeout, STOPPING=1 once."""
+
+    def __init__(self, notifier: Notifier) -> None:
+        self.notifier = notifier
+        self._sent_ready = False
+        self._sent_stopping = False
+        self._sent_status = ""
+        self._pinged_at = -float("inf")
+
+    @property
+    def awaiting_ready(self) -> bool:
+        """Whether systemd waits for READY=1 (every tick builds a document until it is sent)."""
+        return self.notifier.enabled and not self._sent_ready
+
+    def tell(self, doc: Mapping[str, Any], now: float) -> None:
+        """Tell systemd what the health document `doc` says, at `now` (monotonic seconds)."""
+        n = self.notifier
+        if not n.enabled:
+            return
+        status, line = doc["status"], status_line(doc)
+        if status == "running" and not self._sent_ready:
+            self._sent_ready = True
+            self._sent_status = line
+            n.ready(line)
+        elif status == "stopping":
+            self.stopping()
+        if self._sent_ready and line != self._sent_status:
+            self._sent_status = line
+            n.status(line)
+        interval = n.watchdog_interval
+        if interval is not None and now - self._pinged_at >= interval:
+            self._pinged_at = now
+            n.watchdog()
+
+    def stopping(self) -> None:
+        """STOPPING=1, once."""
+        if not self._sent_stopping:
+            self._sent_stopping = True
+            self.notifier.stopping()
+
+
+def status_line(doc: Mapping[str, Any]) -> str:
+    """The line `systemctl status` shows for a health document."""
+    return (
+        f"{doc['status']}: {doc['active_task_count']}/{doc['max_concurrent_tasks']} tasks, "
+        f"server circuit {doc['server_circuit']}, outbox {doc['outbox_depth']}"
+    )

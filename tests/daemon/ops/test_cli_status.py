@@ -16,7 +16,8 @@ from backends.process.identity import AgentUser
 from daemon.cli.status_view import base_url, render
 from daemon.logs import short_id
 from daemon.ops.handles import LENGTH
-from daemon.ops.health import HealthServer, view_key
+from daemon.ops.health import HealthServer
+from daemon.ops.health_access import view_key
 from daemon.ops.metrics import Metrics
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
