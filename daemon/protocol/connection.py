@@ -7,7 +7,9 @@ request), and each send and receive passes a checkpoint (another turn of the eve
 the transport reads whenever bytes arrive, into the connection's buffer, until `READ_AHEAD`
 bytes wait untaken (then it pauses until they are taken); a write goes straight to the
 transport. The daemon runs on anyio's asyncio backend, so the waits below are asyncio futures
-that anyio's cancel scopes cancel like any other await.
+that anyio's cancel scopes cancel like any other await. Over TLS the transport is asyncio's own
+TLS transport, where it was anyio's TLS stream: at 200 tasks a server 50 ms away cost 17.0 %
+of a core against 36.5 % (bench_load --tls), for a 256 KiB read buffer a connection.
 """
 
 from __future__ import annotations
