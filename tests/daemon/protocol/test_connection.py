@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import pytest
@@ -17,8 +18,22 @@ from daemon.testing.waits import wait_for
 
 pytestmark = pytest.mark.anyio
 
-LONG = 32 * 1024 * 1024
-"""More than loopback's socket buffers on both sides hold, and far more than `READ_AHEAD`."""
+PINNED = 64 * 1024
+"""The listener's socket buffers (its accepted sockets inherit them): the server's side holds
+little, whatever the machine's TCP settings."""
+
+
+def _receive_buffer_max() -> int:
+    """The most a TCP receive buffer may grow to here (Linux's `tcp_rmem`), else 32 MiB."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/tcp_rmem").read_text().split()[2])
+    except (OSError, IndexError, ValueError):
+        return 32 * 1024 * 1024
+
+
+LONG = _receive_buffer_max() + 8 * 1024 * 1024
+"""More than the daemon's side could hold in the kernel (its receive buffer at its largest)
+and in `READ_AHEAD`, with the listener's pinned buffers."""
 
 
 def without_the_loop() -> None:
@@ -29,7 +44,11 @@ def without_the_loop() -> None:
 
 @contextlib.contextmanager
 def listener() -> Iterator[socket.socket]:
-    with socket.create_server(("127.0.0.1", 0)) as sock:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, PINNED)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, PINNED)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
         yield sock
 
 
