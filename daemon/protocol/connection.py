@@ -6,10 +6,13 @@ transport reading after every receive and starts it again on the next (two `epol
 request), and each send and receive passes a checkpoint (another turn of the event loop). Here
 the transport reads whenever bytes arrive, into the connection's buffer, until `READ_AHEAD`
 bytes wait untaken (then it pauses until they are taken); a write goes straight to the
-transport. The daemon runs on anyio's asyncio backend, so the waits below are asyncio futures
-that anyio's cancel scopes cancel like any other await. Over TLS the transport is asyncio's own
-TLS transport, where it was anyio's TLS stream: at 200 tasks a server 50 ms away cost 17.0 %
-of a core against 36.5 % (bench_load --tls), for a 256 KiB read buffer a connection.
+transport. anyio offers nothing between its streams and a readiness wait per read (which
+registers and unregisters the socket just the same), so this module is asyncio's: the daemon
+runs on anyio's asyncio backend (`anyio.run`'s default), where the waits below are asyncio
+futures that anyio's cancel scopes cancel like any other await; it cannot run on trio. Over
+TLS the transport is asyncio's own TLS transport, where it was anyio's TLS stream: at 200 tasks
+a server 50 ms away cost 17.0 % of a core against 36.5 % (bench_load --tls), for a 256 KiB
+read buffer a connection.
 """
 
 from __future__ import annotations
@@ -138,20 +141,17 @@ class Connection:
         """The bytes read but not yet taken, else the next bytes the peer sends.
 
         `anyio.EndOfStream` once the peer has closed its side."""
-        while not self._buffer:
-            await self._protocol.more()
+        await self._holding(1)
         return self._take(len(self._buffer))
 
     async def receive_some(self, most: int) -> bytes:
         """Between 1 and `most` bytes; the rest of what arrived stays for the next read."""
-        while not self._buffer:
-            await self._protocol.more()
+        await self._holding(1)
         return self._take(min(most, len(self._buffer)))
 
     async def receive_exactly(self, size: int) -> bytes:
         """`size` bytes; `anyio.EndOfStream` if the peer closes before."""
-        while len(self._buffer) < size:
-            await self._protocol.more()
+        await self._holding(size)
         return self._take(size)
 
     async def receive_until(self, delimiter: bytes, limit: int) -> bytes:
@@ -169,6 +169,11 @@ class Connection:
         data = self._take(end)
         del buffer[: len(delimiter)]
         return data
+
+    async def _holding(self, size: int) -> None:
+        """Until the buffer holds at least `size` bytes."""
+        while len(self._buffer) < size:
+            await self._protocol.more()
 
     def _take(self, size: int) -> bytes:
         buffer = self._buffer
