@@ -36,8 +36,8 @@ anyio's `connect_tcp` waits as long)."""
 TLS_READ_SIZE = 16 * 1024
 """The TLS layer's read buffer: a TLS record carries at most 16 KiB. asyncio's layer keeps a
 256 KiB buffer for each connection's life, and the pool keeps every connection its bursts
-opened (about a hundred at 200 tasks with the server 100 ms away): 26 MB of the daemon's RSS
-there (bench_load 30 200x1 --delay 100ms --tls: 102-103 MB against 75-77)."""
+opened (40 to 100 at 200 tasks with the server 50-100 ms away): a fifth of the daemon's RSS
+there (bench_load 30 200x1 --delay 50ms,100ms --tls: 94-99 MB against 74-76)."""
 
 
 class _Protocol(asyncio.Protocol):
