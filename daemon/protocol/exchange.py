@@ -49,7 +49,7 @@ class AnswerBody(httpx.AsyncByteStream):
                 with anyio.fail_after(self._timeout):
                     chunk = await self._reader.read()
             except Exception as exc:
-                raise mapped_failure(exc, sending=False) from exc
+                raise _mapped_failure(exc, sending=False) from exc
             if chunk:
                 yield chunk
 
@@ -99,7 +99,7 @@ async def exchange(
         if scope.cancelled_caught:
             raise TimeoutError
     except Exception as exc:
-        raise mapped_failure(exc, sending=sending) from exc
+        raise _mapped_failure(exc, sending=sending) from exc
     return answer, content
 
 
@@ -111,7 +111,7 @@ def _deadline(seconds: float | None) -> float:
     return anyio.current_time() + seconds if seconds is not None else float("inf")
 
 
-def mapped_failure(exc: Exception, *, sending: bool) -> Exception:
+def _mapped_failure(exc: Exception, *, sending: bool) -> Exception:
     """A failure of a request under way as httpx's error, keeping whether it may have reached
     the server (`sending`: not all of it was written)."""
     if isinstance(exc, httpx.TransportError):

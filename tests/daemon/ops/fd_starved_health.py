@@ -21,9 +21,8 @@ async def main() -> None:
     server = HealthServer("127.0.0.1:0", Metrics(), max_connections=1000, request_deadline=60)
     # Everything this process does once its port is announced must already be in memory: the
     # flood then holds every descriptor, and anyio imports its parts on first use (a module
-    # file it cannot open ends the process). So the signal receiver is open before, and the
-    # worker threads' module (the port's shutdown) is loaded.
-    assert anyio.to_thread is not None
+    # file it cannot open ends the process). So the signal receiver is open before; the
+    # worker threads' module, which the port's shutdown uses, health.py imports itself.
     with anyio.open_signal_receiver(signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
             port = await tg.start(server.serve)
