@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # backends.process imports this module
     from backends.process.identity import AgentUser
     from backends.process.registry import ProcessRegistry
+    from backends.process.unit import Containment
 
 
 class MessageType(enum.StrEnum):
@@ -110,6 +111,9 @@ class RunObserver(Protocol):
     def invalid_line(self) -> None:
         """An agent output line could not be parsed and was skipped."""
 
+    def limit_reached(self, limit: str) -> None:
+        """The run's cgroup refused it more (`memory`: the OOM killer acted; `pids`: a fork)."""
+
 
 class NullObserver:
     """An observer that ignores everything (the default)."""
@@ -119,6 +123,9 @@ class NullObserver:
 
     def invalid_line(self) -> None:
         """Ignore the line."""
+
+    def limit_reached(self, limit: str) -> None:
+        """Ignore the limit."""
 
 
 class ReadBeat(Protocol):
@@ -170,6 +177,8 @@ class RunSpec:
     """The user every process of the run starts as (None: the daemon's own)."""
     read_beat: ReadBeat | None = None
     """The beat a chatty agent's output is read on (None: every line as it comes)."""
+    containment: Containment | None = None
+    """What makes each of the run's processes a kernel unit (None: a plain spawn)."""
 
 
 @dataclass(slots=True)

@@ -46,6 +46,33 @@ def _count(raw: str) -> int:
     return value
 
 
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _size(raw: str) -> int:
+    # Bytes, or a number with K, M, G or T (binary units, an optional trailing B or iB, as
+    # systemd's MemoryMax= reads them); 0 or `max` = no limit.
+    text = raw.strip().lower().removesuffix("ib").removesuffix("b")
+    if text in ("max", "infinity"):
+        return 0
+    unit = text[-1:] if text[-1:].isalpha() else ""
+    number = float(text[: len(text) - len(unit)] or "x")
+    if unit not in _SIZE_UNITS or number < 0:
+        raise ValueError(raw)
+    return int(number * _SIZE_UNITS[unit])
+
+
+def _pids(raw: str) -> int:
+    return 0 if raw.strip().lower() == "max" else _count(raw)
+
+
+def _weight(raw: str) -> int:
+    value = int(raw.strip())
+    if not 1 <= value <= 10_000:
+        raise ValueError(raw)
+    return value
+
+
 def _words(raw: str) -> tuple[str, ...]:
     return tuple(shlex.split(raw))
 
@@ -133,6 +160,9 @@ PATTERNS = Kind(_patterns, "comma-separated directory names")
 LOG_FORMAT = Kind(_log_format, "text or json")
 CODEX_MODE = Kind(_codex_mode, "exec or app-server")
 LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
+SIZE = Kind(_size, "a size in bytes, or with K, M, G or T (e.g. 4G); 0 or max = no limit")
+PIDS = Kind(_pids, "a whole number of at least 0, or max (0 and max = no limit)")
+WEIGHT = Kind(_weight, "a whole number from 1 to 10000")
 
 
 Url = Annotated[str, URL]
@@ -147,6 +177,9 @@ Patterns = Annotated[tuple[str, ...], PATTERNS]
 LogFormat = Annotated[str, LOG_FORMAT]
 CodexMode = Annotated[str, CODEX_MODE]
 Level = Annotated[str, LEVEL]
+Size = Annotated[int, SIZE]
+Pids = Annotated[int, PIDS]
+Weight = Annotated[int, WEIGHT]
 """A setting's type names its kind; a plain `str` is TEXT."""
 
 
@@ -316,6 +349,23 @@ class Settings(BaseModel):
         "MULTICA_AGENT_ALLOW_ROOT",
         "0",
         "`1` lets a root daemon of a remote server run agents as root (they can read its token)",
+    )
+    agent_memory_max: Size = _env(
+        "MULTICA_AGENT_MEMORY_MAX",
+        "0",
+        "Memory each task's processes may use together (cgroup), e.g. `4G`; past it the "
+        "kernel kills in the task and it fails `agent_error.out_of_memory`; 0 = no limit",
+    )
+    agent_pids_max: Pids = _env(
+        "MULTICA_AGENT_PIDS_MAX",
+        "4096",
+        "Processes and threads each task may have at once (cgroup): a fork bomb stops there; "
+        "0 = no limit",
+    )
+    agent_cpu_weight: Weight = _env(
+        "MULTICA_AGENT_CPU_WEIGHT",
+        "100",
+        "Each task's CPU share against the others' (cgroup `cpu.weight`, 1-10000; 100 = equal)",
     )
     command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
     command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.process import ProcessRegistry
+from backends.process.unit import Containment
 from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
@@ -76,6 +77,8 @@ class Services:
     agent_users: AgentPool | None = None
     """The users agents run as, one per running task with a pool (empty: the daemon's own);
     left out, the one pool of `settings.agent_pool`."""
+    containment: Containment | None = None
+    """What makes each run a kernel unit here (daemon/containment.py; None: a plain spawn)."""
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""

@@ -231,6 +231,7 @@ class TaskRun:
             self.slot,
             processes=services.processes,
             read_beat=self._read_beat(settings),
+            containment=services.containment,
         )
 
     def _read_beat(self, settings: Settings) -> SharedBeat | None:

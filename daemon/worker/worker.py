@@ -22,6 +22,7 @@ from backends.base import Backend
 from backends.process import ProcessRegistry
 from daemon.agent_pool import AgentPool
 from daemon.config import Settings
+from daemon.containment import contain
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.multica_home import daemon_id, legacy_daemon_ids
 from daemon.ops.metrics import Metrics
@@ -197,6 +198,8 @@ class Worker:
             provider_failures=self.provider_failures.snapshot(),
             finished=tuple(self.finished),
             agents_as_root=os.geteuid() == 0 and self.settings.agent_identity is None,
+            containment=self.services.containment.name if self.services.containment else "",
+            held_back_users=self.services.users.held_back(),
         )
 
     async def run(self) -> None:
@@ -236,20 +239,28 @@ class Worker:
         records, processes = self.services.records, self.services.processes
         if self.subreaper:
             self.subreaper = processes.adopt_orphans()
-        if records is not None:
-            await records.recover(self.settings.kill_grace)
-        await renew_once(self.client, self.settings.profile)
-        await self.registration.register_when_reachable()
-        # Before recover-orphans: the server would fail every task still in flight, including
-        # those whose `complete` waits in the outbox, and a result must never become a failure.
-        left = await self.outbox.flush(self.client)
+        if self.services.containment is None:
+            own = self.subreaper
+            found = await anyio.to_thread.run_sync(lambda: contain(self.settings, own_process=own))
+            self.services = replace(self.services, containment=found)
+        async with anyio.create_task_group() as recovering:
+            if records is not None:
+                # A crashed run's agents are lost already: killed outright (no grace), while
+                # the daemon registers; startup ends, and claims begin, only once they are gone.
+                recovering.start_soon(records.recover, 0.0)
+            await renew_once(self.client, self.settings.profile)
+            await self.registration.register_when_reachable()
+            # Before recover-orphans: the server would fail every task still in flight, as
+            # those whose `complete` waits in the outbox, and a result must never become a failure.
+            left = await self.outbox.flush(self.client)
         await recover_orphans(self.client, self.registration.runtimes)
         self.status = "running"
         log.info(
-            "started: %d runtimes in %d workspaces, outbox %d",
+            "started: %d runtimes in %d workspaces, outbox %d, runs contained by %s",
             len(self.registration.runtimes),
             len(self.workspaces),
             left,
+            self.services.containment.name if self.services.containment else "nothing",
         )
 
     async def serve(self) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from backends.base import ReadBeat, RunObserver, RunSpec
 from backends.process import ProcessRegistry
 from backends.process.identity import AgentUser
+from backends.process.unit import Containment
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
@@ -67,6 +68,7 @@ def agent_spec(
     *,
     processes: ProcessRegistry | None,
     read_beat: ReadBeat | None = None,
+    containment: Containment | None = None,
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice: the
     one place a task's `RunSpec` is made."""
@@ -120,4 +122,5 @@ def agent_spec(
         processes=processes,
         user=user,
         read_beat=read_beat,
+        containment=containment,
     )
