@@ -42,12 +42,12 @@ def contain(settings: Settings, *, own_process: bool) -> Containment:
         log.warning("containment: %s (%s)", found.name, found.missing)
         return found
     tools = find_tools()
-    namespace, why_not = probe_namespace(tools, os.geteuid() == 0)
+    mode, why_not = probe_namespace(tools, os.geteuid() == 0, settings.agent_identity)
     limits = limits_of(settings)
     home, no_cgroup = prepare(limits, _key(settings), may_move_self=own_process)
     found = Containment(
-        namespace=namespace,
-        user_namespace=namespace and os.geteuid() != 0,
+        namespace=bool(mode),
+        user_namespace=mode == "user",
         cgroups=home,
         tools=tools,
         missing="; ".join(w for w in (why_not, no_cgroup) if w),
