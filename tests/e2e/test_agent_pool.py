@@ -5,6 +5,7 @@ killed before that uid runs anything again. Needs root (as CI has) to create the
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -17,7 +18,7 @@ import pytest
 from backends.process.identity import AgentUser
 from daemon.cli.tasks_api import TasksApi
 from tests.daemon_child import DaemonChild, daemon_child
-from tests.fakes.system_user import AGENT_USER_CAPABILITIES, with_only
+from tests.fakes.system_user import AGENT_USER_CAPABILITIES, agent_python, with_only
 from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.root]
@@ -25,23 +26,31 @@ pytestmark = [pytest.mark.anyio, pytest.mark.root]
 _EMBEDDED = re.compile(r"embedded server listening on (http://\S+)")
 
 # A shell agent. `leave`, the first time: a sleeper that double-forks, calls setsid, moves to
-# / and drops its environment (nothing ties it to the task), its pid kept in
-# `$shared/straggler`; every later time: whether that pid still lives. `peek` waits until two
-# agents have said where they work, then tries to list the other's work dir.
+# / and drops its environment (nothing ties it to the task), named `straggler-<shared dir>`
+# on its command line; `zombie`, the first time: a process whose leader thread exits while a
+# second thread runs on, which then reads the environment of every process its uid runs later
+# (the next task's token) into `$shared/stolen`; every later time: `done`. `peek` waits until
+# two agents have said where they work, then tries to list the other's work dir. The test
+# looks for the leftovers from outside, by name: inside its pid namespace an agent sees
+# neither another task's processes nor their pids.
 AGENT = r"""#!/bin/sh
 shared="$1"
 me=$(id -u)
 echo "uid=$me"
 case "$2" in
-leave)
-    if [ -f "$shared/straggler" ]; then
-        # Running or asleep: a zombie (killed, waiting to be reaped) runs nothing.
-        state=$(sed 's/.*) //' "/proc/$(cat "$shared/straggler")/stat" 2>/dev/null | cut -d' ' -f1)
-        case "$state" in ""|Z|X) echo "alive=no" ;; *) echo "alive=yes state=$state" ;; esac
+leave|zombie)
+    if [ -f "$shared/left" ]; then
+        echo "done=yes"
         exit 0
     fi
-    ( cd / && env -i setsid sleep 444 </dev/null >/dev/null 2>&1 & echo $! > "$shared/straggler" )
-    echo "straggler=$(cat "$shared/straggler")"
+    touch "$shared/left"
+    if [ "$2" = leave ]; then
+        ( cd / && env -i setsid sh -c 'sleep 444; :' "straggler-$shared" <&- >&- 2>&- & )
+    else
+        ( cd / && env -i setsid "$3" "$4" "straggler-$shared" "$shared" <&- >&- 2>&- & )
+        while [ ! -f "$shared/running" ]; do sleep 0.02; done
+    fi
+    echo "left=yes"
     ;;
 peek)
     echo "$MULTICA_WORKDIR" > "$shared/$me.workdir"
@@ -57,6 +66,33 @@ peek)
 esac
 """
 
+ZOMBIE = r"""
+import ctypes, os, sys, threading, time
+shared = sys.argv[2]
+def steal():
+    open(os.path.join(shared, "running"), "w").close()  # noqa: SIM115
+    me, seen = os.getuid(), set()
+    while True:
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit() or pid in seen or int(pid) == os.getpid():
+                continue
+            try:
+                if os.stat(f"/proc/{pid}").st_uid != me:
+                    continue
+                env = open(f"/proc/{pid}/environ", "rb").read()
+            except OSError:
+                continue
+            seen.add(pid)
+            if b"MULTICA_TASK_ID" in env:
+                with open(os.path.join(shared, "stolen"), "ab") as out:
+                    out.write(env.replace(b"\0", b"\n") + b"\n")
+        time.sleep(0.02)
+threading.Thread(target=steal).start()
+ctypes.CDLL(None).syscall(60, 0)
+"""
+"""Run by the agent user's Python: its main thread exits, its second thread steals."""
+
+
 
 @asynccontextmanager
 async def pool_daemon(
@@ -70,6 +106,9 @@ async def pool_daemon(
     agent = home / "agent.sh"
     agent.write_text(AGENT)
     agent.chmod(0o755)
+    zombie = home / "zombie.py"
+    zombie.write_text(ZOMBIE)
+    zombie.chmod(0o644)
     env = daemon_env(
         home,
         "",
@@ -77,7 +116,7 @@ async def pool_daemon(
         MULTICA_EMBEDDED_LISTEN="127.0.0.1:0",
         MULTICA_SCRIPTED_BACKEND="0",
         MULTICA_COMMAND_PATH=str(agent),
-        MULTICA_COMMAND_ARGS=f"{shared} {mode}",
+        MULTICA_COMMAND_ARGS=f"{shared} {mode} {agent_python()} {zombie}",
         MULTICA_DAEMON_MAX_CONCURRENT_TASKS="4",
     )
     python = (*with_only(AGENT_USER_CAPABILITIES), sys.executable)
@@ -120,22 +159,48 @@ async def test_two_running_tasks_have_two_uids_and_cannot_read_each_others_work_
         assert _owners(Path(task["work_dir"])) == {int(report["uid"])}
 
 
-async def test_a_double_forked_leftover_is_gone_before_its_uid_runs_the_next_task(
-    passable_tmp: Path, two_users: tuple[AgentUser, AgentUser]
+@pytest.mark.parametrize("mode", ["leave", "zombie"])
+@pytest.mark.parametrize("pool", [False, True], ids=["one user", "pool of two"])
+async def test_a_leftover_is_gone_before_its_uid_runs_the_next_task(
+    passable_tmp: Path, two_users: tuple[AgentUser, AgentUser], mode: str, pool: bool
 ) -> None:
-    """One agent user: task A leaves a double-forked, setsid'd sleeper in `/` with an empty
-    environment; by the time task B runs as the same uid, the sleeper is dead."""
-    a, _ = two_users
-    async with pool_daemon(passable_tmp, a.name, "leave") as (_, api):
+    """Task A leaves, detached in `/` with an empty environment, a double-forked sleeper or a
+    process whose leader thread exited while another thread reads every new process's
+    environment of its uid; by the time task B runs (the same uid, or a pool's), it is dead
+    and has read nothing of B."""
+    a, b = two_users
+    shared = passable_tmp / "shared"
+    marker = f"straggler-{shared}"
+    users = f"{a.name},{b.name}" if pool else a.name
+    async with pool_daemon(passable_tmp, users, mode) as (_, api):
         first = str((await api.create_task("Leave one.", backend="command"))["id"])
         left = await finished(api, first)
-        straggler = int((await said(api, first))["straggler"])
+        assert (await said(api, first)).get("left") == "yes", await said(api, first)
         second = str((await api.create_task("Check.", backend="command"))["id"])
         checked = await finished(api, second)
         report = await said(api, second)
     assert (left["status"], checked["status"]) == ("completed", "completed")
-    assert report == {"uid": str(a.uid), "alive": "no"}, report
-    assert _zombie(straggler)
+    assert report.get("done") == "yes", report
+    assert not _named(marker)
+    stolen = shared / "stolen"
+    assert not stolen.exists() or second not in stolen.read_text(), stolen.read_text()
+
+
+def _named(marker: str) -> list[int]:
+    """Live processes (any thread running) whose command line holds `marker`."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if marker.encode() not in Path(f"/proc/{entry}/cmdline").read_bytes():
+                continue
+            threads = os.listdir(f"/proc/{entry}/task")
+        except OSError:
+            continue
+        if any(not _zombie(int(t)) for t in threads):
+            found.append(int(entry))
+    return found
 
 
 def _owners(work_dir: Path) -> set[int]:
