@@ -52,6 +52,14 @@ leave|zombie)
     fi
     echo "left=yes"
     ;;
+hog)
+    # A task whose work runs past its memory limit (the MULTICA_TASK_ID's last digit decides
+    # which of two tasks): the kernel kills it in its own cgroup.
+    case "$MULTICA_TASK_ID" in
+    *[02468ace]) "$3" -c 'x = bytearray(512 << 20); x[::4096] = b"y" * len(x[::4096])' ;;
+    *) sleep 1; echo "calm=yes" ;;
+    esac
+    ;;
 peek)
     echo "$MULTICA_WORKDIR" > "$shared/$me.workdir"
     n=0
@@ -96,10 +104,10 @@ ctypes.CDLL(None).syscall(60, 0)
 
 @asynccontextmanager
 async def pool_daemon(
-    home: Path, users: str, mode: str
+    home: Path, users: str, mode: str, **more: str
 ) -> AsyncIterator[tuple[DaemonChild, TasksApi]]:
     """`agent-daemon run` as root (embedded server) with MULTICA_AGENT_USER=`users` and the
-    shell agent in `mode`; yields the child and its server's task API."""
+    shell agent in `mode` (and the settings `more`); yields the child and its task API."""
     shared = home / "shared"
     shared.mkdir(mode=0o777, exist_ok=True)
     shared.chmod(0o1777)
@@ -118,6 +126,7 @@ async def pool_daemon(
         MULTICA_COMMAND_PATH=str(agent),
         MULTICA_COMMAND_ARGS=f"{shared} {mode} {agent_python()} {zombie}",
         MULTICA_DAEMON_MAX_CONCURRENT_TASKS="4",
+        **more,
     )
     python = (*with_only(AGENT_USER_CAPABILITIES), sys.executable)
     async with daemon_child(env, python=python) as child:
@@ -148,13 +157,15 @@ async def test_two_running_tasks_have_two_uids_and_cannot_read_each_others_work_
     """A pool of two: two tasks at once run as the two users, each work dir is its own uid's,
     and neither agent can list the other's."""
     a, b = two_users
-    async with pool_daemon(passable_tmp, f"{a.name},{b.name}", "peek") as (_, api):
+    async with pool_daemon(passable_tmp, f"{a.name},{b.name}", "peek") as (child, api):
         ids = [str((await api.create_task("Peek.", backend="command"))["id"]) for _ in range(2)]
         tasks = [await finished(api, task_id) for task_id in ids]
         reports = [await said(api, task_id) for task_id in ids]
     assert [t["status"] for t in tasks] == ["completed"] * 2, [t["error"] for t in tasks]
     assert sorted(int(r["uid"]) for r in reports) == sorted((a.uid, b.uid))
     assert [r["peek"] for r in reports] == ["refused", "refused"]
+    # The daemon's capabilities leave out CAP_SYS_ADMIN: the agent user makes the namespace.
+    assert "runs contained by pid namespace (user namespace) + cgroup v2" in child.log
     for task, report in zip(tasks, reports, strict=True):
         assert _owners(Path(task["work_dir"])) == {int(report["uid"])}
 
@@ -214,3 +225,25 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
     except OSError:
         return True
+
+
+async def test_a_task_past_its_memory_limit_fails_by_name_and_harms_no_other(
+    passable_tmp: Path, two_users: tuple[AgentUser, AgentUser]
+) -> None:
+    """With MULTICA_AGENT_MEMORY_MAX, a task that allocates past it fails
+    `agent_error.out_of_memory` with the limit in its error; the task beside it completes and
+    the daemon goes on to the next."""
+    a, b = two_users
+    limited = {"MULTICA_AGENT_MEMORY_MAX": "64M"}
+    async with pool_daemon(passable_tmp, f"{a.name},{b.name}", "hog", **limited) as (child, api):
+        ids: dict[str, str] = {}
+        while len(ids) < 2:  # one task of each kind, by the last digit of its id
+            task_id = str((await api.create_task("Work.", backend="command"))["id"])
+            kind = "hog" if task_id[-1] in "02468ace" else "calm"
+            ids.setdefault(kind, task_id)
+        hog, calm = [await finished(api, ids[kind]) for kind in ("hog", "calm")]
+        assert child.process.returncode is None
+    assert hog["status"] == "failed"
+    assert hog["failure_reason"] == "agent_error.out_of_memory", hog
+    assert "memory limit (64 MiB per task)" in hog["error"]
+    assert calm["status"] == "completed", calm["error"]
