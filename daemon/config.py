@@ -350,6 +350,12 @@ class Settings(BaseModel):
         "0",
         "`1` lets a root daemon of a remote server run agents as root (they can read its token)",
     )
+    agent_pid_namespace: Flag = _env(
+        "MULTICA_AGENT_PID_NAMESPACE",
+        "1",
+        "Each task's agent in a pid namespace (and /proc) of its own where the kernel allows; "
+        "`0` leaves agents in the daemon's (cgroups and the uid sweep still apply)",
+    )
     agent_memory_max: Size = _env(
         "MULTICA_AGENT_MEMORY_MAX",
         "0",

@@ -42,7 +42,10 @@ def contain(settings: Settings, *, own_process: bool) -> Containment:
         log.warning("containment: %s (%s)", found.name, found.missing)
         return found
     tools = find_tools()
-    mode, why_not = probe_namespace(tools, os.geteuid() == 0, settings.agent_identity)
+    if settings.agent_pid_namespace:
+        mode, why_not = probe_namespace(tools, os.geteuid() == 0, settings.agent_identity)
+    else:
+        mode, why_not = "", "MULTICA_AGENT_PID_NAMESPACE=0"
     limits = limits_of(settings)
     home, no_cgroup = prepare(limits, _key(settings), may_move_self=own_process)
     found = Containment(

@@ -88,6 +88,12 @@ def server_client(
     return httpx.AsyncClient(base_url=url, headers=headers, **options)
 
 
+NO_PID_NAMESPACE = {"MULTICA_AGENT_PID_NAMESPACE": "0"}
+"""For the tests of what stands where the kernel gives no pid namespace (an unprivileged
+container): the /proc walk that finds a run's tree, the subreaper's orphans, the daemon's own
+/proc entries shut to its agents. In a namespace of its own an agent sees none of those."""
+
+
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
     """A daemon environment with fast test-friendly defaults, rooted in `home`."""
     env = {"PATH": os.environ.get("PATH", ""), **fast_env(home, server_url, TOKEN)}

@@ -101,7 +101,6 @@ ctypes.CDLL(None).syscall(60, 0)
 """Run by the agent user's Python: its main thread exits, its second thread steals."""
 
 
-
 @asynccontextmanager
 async def pool_daemon(
     home: Path, users: str, mode: str, **more: str
