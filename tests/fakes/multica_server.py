@@ -24,6 +24,8 @@ lenient where Multica refuses:
 - a heartbeat for a deleted runtime is a 404 `runtime not found`, a task route for an
   unknown task a 404 `task not found`; a request queued for a runtime (the model list) is
   handed out by its next heartbeat only;
+- comments folded into a queued run come one by one to a daemon naming
+  `coalesced-comments-v1`, else folded into the trigger comment (tests/fakes/multica_comments.py);
 - the control WebSocket pushes `daemon:task_available` when a task is queued,
   `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
   request waits for a runtime's heartbeat (`server/internal/daemonws/hub.go`).
@@ -57,6 +59,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from tests.fakes import multica_comments
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_gc import GcHandlers, Record
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
@@ -213,10 +216,20 @@ class MulticaFake:
         """An issue assigned to the agent (Multica's most common task)."""
         return self.queue(issue_id=issue_id or str(uuid.uuid4()), **options)
 
-    def queue_comment(self, content: str, issue_id: str = "", **options: Any) -> str:
-        """A comment on an issue that mentions the agent."""
+    def queue_comment(
+        self,
+        content: str,
+        issue_id: str = "",
+        coalesced: list[dict[str, str]] | None = None,
+        **options: Any,
+    ) -> str:
+        """A comment on an issue that mentions the agent; `coalesced`: earlier comments folded
+        into its run while queued (`id`, `thread_id`, `author_type`, `author_name`,
+        `content`, `created_at`), handed out as tests/fakes/multica_comments.py says."""
         options.setdefault("trigger_comment_id", str(uuid.uuid4()))
         options.setdefault("trigger_author_type", "member")
+        if coalesced:
+            options["coalesced_comments"] = coalesced
         return self.queue_issue(issue_id, trigger_comment_content=content, **options)
 
     def queue_chat(self, message: str, **options: Any) -> str:
@@ -241,8 +254,9 @@ class MulticaFake:
         self.issues[issue_id] = Record(workspace_id or self.workspace_id, status, updated_at)
 
     def shape_claim(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        """A claimed task as this daemon's capabilities have it sent (skills by reference)."""
-        return for_claim(self, body, request)
+        """A claimed task as this daemon's capabilities have it sent (skills by reference,
+        folded comments one by one)."""
+        return multica_comments.for_claim(for_claim(self, body, request), request)
 
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
