@@ -13,6 +13,12 @@ lenient where Multica refuses:
   other task both answer 200 and change nothing; an empty `failure_reason` is classified
   (`taskfailure.Classify`); a failed `agent_error.provider_network` issue task is retried
   (three attempts in all, the last deferred 5 s);
+- a claim first hands out again what it handed out before and was never started, once the
+  claim's answer may be lost (90 s) and the task's prepare lease (45 s, renewed by
+  `prepare-lease`) has run out;
+- `complete` and `fail` keep `retired_session_id` (never offered for resuming again),
+  `branch_name` and `durable_work_dir`; `session_rollout_missing` clears the session and makes
+  the next claim on the issue say `prior_session_resume_unavailable`;
 - `session` pins a running task's session and work dir (204); `recover-orphans` fails what a
   restarted daemon's runtime left in flight (`runtime_recovery`) and retries each issue task
   once, at once, so the retry's claim offers the session that was pinned;
@@ -119,6 +125,11 @@ class MulticaFake:
     """Local skill imports a user asked for, not yet handed to a runtime: a heartbeat takes
     up to 10 from a daemon that says `supports_batch_import`, else one (Go's
     `processHeartbeat`); once handed out they are running and never handed out again."""
+    claim_recovery: float = 90.0
+    """Seconds after its claim before a task not started may be handed out again
+    (`claimResponseRecoveryWindow`)..."""
+    prepare_lease: float = 45.0
+    """... once its prepare lease, from the claim or its last renewal, has run out."""
     merged_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtimes a register folded into another (old id → new id): registered under a
     `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
@@ -335,6 +346,11 @@ class MulticaFake:
         resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
             Route(resolve, skills.resolve, methods=["POST"]),
+            Route(
+                daemon + "/runtimes/{rid}/tasks/{tid}/prepare-lease",
+                h.prepare_lease,
+                methods=["POST"],
+            ),
             Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
             Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
             Route(daemon + "/chat-sessions/{id}/gc-check", gc.chat, methods=["GET"]),
