@@ -15,7 +15,7 @@ import anyio
 from backends.base import Backend, RunSpec
 from backends.process.identity import AgentUser
 from daemon.config import Settings
-from daemon.errors import TaskInputError
+from daemon.errors import AgentSetupError, TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -194,7 +194,8 @@ class TaskRun:
         client = self._services.client
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
-        except TaskInputError as exc:  # a token not task-scoped, a bad custom_env name
+        except (TaskInputError, AgentSetupError) as exc:
+            # A token not task-scoped, a bad custom_env name, a Codex config it cannot edit.
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")
         log.info(
