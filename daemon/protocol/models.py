@@ -97,12 +97,22 @@ def _repo_entries(value: Any) -> Any:
 RepoList = Annotated[list[RepoRef], BeforeValidator(_repo_entries)]
 
 
+def _object_or_none(value: Any) -> Any:
+    return value if isinstance(value, dict) else None
+
+
+WorkspaceSettings = Annotated[dict[str, Any] | None, BeforeValidator(_object_or_none)]
+"""A workspace's settings as the server keeps them (None: it sent none, or not an object)."""
+
+
 class WorkspaceRepos(WireModel):
-    """Answer to `GET /api/daemon/workspaces/{id}/repos`: the workspace's repository list."""
+    """Answer to `GET /api/daemon/workspaces/{id}/repos`: the workspace's repository list, and
+    its settings (whether commits get the co-author trailer)."""
 
     workspace_id: Text = ""
     repos: RepoList = Field(default_factory=list)
     repos_version: Text = ""
+    settings: WorkspaceSettings = None
 
 
 class RegisteredRuntime(WireModel):
@@ -121,6 +131,7 @@ class RegisterResponse(WireModel):
     runtimes: list[RegisteredRuntime]
     repos: RepoList = Field(default_factory=list)
     repos_version: Text = ""
+    settings: WorkspaceSettings = None
 
 
 class RecoverOrphansResponse(WireModel):

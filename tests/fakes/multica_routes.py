@@ -199,7 +199,8 @@ class Handlers:
         legacy = body.get("legacy_daemon_ids") or []
         for row in out:
             self._merge_legacy(self.fake.runtimes[row["id"]], legacy)
-        return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
+        settings = self.fake.settings.get(workspace_id) or {}
+        return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": settings})
 
     def _repos(self, workspace_id: str) -> dict[str, Any]:
         """Go's `workspaceReposResponse`: the list, and a version hashed from its sorted URLs."""
@@ -216,7 +217,10 @@ class Handlers:
         workspace_id = request.path_params["wid"]
         if workspace_id not in self.fake.workspaces:
             return error(404, "workspace not found")
-        return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id)})
+        # Go's answer leaves `settings` out when the workspace has none.
+        settings = self.fake.settings.get(workspace_id)
+        extra = {"settings": settings} if settings else {}
+        return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id), **extra})
 
     def _upsert(
         self, workspace_id: str, body: dict[str, Any], runtime: dict[str, Any]

@@ -121,6 +121,9 @@ class MulticaFake:
     """The most pending-action results the server was answering at once."""
     repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each workspace's settings (`github_enabled`, `co_authored_by_enabled`, ...), as the
+    register answer and the repository list carry them."""
     skill_imports: list[dict[str, str]] = field(default_factory=list)
     """Local skill imports a user asked for, not yet handed to a runtime: a heartbeat takes
     up to 10 from a daemon that says `supports_batch_import`, else one (Go's
