@@ -73,6 +73,9 @@ class Message:
     fresh_process: bool = False
     """The backend has just started another agent process inside the same run (a session it
     could not resume): that process starts from nothing, under the first-output budget."""
+    retired_session: str = ""
+    """The session the run was to resume and the agent could not: it went on in a fresh one
+    (the server is told, so the dead session is never offered again)."""
 
 
 class RunStatus(enum.StrEnum):

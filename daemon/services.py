@@ -29,6 +29,9 @@ from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
 
+PREPARE_LEASE_EVERY = 15.0
+"""Seconds between a task's prepare-lease renewals (Multica's; its lease lasts 45 s)."""
+
 
 @dataclass(frozen=True, slots=True)
 class AgentReach:
@@ -82,6 +85,8 @@ class Services:
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""
+    prepare_lease_every: float = PREPARE_LEASE_EVERY
+    """Seconds between renewals of a claimed task's lease while its setup runs."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

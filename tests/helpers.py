@@ -36,7 +36,7 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import DAEMON_ID_HEADER
 from daemon.server.in_process import InProcess
 from daemon.server.serve import running_server
-from daemon.services import AgentReach
+from daemon.services import PREPARE_LEASE_EVERY, AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
@@ -163,6 +163,7 @@ async def running_daemon(
     client_type: type[ServerClient] = ServerClient,
     control: bool = False,
     in_process: InProcess | None = None,
+    prepare_lease_every: float = PREPARE_LEASE_EVERY,
     **env: str,
 ) -> AsyncIterator[RunningDaemon]:
     """Start a real worker against `server_url`; stop it gracefully on exit.
@@ -173,6 +174,7 @@ async def running_daemon(
     retries, the circuit's pause and the outbox's re-send period for tests that break the server.
     `backends` are offered besides those found, and `client_type` (a `ServerClient` subclass)
     talks to the server: the seams through which a test makes one step of a task fail.
+    `prepare_lease_every` is how often a task's prepare lease is renewed during its setup.
     `control` opens the server's control WebSocket; `in_process` (the embedded server's, started
     with it) subscribes the worker to its hub and sends its requests through the app in this
     process, as `agent-daemon run` does.
@@ -208,7 +210,11 @@ async def running_daemon(
             metrics=metrics,
             circuit=circuit,
             budget=budget,
-            options=WorkerOptions(control=control, outbox_interval=outbox_interval),
+            options=WorkerOptions(
+                control=control,
+                outbox_interval=outbox_interval,
+                prepare_lease_every=prepare_lease_every,
+            ),
         )
         if in_process is not None:
             in_process.hub.subscribe(worker.pickup)

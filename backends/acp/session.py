@@ -33,7 +33,7 @@ from backends.acp.updates import SessionUpdates
 from backends.acp.usage import turn_usage
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.json_lines import ended_early, str_field
-from backends.resume import fresh_session_notice
+from backends.resume import fresh_session_message
 
 log = logging.getLogger(__name__)
 
@@ -192,14 +192,14 @@ class AcpSession:
         if self._resumes and self._capabilities.get("loadSession") is True:
             return ParseStep(replies=[self._request("session/load", base)])
         text = f"{self.label} cannot resume session {self.resume}; started a fresh session instead."
-        return self._new_session([Message(MessageType.STATUS, content=text)])
+        return self._new_session([fresh_session_message(self.resume, text)])
 
     def _new_session(self, notice: list[Message] | None = None) -> ParseStep:
         params = {"cwd": self._cwd, "mcpServers": self._mcp}
         return ParseStep(messages=notice or [], replies=[self._request("session/new", params)])
 
     def _not_found(self) -> list[Message]:
-        return [Message(MessageType.STATUS, content=fresh_session_notice(self.resume))]
+        return [fresh_session_message(self.resume)]
 
     def _opened(self, result: Mapping[str, Any]) -> ParseStep:
         self.opened.set()

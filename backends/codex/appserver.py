@@ -34,7 +34,7 @@ from backends.codex.approvals import answer_request
 from backends.codex.failure import failure_reason, limit_resets
 from backends.codex.items import TurnItems
 from backends.json_lines import ended_early, str_field
-from backends.resume import fresh_session_notice
+from backends.resume import fresh_session_message
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ class AppServerSession:
         if frame.error is not None and method == "thread/resume":
             error = rpc.describe_error(frame.error)
             log.warning("codex: thread/resume of %s refused: %s", self.thread.resume, error)
-            notice = Message(MessageType.STATUS, content=fresh_session_notice(self.thread.resume))
+            notice = fresh_session_message(self.thread.resume)
             step = self._start_thread()
             step.messages.insert(0, notice)
             return step

@@ -38,6 +38,7 @@ TASK_CALLS = (
     "task_status",
     "send_messages",
     "pin_session",
+    "extend_prepare_lease",
     "report_usage",
     "send_report",
 )
@@ -48,6 +49,7 @@ _ENDPOINTS = {
     "send_messages": "messages",
     "report_usage": "usage",
     "pin_session": "session",
+    "extend_prepare_lease": "prepare_lease",
 }
 """The endpoint each call names in its errors, as the real client's do."""
 _SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
@@ -199,6 +201,10 @@ class FakeTaskServer:
         """Take the running agent's session and work directory (`pins`)."""
         self._take("pin_session", task_id)
         self.pins.setdefault(task_id, []).append((session_id, work_dir))
+
+    async def extend_prepare_lease(self, runtime_id: str, task_id: str) -> None:
+        """Take a renewal of the task's prepare lease (`count("extend_prepare_lease")`)."""
+        self._take("extend_prepare_lease", task_id)
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True

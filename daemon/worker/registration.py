@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -67,7 +68,7 @@ class Registration:
         daemon_id: str,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_repos: Callable[[str, list[RepoRef]], None] | None = None,
+        on_repos: Callable[[str, list[RepoRef], dict[str, Any] | None], None] | None = None,
         legacy_ids: Sequence[str] = (),
     ) -> None:
         """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`)."""
@@ -178,7 +179,7 @@ class Registration:
         self.by_workspace[workspace.id] = runtimes
         self._sent[workspace.id] = sent
         if self._on_repos is not None:
-            self._on_repos(workspace.id, answer.repos)
+            self._on_repos(workspace.id, answer.repos, answer.settings)
         log.info(
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )

@@ -31,7 +31,7 @@ from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
 from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
-from daemon.services import AgentReach, Services
+from daemon.services import PREPARE_LEASE_EVERY, AgentReach, Services
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot, FinishedSnapshot
 from daemon.state.agent_records import AgentRecords
@@ -71,6 +71,8 @@ class WorkerOptions:
     subreaper: bool = False
     """Adopt orphaned agent processes: only a daemon that owns its process may."""
     outbox_interval: float = OUTBOX_INTERVAL
+    prepare_lease_every: float = PREPARE_LEASE_EVERY
+    """Seconds between a claimed task's lease renewals while its setup runs."""
 
 
 class Worker:
@@ -139,6 +141,7 @@ class Worker:
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
             agent_users=AgentPool(settings.agent_pool),
+            prepare_lease_every=options.prepare_lease_every,
         )
         self.outbox = self.services.outbox
         self.budget = budget
