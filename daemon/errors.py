@@ -9,6 +9,9 @@
     │   └── TaskTokenError           the claimed task has no task-scoped token
     ├── AgentSetupError          the agent's setup on this machine cannot be made (a Codex
     │                            config.toml it cannot edit): that task fails
+    ├── LocalDirectoryError      a project's local directory cannot be worked in as asked (not
+    │                            absolute, a system root, not writable, not a repository for a
+    │                            worktree): that task fails `local_directory_error`
     ├── GitError                 a git command failed: that checkout or cache sync fails
     │   └── RepoBusyError            a repository stayed locked past the wait: 503, retry later
     └── ServerError              a call to the server did not succeed
@@ -62,6 +65,11 @@ class TaskTokenError(TaskInputError):
 class AgentSetupError(DaemonError):
     """What the agent needs on this machine cannot be made (the task's Codex config from a
     user's config it cannot edit): the task fails, nothing starts."""
+
+
+class LocalDirectoryError(DaemonError):
+    """The task's local directory cannot be used as its project asks; the message says what
+    the user can change (the path, the mode, the folder's owner)."""
 
 
 class GitError(DaemonError):

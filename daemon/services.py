@@ -25,6 +25,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.task.localdir.locks import DirectoryLocks
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
@@ -87,6 +88,11 @@ class Services:
     (None: no checkouts)."""
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between renewals of a claimed task's lease while its setup runs."""
+    daemon_id: str = ""
+    """The id this daemon registered under: a project's local directory bound to it is
+    worked in ("": none is)."""
+    folders: DirectoryLocks = field(default_factory=DirectoryLocks)
+    """Which local directories running tasks hold, and who waits for them."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

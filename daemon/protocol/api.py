@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from daemon.protocol.models import Skill, SkillRef
+
+if TYPE_CHECKING:
+    from daemon.protocol.client import HookAnswer
 from daemon.protocol.reports import TerminalReport, UsageEntry
 
 
@@ -30,6 +33,21 @@ class TaskServer(Protocol):
 
     async def extend_prepare_lease(self, runtime_id: str, task_id: str) -> None:
         """Keep the claimed task this daemon's while its setup runs."""
+
+    async def wait_local_directory(self, task_id: str, reason: str) -> None:
+        """Say the task waits for its local directory, and why."""
+
+    async def invoke_plugin_hook(
+        self, token: str, task_id: str, installation_id: str, hook_key: str, arguments: Any
+    ) -> HookAnswer:
+        """Have the server call one plugin hook the agent called as a tool."""
+        ...
+
+    async def remote_mcp_credential(
+        self, token: str, task_id: str, contribution_id: str
+    ) -> dict[str, str]:
+        """The credential header of one remote MCP connection of the task."""
+        ...
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True

@@ -10,8 +10,11 @@ then as a `fail` saying why.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -177,6 +180,41 @@ class ServerClient(Caller):
         )
         await self._call("prepare_lease", "POST", path, ignore_body, {}, _SINGLE_TRY)
 
+    async def wait_local_directory(self, task_id: str, reason: str) -> None:
+        """Tell the server the task waits for its local directory (one try): the UI shows it
+        `waiting_local_directory`, with `reason`, until `start`."""
+        body = {"reason": reason}
+        path = task_path(task_id, "wait-local-directory")
+        await self._call("wait_local_directory", "POST", path, ignore_body, body, _SINGLE_TRY)
+
+    async def invoke_plugin_hook(
+        self, token: str, task_id: str, installation_id: str, hook_key: str, arguments: Any
+    ) -> HookAnswer:
+        """One plugin hook call the agent made as a tool (one try): the server calls the
+        plugin. `token` is the claim's task-scoped daemon token ("": the daemon's own)."""
+        body: dict[str, Any] = {"installation_id": installation_id, "hook_key": hook_key}
+        if arguments is not None:
+            body["input"] = arguments
+        path = task_path(task_id, "plugin-hooks")
+        return await self._call(
+            "plugin_hook", "POST", path, _hook_answer, body, _SINGLE_TRY, token=token or None
+        )
+
+    async def remote_mcp_credential(
+        self, token: str, task_id: str, contribution_id: str
+    ) -> dict[str, str]:
+        """The header a remote MCP connection's requests carry (name → value; empty when it
+        needs none), asked at the moment it is needed, never kept in a claim. A plugin's
+        connection (`plugin:` id) is served by the plugin route."""
+        route = "plugin-mcp" if contribution_id.startswith(PLUGIN_CONTRIBUTION) else "remote-mcp"
+        path = (
+            f"/api/daemon/tasks/{quote(task_id, safe='')}/{route}"
+            f"/{quote(contribution_id, safe='')}/credential"
+        )
+        return await self._call(
+            "mcp_credential", "GET", path, _credential, None, _SINGLE_TRY, token=token or None
+        )
+
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:
@@ -264,6 +302,48 @@ class ServerClient(Caller):
             await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
+
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+PLUGIN_CONTRIBUTION = "plugin:"
+"""The prefix of a remote MCP connection a plugin contributed (its credential is the plugin's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookAnswer:
+    """What a plugin hook call came back with: its output as text, or why it did not work."""
+
+    ok: bool
+    text: str
+
+
+def _hook_answer(response: Answered) -> HookAnswer:
+    body = answer_json(response)
+    if not isinstance(body, dict):
+        raise ValueError("a plugin hook answer is an object")
+    if body.get("status") != "ok":
+        # A hook refused or failed comes back as a 200 with its status: a tool error.
+        error = body.get("error")
+        text = error if isinstance(error, str) and error else "the plugin hook did not succeed"
+        return HookAnswer(False, text)
+    output = body.get("output")
+    if output is None or output == "":
+        return HookAnswer(True, "")
+    return HookAnswer(True, json.dumps(output, ensure_ascii=False, separators=(",", ":")))
+
+
+def _credential(response: Answered) -> dict[str, str]:
+    body = answer_json(response)
+    if not isinstance(body, dict):
+        raise ValueError("a credential answer is an object")
+    header, value = body.get("credential_header"), body.get("credential")
+    if not header:
+        return {}
+    if not isinstance(header, str) or not isinstance(value, str) or not _TOKEN.match(header):
+        raise ValueError("a credential is a header name and a text value")
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError("a credential's value is one line")
+    return {header: value}
 
 
 def _one_bundle(response: Answered) -> Skill:

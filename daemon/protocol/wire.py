@@ -51,17 +51,20 @@ def client_os() -> str:
     return "linux" if sys.platform.startswith("linux") else sys.platform
 
 
-CAPABILITIES = ("skill-bundles-v1", "coalesced-comments-v1")
+CAPABILITIES = ("skill-bundles-v1", "coalesced-comments-v1", "local-worktree-v1")
 """What this daemon tells the server it handles (`X-Client-Capabilities`, as Multica's daemon
 sends it on every request and the control WebSocket). Each name changes what a claim carries,
 so only what is implemented is named: `skill-bundles-v1` — skills by reference, resolved
 through `skill-bundles/resolve` (daemon/task/setup/skill_bundles.py); `coalesced-comments-v1`
 — the comments folded into a queued run come one by one with their threads
 (`coalesced_comments`), each answered in its own thread (daemon/task/setup/comment_prompt.py);
-without it the server folds them into the one trigger comment. Not named: `local-worktree-v1`
-(a user's local directory in worktree mode), `rpc-v1` (claims over the WebSocket), and
-Multica's ungated `execution-manifest-v1`, `agent-skill-v1`, `remote-mcp-v1`. No capability
-names the repository checkout route."""
+without it the server folds them into the one trigger comment; `local-worktree-v1` — a
+project's local directory in worktree mode runs in a worktree of its own (daemon/task/localdir/);
+without it the server cancels such a task rather than let it run in place. Not named:
+`rpc-v1` (claims over the WebSocket), and Multica's ungated `execution-manifest-v1`,
+`agent-skill-v1` and `remote-mcp-v1` (the server sends plugin tools and remote MCP connections
+to every daemon; daemon/task/mcp/ serves them). No capability names the repository checkout
+route."""
 
 
 def protocol_headers(token: str, version: str) -> dict[str, str]:

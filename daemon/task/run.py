@@ -15,7 +15,7 @@ import anyio
 from backends.base import Backend, RunSpec
 from backends.process.identity import AgentUser
 from daemon.config import Settings
-from daemon.errors import AgentSetupError, TaskInputError
+from daemon.errors import AgentSetupError, LocalDirectoryError, TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -24,19 +24,22 @@ from daemon.services import Services
 from daemon.snapshot import FinishedSnapshot, RunSnapshot
 from daemon.task.activity import Activity
 from daemon.task.incidents import TaskIncidents
+from daemon.task.localdir.hold import FolderHold
+from daemon.task.localdir.resource import FAILURE_REASON
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.prepare_lease import prepare_lease
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
 from daemon.task.session_pin import ROLLOUT_FLUSH_WAIT, SessionPin, arrives, resumable_check
 from daemon.task.setup.skill_bundles import resolve_skills
-from daemon.task.setup.spec import agent_spec, prepare
+from daemon.task.setup.spec import LocalSetup, agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
 from daemon.task.shared_beat import SharedBeat
 from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import StatusNews, poll_status
 from daemon.task.watchdog import WatchdogPolicy
 from daemon.wakeup import Wakeup
+from daemon.workdirs.git import Git
 from daemon.workdirs.leases import TaskLease
 
 log = logging.getLogger(__name__)
@@ -58,10 +61,13 @@ class TaskRun:
         self._services = services
         self._mcp_config: Path | None = None
         self._user: AgentUser | None = None
+        self._dirs: TaskDirs | None = None
+        self._stop_reason = ""
         self._resumable: Callable[[str], bool] | None = None
         self._lease = TaskLease(services.leases)
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
+        self._folder = FolderHold(task.id, services, self._status_due)
         self.reporter = Reporter(task.id, backend.name, services, self._status_news.heard)
         self.activity = Activity(services.clock)
         self.started_wall = time.time()
@@ -109,6 +115,8 @@ class TaskRun:
 
     def stop(self, reason: str) -> None:
         """Interrupt the run (`shutdown`, `server_cancelled`, `server_terminal`, `gone`)."""
+        self._stop_reason = self._stop_reason or reason
+        self._folder.interrupt()
         self._retries.stop(reason)
 
     def check_status(self) -> None:
@@ -121,31 +129,28 @@ class TaskRun:
         m.tasks_running.inc()
         clock = self._services.clock
         begun = clock()
-        dirs: TaskDirs | None = None
         ending = Ending(error="internal error")
         try:
-            # Directories, markers, skills and the MCP file, all before `start`; in a thread,
-            # as they are file I/O the event loop should not wait on.
             services = self._services
             every = services.prepare_lease_every
             async with prepare_lease(services.client, self.task, every):
-                self.task = await resolve_skills(services.client, self.task, services.skill_cache)
-                root = services.settings.workspaces_root
-                # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
-                user = self._user = await services.users.acquire()
-                hold = self._lease.hold
-                placed = await anyio.to_thread.run_sync(
-                    prepare, root, self.task, self.backend.name, user, hold
-                )
-                dirs, self._mcp_config = placed
-                refused = await acknowledge_start(services.client, self.task.id)
-            ending = refused or await self._execute(dirs)
+                stopped = await self._prepare()
+            if stopped is not None or self._dirs is None:
+                ending = stopped or ending
+            else:
+                ending = await self._execute(self._dirs)
+        except LocalDirectoryError as exc:
+            log.error("task %s: %s", self.id, exc)
+            ending = Ending(error=str(exc), failure_reason=FAILURE_REASON)
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
             # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
-            ending = self._failed(exc, prepared=dirs is not None)
+            ending = self._failed(exc, prepared=self._dirs is not None)
         finally:
+            dirs = self._dirs
             with anyio.CancelScope(shield=True):
+                # The worktree's work is committed as the agent's user, before it is released.
+                delivered = await self._folder.settle(dirs.place if dirs else None)
                 # Before the report: every process of the uid is killed before the server,
                 # and so the next task of this agent, hears the task is over.
                 await self._services.users.release(self._user)
@@ -153,8 +158,10 @@ class TaskRun:
                 outcome = await self._withheld(
                     outcome_of(ending, str(dirs.work_dir if dirs else ""))
                 )
+                outcome = outcome.delivered(*delivered)
                 m.tasks_running.dec()
                 await self.reporter.report(outcome)
+                self._folder.release()  # after the report, as Go's daemon holds it
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
                 m.count_tokens(backend, outcome.usage)
@@ -163,8 +170,38 @@ class TaskRun:
                     # The task's private temp dir goes with it (the work dir stays for reuse).
                     await anyio.to_thread.run_sync(remove_tree, dirs.temp_dir)
                 env_root = dirs.env_root if dirs else None
-                await anyio.to_thread.run_sync(self._lease.finish, self.task, env_root)
+                in_place = dirs is not None and dirs.place is not None and dirs.place.in_place
+                finish = functools.partial(self._lease.finish, local_directory=in_place)
+                await anyio.to_thread.run_sync(finish, self.task, env_root)
         return outcome
+
+    async def _prepare(self) -> Ending | None:
+        """Directories, markers, skills and the MCP file, all before `start` (in a thread, as
+        they are file I/O the event loop should not wait on); the ending instead of a run when
+        the task must not run (its start refused, its local directory waited for in vain)."""
+        services = self._services
+        self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+        root = services.settings.workspaces_root
+        # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
+        user = self._user = await services.users.acquire()
+        local = await self._folder.find(self.task, user)
+        chat = bool(self.task.chat_session_id)
+        if local is not None and not await self._folder.take(local, chat, self._beat(), self.stop):
+            return Ending(stopped=self._stop_reason or "shutdown")
+        setup = None
+        if local is not None:
+            git = services.workdirs.git if services.workdirs else Git(services.reach.base_env)
+            setup = LocalSetup(local, git, services.folders)
+        hold = self._lease.hold
+        try:
+            placed = await anyio.to_thread.run_sync(
+                prepare, root, self.task, self.backend.name, user, hold, setup
+            )
+        finally:
+            if local is not None and local.worktree:
+                self._folder.release()  # a worktree task holds the folder for its snapshot
+        self._dirs, self._mcp_config = placed
+        return await acknowledge_start(services.client, self.task.id)
 
     async def _withheld(self, outcome: Outcome) -> Outcome:
         """The outcome, its session withheld when it is a Codex thread whose rollout never
@@ -212,13 +249,7 @@ class TaskRun:
             pin = SessionPin(client, self.task.id, str(dirs.work_dir), pins, resumable)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.reporter.stream)
-                every = self._services.settings.status_poll_interval
-                pacing = self._services.pacing
-                beat = Beat(
-                    functools.partial(pacing.status_interval, every),
-                    functools.partial(pacing.offset, self.task.id),
-                )
-                due, news = self._status_due, self._status_news
+                beat, due, news = self._beat(), self._status_due, self._status_news
                 tg.start_soon(poll_status, client, self.task.id, beat, self.stop, due, news)
                 with self._checkouts(dirs):
                     ending = await self._retries.run(spec, pin.learned)
@@ -226,6 +257,15 @@ class TaskRun:
             pin.run_ended()
         await self.reporter.close()
         return ending
+
+    def _beat(self) -> Beat:
+        """When this task's status poll asks (paced with the daemon's load)."""
+        every = self._services.settings.status_poll_interval
+        pacing = self._services.pacing
+        return Beat(
+            functools.partial(pacing.status_interval, every),
+            functools.partial(pacing.offset, self.task.id),
+        )
 
     def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
         """While the agent runs, its token may check out repositories into its work dir, as

@@ -142,6 +142,7 @@ class Worker:
             workdirs=self.workdirs,
             agent_users=AgentPool(settings.agent_pool),
             prepare_lease_every=options.prepare_lease_every,
+            daemon_id=self.daemon_id,
         )
         self.outbox = self.services.outbox
         self.budget = budget

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from daemon.protocol.failure_text import classify, resume_unsafe
+from tests.fakes import multica_local
 
 if TYPE_CHECKING:
     from tests.fakes.multica_server import MulticaFake
@@ -30,6 +31,7 @@ RETRY_CEILING = {"agent_error.provider_network": 3, "runtime_recovery": 2}
 DEFERRED_LAST = {"agent_error.provider_network"}
 FINAL_RETRY_WAIT = 5.0
 RECOVERY_ERROR = "daemon restarted while task was in flight"
+WAITING = "waiting_local_directory"
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -103,6 +105,13 @@ class FakeTask:
     rollout_missing: bool = False
     branch_name: str = ""
     durable_work_dir: str = ""
+    wait_reason: str = ""
+    waits: list[str] = field(default_factory=list)
+    """Every reason a daemon gave for waiting for the task's local directory."""
+    cancel_ack_body: dict[str, Any] = field(default_factory=dict)
+    daemon_token: str = ""
+    """The task-scoped daemon token minted with remote MCP connections (Go's
+    `remoteMCPDaemonTokenForClaim`)."""
 
     def claim_body(self) -> dict[str, Any]:
         """The task as Multica's claim returns it: no `prompt`, a task-scoped token."""
@@ -114,6 +123,7 @@ class FakeTask:
             "status": self.status,
             "agent": self.agent,
             "auth_token": self.auth_token,
+            **({"remote_mcp_daemon_token": self.daemon_token} if self.daemon_token else {}),
             **self.fields,
         }
 
@@ -328,8 +338,15 @@ class Handlers:
             due = task.fire_at <= time.monotonic()
             if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
+                if reason := multica_local.blocked(task.fields, daemon_id, request):
+                    # Cancelled with its reason, and left out of this claim's answer.
+                    self._end(task, "cancelled")
+                    task.error, task.failure_reason = reason, "local_directory_error"
+                    continue
                 self._deliver(task)
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
+                if task.fields.get("remote_mcp_connections"):
+                    task.daemon_token = "mdt_" + secrets.token_hex(16)
                 # A project's repositories come with the task; else the workspace's own.
                 workspace = self._repos(task.workspace_id)["repos"]
                 fields = {"repos": workspace, **self._resume_fields(task), **task.claim_body()}
@@ -372,7 +389,7 @@ class Handlers:
             return refused or error(404, "task not found")
         if task.runtime_id != request.path_params["rid"]:
             return error(404, "task not found")
-        if task.status != "dispatched" or task.started:
+        if task.status not in ("dispatched", WAITING) or task.started:
             return error(400, "no rows in result set")
         task.lease_until = time.monotonic() + self.fake.prepare_lease
         return JSONResponse(task.body())
@@ -459,7 +476,7 @@ class Handlers:
         orphaned = [
             t
             for t in self.fake.tasks.values()
-            if t.runtime_id == runtime.id and t.status in ("dispatched", "running")
+            if t.runtime_id == runtime.id and t.status in ("dispatched", "running", WAITING)
         ]
         # `RecoverOrphanedTasksForRuntime`, then the shared post-failure pipeline's retry.
         retried = 0
@@ -486,6 +503,17 @@ class Handlers:
             task.work_dir = work_dir or task.work_dir
         return Response(status_code=204)
 
+    async def wait_local_directory(self, request: Request) -> JSONResponse:
+        """`MarkTaskWaitingLocalDirectory`: a dispatched task waits, with its reason."""
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if task.status != "dispatched":
+            return error(400, "mark task waiting_local_directory: no rows in result set")
+        task.status, task.wait_reason = WAITING, str(body.get("reason") or "")
+        task.waits.append(task.wait_reason)
+        return JSONResponse(task.body())
+
     async def status(self, request: Request) -> JSONResponse:
         _, task, refused = await self._task(request)
         return refused or JSONResponse({"status": task.status if task else ""})
@@ -494,7 +522,7 @@ class Handlers:
         _, task, refused = await self._task(request)
         if refused is not None or task is None:
             return refused or error(404, "task not found")
-        if task.status != "dispatched":
+        if task.status not in ("dispatched", WAITING):
             return error(400, "start task: no rows in result set")
         task.status, task.started = "running", True
         return JSONResponse(task.body())
@@ -526,7 +554,7 @@ class Handlers:
         body, task, refused = await self._task(request)
         if refused is not None or task is None:
             return refused or error(404, "task not found")
-        if task.status in ("dispatched", "running"):
+        if task.status in ("dispatched", "running", WAITING):
             self._end(task, "failed")
             task.error = body.get("error") or ""
             task.failure_reason = body.get("failure_reason") or classify(task.error)
@@ -564,10 +592,14 @@ class Handlers:
         return JSONResponse({"status": "ok"})
 
     async def cancel_ack(self, request: Request) -> JSONResponse:
-        _, task, refused = await self._task(request)
+        body, task, refused = await self._task(request)
         if refused is not None or task is None:
             return refused or error(404, "task not found")
         task.cancel_acks += 1
+        task.cancel_ack_body = dict(body or {})
+        if task.status == "cancelled":  # only a cancelled row takes the payload (status CAS)
+            task.branch_name = body.get("branch_name") or task.branch_name
+            task.durable_work_dir = body.get("durable_work_dir") or task.durable_work_dir
         return JSONResponse({"status": "ok"})
 
     async def action_result(self, request: Request) -> JSONResponse:

@@ -279,7 +279,7 @@ class MulticaFake:
     def cancel(self, task_id: str) -> None:
         """Cancel a task that is not yet terminal (as a user or a reassignment would)."""
         task = self.tasks[task_id]
-        if task.status in ("queued", "dispatched", "running"):
+        if task.status in ("queued", "dispatched", "running", "waiting_local_directory"):
             task.status = "cancelled"
 
     def cancel_when_claimed(self, task_id: str) -> None:
@@ -369,6 +369,11 @@ class MulticaFake:
             Route("/api/daemon/runtimes/{rid}/recover-orphans", h.recover, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/status", h.status, methods=["GET"]),
             Route("/api/daemon/tasks/{tid}/start", h.start, methods=["POST"]),
+            Route(
+                "/api/daemon/tasks/{tid}/wait-local-directory",
+                h.wait_local_directory,
+                methods=["POST"],
+            ),
             Route("/api/daemon/tasks/{tid}/complete", h.complete, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/fail", h.fail, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/messages", h.add_messages, methods=["POST"]),
