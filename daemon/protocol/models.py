@@ -418,9 +418,9 @@ class Task(WireModel):
     plugin_hook_tools: Annotated[list[PluginHookTool], _entries(PluginHookTool)] = Field(
         default_factory=list
     )
-    remote_mcp_connections: Annotated[
-        list[RemoteMcpConnection], _entries(RemoteMcpConnection)
-    ] = Field(default_factory=list)
+    remote_mcp_connections: Annotated[list[RemoteMcpConnection], _entries(RemoteMcpConnection)] = (
+        Field(default_factory=list)
+    )
     remote_mcp_daemon_token: Text = Field(default="", repr=False)
     connected_apps: Annotated[list[ConnectedApp], _entries(ConnectedApp)] = Field(
         default_factory=list

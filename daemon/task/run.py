@@ -139,9 +139,6 @@ class TaskRun:
                 ending = stopped or ending
             else:
                 ending = await self._execute(self._dirs)
-        except LocalDirectoryError as exc:
-            log.error("task %s: %s", self.id, exc)
-            ending = Ending(error=str(exc), failure_reason=FAILURE_REASON)
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
             # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
@@ -219,7 +216,11 @@ class TaskRun:
         return outcome.without_session()
 
     def _failed(self, exc: Exception, *, prepared: bool) -> Ending:
-        """The ending of a run that raised: logged with its traceback, one incident line."""
+        """The ending of a run that raised: logged with its traceback, one incident line; a
+        local directory that cannot be used, with the sentence that says so."""
+        if isinstance(inner := _unwrapped(exc), LocalDirectoryError):
+            log.error("task %s: %s", self.id, inner)
+            return Ending(error=str(inner), failure_reason=FAILURE_REASON)
         scope = "internal" if prepared else "prepare"
         what = "internal error" if prepared else "could not prepare the work directory"
         error = f"{what}: {_describe(exc)}"
@@ -305,8 +306,14 @@ class TaskRun:
         return self.reporter.transcript.beat
 
 
-def _describe(exc: BaseException) -> str:
-    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The error itself, out of the task-group wrapping a raise in a task group arrives in."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
+    exc = _unwrapped(exc)
     return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"

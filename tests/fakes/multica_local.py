@@ -6,8 +6,8 @@ A project's `local_directory` resource (`resource_ref`: `local_path`, `daemon_id
 `local-worktree-v1` in `X-Client-Capabilities`: the task is cancelled with the reason
 (`local_directory_error`) and left out of the claim answer (`worktreeClaimBlockReason`).
 `POST /api/daemon/tasks/{id}/wait-local-directory` `{reason}` moves a `dispatched` task to
-`waiting_local_directory` (anything else: 400; multica_routes.py), which `start`, `fail`, the prepare lease and a
-cancel accept like `dispatched`.
+`waiting_local_directory` (anything else: 400; multica_routes.py), which `start`, `fail`, the
+prepare lease and a cancel accept like `dispatched`.
 
     fake.queue_issue(project_resources=[local_directory(path, daemon_id, mode="worktree")])
 """

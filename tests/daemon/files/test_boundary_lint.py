@@ -19,6 +19,12 @@ ROOT = Path(__file__).resolve().parents[3]
 AGENT_TREE_MODULES = (
     "backends/acp/backend.py",
     "backends/codex/backend.py",
+    "daemon/task/localdir/brief_block.py",
+    "daemon/task/localdir/hold.py",
+    "daemon/task/localdir/place.py",
+    "daemon/task/localdir/resource.py",
+    "daemon/task/localdir/sidecars.py",
+    "daemon/task/localdir/worktree.py",
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",
     "daemon/task/setup/codex_home.py",
@@ -37,7 +43,7 @@ AGENT_TREE_MODULES = (
     "daemon/workdirs/worktree.py",
 )
 """Modules with a root step in a folder an agent user can write (its task dir, work dir,
-Codex home)."""
+Codex home, a project's local directory and its worktree)."""
 
 _BY_PATH_FUNCTIONS = {
     "open": "the builtin open",

@@ -1,0 +1,325 @@
+"""A project's local directory through the daemon, against the Multica-faithful server: in
+place (the user's folder is the work dir, one task at a time, the wait told to the server) and
+as a worktree (a branch of the user's repository, their tree untouched), with real git
+repositories and real agent processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from daemon.logs import short_id
+from tests.fakes.multica_local import local_directory
+from tests.fakes.multica_server import MulticaFake, multica_server
+from tests.helpers import RunningDaemon, eventually, running_daemon
+
+pytestmark = pytest.mark.anyio
+
+# The agent: writes what it saw into `<report dir>/<task id>.json` (its directory, the brief
+# file, the files of its folder), waits while a `hold-<task id>` file says so, then does what
+# its prompt asks (`PLEASE WRITE`: adds and changes files; else only reads).
+AGENT = r"""
+import json, os, pathlib, sys, time
+prompt = sys.stdin.read()
+task = os.environ["MULTICA_TASK_ID"]
+reports = pathlib.Path(os.environ["REPORT_DIR"])
+here = pathlib.Path.cwd()
+seen = {
+    "cwd": str(here),
+    "workdir": os.environ.get("MULTICA_WORKDIR"),
+    "prompt": prompt,
+    "brief": (here / "AGENTS.md").read_text() if (here / "AGENTS.md").exists() else None,
+    "files": sorted(str(p.relative_to(here)) for p in here.rglob("*")
+                    if ".git" not in p.parts),
+    "marker": (here / ".multica/daemon_task_context.json").is_file(),
+}
+(reports / f"{task}.started").write_text("")
+while (reports / f"hold-{task}").exists():
+    time.sleep(0.02)
+if "PLEASE WRITE" in prompt:
+    (here / "agent.txt").write_text("made by the agent\n")
+    (here / "tracked.txt").write_text("changed by the agent\n")
+(reports / f"{task}.json").write_text(json.dumps(seen))
+print(json.dumps({"type": "result", "output": "done"}))
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env
+    )
+    return done.stdout
+
+
+def user_repo(path: Path) -> Path:
+    """A user's repository: a committed file and brief, an uncommitted change, an untracked
+    file, an ignored file."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    git(path, "config", "user.email", "user@example.com")
+    git(path, "config", "user.name", "User")
+    (path / "tracked.txt").write_text("committed\n")
+    (path / "AGENTS.md").write_text("# The user's own brief\n")
+    (path / ".gitignore").write_text("build/\n")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "initial")
+    (path / "tracked.txt").write_text("committed\nuncommitted edit\n")
+    (path / "untracked.txt").write_text("new, not added\n")
+    (path / "build").mkdir()
+    (path / "build" / "out.bin").write_text("ignored\n")
+    return path
+
+
+def snapshot(path: Path, *, with_git: bool = True) -> dict[str, bytes]:
+    """Every file of the folder with its bytes (the repository's own files too, but the
+    index git refreshes on a read)."""
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != "index" and (with_git or ".git" not in p.parts)
+    }
+
+
+@asynccontextmanager
+async def daemon(tmp_path: Path) -> AsyncIterator[tuple[MulticaFake, RunningDaemon, Path]]:
+    agent = tmp_path / "agent.py"
+    agent.write_text(AGENT)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp_path / "home"),
+        "REPORT_DIR": str(reports),
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+    }
+    async with (
+        multica_server() as fake,
+        running_daemon(
+            tmp_path / "daemon",
+            fake.url,
+            base_env=env,
+            MULTICA_COMMAND_PATH=sys.executable,
+            MULTICA_COMMAND_ARGS=str(agent),
+        ) as d,
+    ):
+        yield fake, d, reports
+
+
+def gone(path: str) -> bool:
+    """Nothing (not even a dangling link) is left at `path`."""
+    return not os.path.lexists(path)
+
+
+def seen(reports: Path, task_id: str) -> dict[str, Any]:
+    return json.loads((reports / f"{task_id}.json").read_text())
+
+
+def queue(fake: MulticaFake, d: RunningDaemon, folder: Path, first_line: str, **ref: str) -> str:
+    resources = [local_directory(str(folder), d.worker.daemon_id, **ref)]
+    return fake.queue_issue(
+        provider="command",
+        prompt="PLEASE WRITE\n" if first_line == "write" else "Only read.\n",
+        project_resources=resources,
+        agent={"name": "Builder"},
+    )
+
+
+async def test_in_place_the_agent_works_in_the_users_folder_which_is_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The agent's work dir is the user's folder: it sees the user's brief with the daemon's
+    block appended and the daemon's marker; afterwards only the agent's own changes are
+    there, the user's brief byte for byte, and `complete` names the folder."""
+    folder = user_repo(tmp_path / "project")
+    before = snapshot(folder)
+    async with daemon(tmp_path) as (fake, d, reports):
+        task = await fake.finished(queue(fake, d, folder, "write"))
+    assert task.status == "completed", task.error
+    saw = seen(reports, task.id)
+    assert saw["cwd"] == str(folder) == saw["workdir"]
+    assert saw["brief"].startswith("# The user's own brief\n\n\n<!-- BEGIN MULTICA-RUNTIME")
+    assert saw["marker"] is True
+    assert "untracked.txt" in saw["files"] and "build/out.bin" in saw["files"]
+    after = snapshot(folder)
+    assert after.pop("agent.txt") == b"made by the agent\n"
+    assert after.pop("tracked.txt") == b"changed by the agent\n"
+    before.pop("tracked.txt")
+    assert after == before  # the brief, the marker's folder, every other file: as they were
+    assert not (folder / ".multica").exists()
+    assert task.work_dir == str(folder)
+    assert task.branch_name == task.durable_work_dir == ""
+    meta = json.loads(next((tmp_path / "daemon").rglob(".gc_meta.json")).read_text())
+    assert meta["local_directory"] is True
+
+
+async def test_in_place_tasks_on_one_folder_run_one_at_a_time_and_a_chat_does_not_wait(
+    tmp_path: Path,
+) -> None:
+    """The second task waits (the server hears `waiting_local_directory` with the folder's
+    label, never its path) until the first is reported; a chat turn runs at once, told the
+    folder is shared."""
+    folder = user_repo(tmp_path / "project")
+    async with daemon(tmp_path) as (fake, d, reports):
+        first = queue(fake, d, folder, "write", label="My Project")
+        (reports / f"hold-{first}").write_text("")
+        await eventually(lambda: (reports / f"{first}.started").exists())
+        second = queue(fake, d, folder, "read", label="My Project")
+        await eventually(lambda: fake.tasks[second].status == "waiting_local_directory")
+        chat = fake.queue_chat(
+            "read",
+            provider="command",
+            project_resources=[local_directory(str(folder), d.worker.daemon_id)],
+        )
+        assert (await fake.finished(chat)).status == "completed"
+        assert not (reports / f"{second}.started").exists()
+        (reports / f"hold-{first}").unlink()
+        done = [await fake.finished(first), await fake.finished(second)]
+    assert [t.status for t in done] == ["completed", "completed"]
+    assert fake.tasks[second].waits == [f"My Project (held by task {short_id(first)})"]
+    assert str(folder) not in json.dumps(fake.seen("wait-local-directory")[0].body)
+    assert fake.tasks[first].ended < fake.tasks[second].ended
+    assert "## Shared working directory" in seen(reports, chat)["prompt"]
+    assert "## Shared working directory" not in seen(reports, second)["prompt"]
+
+
+async def test_a_task_cancelled_while_it_waits_never_runs(tmp_path: Path) -> None:
+    """Cancelled while waiting for the folder: the wait ends, the agent never starts and the
+    next task still gets the folder."""
+    folder = user_repo(tmp_path / "project")
+    async with daemon(tmp_path) as (fake, d, reports):
+        first = queue(fake, d, folder, "read")
+        (reports / f"hold-{first}").write_text("")
+        await eventually(lambda: (reports / f"{first}.started").exists())
+        second = queue(fake, d, folder, "read")
+        await eventually(lambda: fake.tasks[second].status == "waiting_local_directory")
+        fake.cancel(second)
+        await eventually(lambda: second not in d.worker.runs)
+        (reports / f"hold-{first}").unlink()
+        third = queue(fake, d, folder, "read")
+        assert (await fake.finished(third)).status == "completed"
+    assert not (reports / f"{second}.started").exists()
+    assert fake.tasks[second].status == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("path", "ref", "words"),
+    [
+        ("relative/dir", {}, "must be absolute"),
+        ("/tmp", {}, "protected system root"),
+        ("{missing}", {}, "does not exist"),
+        ("{folder}", {"mode": "parallel"}, "does not support execution_mode 'parallel'"),
+        ("{plain}", {"mode": "worktree"}, "is not a git repository"),
+    ],
+)
+async def test_a_folder_that_cannot_be_used_fails_the_task_saying_why(
+    tmp_path: Path, path: str, ref: dict[str, str], words: str
+) -> None:
+    """A bad path or mode fails the task `local_directory_error`, with a sentence the user
+    can act on; nothing runs."""
+    folder = user_repo(tmp_path / "project")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    where = path.format(folder=folder, missing=tmp_path / "gone", plain=plain)
+    async with daemon(tmp_path) as (fake, d, reports):
+        task = await fake.finished(queue(fake, d, Path(where), "write", **ref))
+    assert task.status == "failed"
+    assert task.failure_reason == "local_directory_error"
+    assert words in task.error
+    assert list(reports.iterdir()) == []
+
+
+async def test_another_daemons_folder_is_not_this_ones(tmp_path: Path) -> None:
+    """A resource bound to another daemon id leaves the task in its own work dir."""
+    folder = user_repo(tmp_path / "project")
+    async with daemon(tmp_path) as (fake, _d, reports):
+        resources = [local_directory(str(folder), "another-daemon")]
+        task_id = fake.queue_issue(
+            provider="command", prompt="PLEASE WRITE\n", project_resources=resources
+        )
+        task = await fake.finished(task_id)
+    assert task.status == "completed", task.error
+    assert seen(reports, task.id)["cwd"] != str(folder)
+    assert not (folder / "agent.txt").exists()
+
+
+async def test_worktree_mode_delivers_a_branch_and_leaves_the_users_tree_untouched(
+    tmp_path: Path,
+) -> None:
+    """The agent works in a worktree with the user's uncommitted and untracked state (not the
+    ignored files); its work is committed on `agent/<agent>/<task key>` after a baseline of
+    the user's state; the user's files, index and branch are as they were; `complete` names
+    the branch and the folder, once the worktree is gone."""
+    folder = user_repo(tmp_path / "project")
+    before, status = snapshot(folder, with_git=False), git(folder, "status", "--porcelain")
+    async with daemon(tmp_path) as (fake, d, reports):
+        task = await fake.finished(queue(fake, d, folder, "write", mode="worktree"))
+    assert task.status == "completed", task.error
+    saw = seen(reports, task.id)
+    assert saw["cwd"].endswith("/worktree") and saw["cwd"] != str(folder)
+    assert "untracked.txt" in saw["files"] and "build/out.bin" not in saw["files"]
+    assert saw["brief"].startswith("# The user's own brief\n\n\n<!-- BEGIN MULTICA-RUNTIME")
+    key = task.id.replace("-", "")[-12:]
+    assert task.branch_name == f"agent/builder/{key}"
+    assert task.durable_work_dir == str(folder)
+    assert snapshot(folder, with_git=False) == before
+    assert git(folder, "status", "--porcelain") == status
+    assert git(folder, "stash", "list") == ""
+    assert git(folder, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    log = git(folder, "log", "--format=%s", f"main..{task.branch_name}").splitlines()
+    assert log == [
+        "chore(agent): uncommitted changes from task",
+        "chore(agent): baseline — uncommitted work from the local directory",
+    ]
+    changed = git(folder, "diff", "--name-only", f"{task.branch_name}~1", task.branch_name)
+    assert changed.split() == ["agent.txt", "tracked.txt"]  # the daemon's files are not there
+    assert git(folder, "show", f"{task.branch_name}:AGENTS.md") == "# The user's own brief\n"
+    assert git(folder, "worktree", "list").count("\n") == 1
+    assert gone(saw["cwd"])
+
+
+async def test_a_worktree_task_that_changed_nothing_leaves_no_branch(tmp_path: Path) -> None:
+    """A read-only run: its branch is deleted; the folder still replaces the worktree."""
+    folder = user_repo(tmp_path / "project")
+    async with daemon(tmp_path) as (fake, d, _reports):
+        task = await fake.finished(queue(fake, d, folder, "read", mode="worktree"))
+    assert task.status == "completed", task.error
+    assert task.branch_name == "" and task.durable_work_dir == str(folder)
+    assert git(folder, "branch", "--list", "agent/*") == ""
+
+
+async def test_worktree_tasks_on_one_folder_run_side_by_side(tmp_path: Path) -> None:
+    """Two worktree tasks on one folder run at once, each on its own branch."""
+    folder = user_repo(tmp_path / "project")
+    async with daemon(tmp_path) as (fake, d, reports):
+        first = queue(fake, d, folder, "write", mode="worktree")
+        (reports / f"hold-{first}").write_text("")
+        await eventually(lambda: (reports / f"{first}.started").exists())
+        second = queue(fake, d, folder, "write", mode="worktree")
+        assert (await fake.finished(second)).status == "completed"
+        (reports / f"hold-{first}").unlink()
+        done = await fake.finished(first)
+    assert done.status == "completed"
+    assert fake.tasks[first].branch_name != fake.tasks[second].branch_name
+    assert fake.seen("wait-local-directory") == []
+
+
+async def test_an_untracked_link_fails_the_worktree_rather_than_hide_it(tmp_path: Path) -> None:
+    """The snapshot would differ from the user's tree: the task fails saying how to fix it,
+    and no branch or worktree is left."""
+    folder = user_repo(tmp_path / "project")
+    (folder / "link").symlink_to("/etc/hostname")
+    async with daemon(tmp_path) as (fake, d, _reports):
+        task = await fake.finished(queue(fake, d, folder, "write", mode="worktree"))
+    assert task.status == "failed" and task.failure_reason == "local_directory_error"
+    assert "untracked files" in task.error and "in_place" in task.error
+    assert git(folder, "branch", "--list", "agent/*") == ""
+    assert git(folder, "worktree", "list").count("\n") == 1
