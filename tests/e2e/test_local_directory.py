@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from backends.process.identity import AgentUser
 from daemon.logs import short_id
 from tests.fakes.multica_local import local_directory
 from tests.fakes.multica_server import MulticaFake, multica_server
@@ -323,3 +324,74 @@ async def test_an_untracked_link_fails_the_worktree_rather_than_hide_it(tmp_path
     assert "untracked files" in task.error and "in_place" in task.error
     assert git(folder, "branch", "--list", "agent/*") == ""
     assert git(folder, "worktree", "list").count("\n") == 1
+
+
+# The agent user's agent: says who it is and what it could do in its folder.
+USER_AGENT = r"""#!/bin/sh
+echo "uid=$(id -u) cwd=$(pwd)"
+if touch made-by-agent 2>/dev/null; then echo write=allowed; else echo write=refused; fi
+if grep -q MULTICA-RUNTIME AGENTS.md 2>/dev/null; then echo brief=read; fi
+"""
+
+
+@pytest.mark.root
+async def test_with_an_agent_user_the_folder_must_be_that_users(
+    passable_tmp: Path, agent_user: AgentUser
+) -> None:
+    """A root daemon's agents run as the agent user: a folder of root's (0755) fails the task
+    saying whose it is, untouched; a folder of the user's is worked in as that user, and the
+    daemon's files there were that user's and are gone afterwards."""
+    script = passable_tmp / "agent.sh"
+    script.write_text(USER_AGENT)
+    script.chmod(0o755)
+    roots = passable_tmp / "roots"
+    roots.mkdir(mode=0o755)
+    mine = passable_tmp / "mine"
+    mine.mkdir()
+    os.chown(mine, agent_user.uid, agent_user.gid)
+    async with (
+        multica_server() as fake,
+        running_daemon(
+            passable_tmp / "daemon",
+            fake.url,
+            MULTICA_AGENT_USER=agent_user.name,
+            MULTICA_COMMAND_PATH="/bin/sh",
+            MULTICA_COMMAND_ARGS=str(script),
+        ) as d,
+    ):
+        refused = await fake.finished(queue(fake, d, roots, "read"))
+        worked = await fake.finished(queue(fake, d, mine, "read"))
+    assert refused.status == "failed" and refused.failure_reason == "local_directory_error"
+    assert f"run as '{agent_user.name}'" in refused.error and "uid 0" in refused.error
+    assert list(roots.iterdir()) == []
+    assert worked.status == "completed", worked.error
+    assert f"uid={agent_user.uid} cwd={mine}" in worked.output
+    assert "write=allowed" in worked.output and "brief=read" in worked.output
+    assert sorted(p.name for p in mine.iterdir()) == ["made-by-agent"]
+    assert (mine / "made-by-agent").stat().st_uid == agent_user.uid
+
+
+async def test_work_that_cannot_be_committed_keeps_the_worktree_and_fails_saying_where(
+    tmp_path: Path,
+) -> None:
+    """The user's repository signs every commit with a key the daemon does not have: the
+    agent's work cannot be committed, so its worktree is kept, the task fails
+    `local_directory_error` naming it, and the user's folder is untouched."""
+    folder = tmp_path / "project"
+    folder.mkdir()
+    git(folder, "init", "-q", "-b", "main")
+    (folder / "tracked.txt").write_text("committed\n")
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.email=u@x", "-c", "user.name=U", "commit", "-qm", "initial")
+    git(folder, "config", "commit.gpgsign", "true")
+    git(folder, "config", "gpg.program", "/bin/false")
+    async with daemon(tmp_path) as (fake, d, reports):
+        task = await fake.finished(queue(fake, d, folder, "write", mode="worktree"))
+    saw = seen(reports, task.id)
+    assert task.status == "failed" and task.failure_reason == "local_directory_error"
+    assert "could not commit the agent's changes" in task.error
+    assert f"preserved in the worktree at {saw['cwd']}" in task.error
+    assert task.branch_name.startswith("agent/builder/") and task.durable_work_dir == ""
+    assert (Path(saw["cwd"]) / "agent.txt").read_text() == "made by the agent\n"
+    assert saw["cwd"] in git(folder, "worktree", "list")
+    assert git(folder, "status", "--porcelain") == ""
