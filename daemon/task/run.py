@@ -7,7 +7,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from pathlib import Path
 
 import anyio
@@ -26,6 +26,8 @@ from daemon.task.activity import Activity
 from daemon.task.incidents import TaskIncidents
 from daemon.task.localdir.hold import FolderHold
 from daemon.task.localdir.resource import FAILURE_REASON
+from daemon.task.mcp.overlay import task_mcp
+from daemon.task.mcp.remote import DevOrigins
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.prepare_lease import prepare_lease
 from daemon.task.reporter import Reporter
@@ -133,12 +135,14 @@ class TaskRun:
         try:
             services = self._services
             every = services.prepare_lease_every
-            async with prepare_lease(services.client, self.task, every):
-                stopped = await self._prepare()
-            if stopped is not None or self._dirs is None:
-                ending = stopped or ending
-            else:
-                ending = await self._execute(self._dirs)
+            # The task's own MCP servers (plugin tools, brokers) serve until its agent stopped.
+            async with AsyncExitStack() as servers:
+                async with prepare_lease(services.client, self.task, every):
+                    stopped = await self._prepare(servers)
+                if stopped is not None or self._dirs is None:
+                    ending = stopped or ending
+                else:
+                    ending = await self._execute(self._dirs)
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
             # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
@@ -172,12 +176,16 @@ class TaskRun:
                 await anyio.to_thread.run_sync(finish, self.task, env_root)
         return outcome
 
-    async def _prepare(self) -> Ending | None:
+    async def _prepare(self, servers: AsyncExitStack) -> Ending | None:
         """Directories, markers, skills and the MCP file, all before `start` (in a thread, as
         they are file I/O the event loop should not wait on); the ending instead of a run when
         the task must not run (its start refused, its local directory waited for in vain)."""
         services = self._services
         self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+        mcp = task_mcp(
+            self.task, self.backend.name, services.client, DevOrigins.of(services.settings)
+        )
+        self.task = await servers.enter_async_context(mcp)
         root = services.settings.workspaces_root
         # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
         user = self._user = await services.users.acquire()
@@ -221,6 +229,9 @@ class TaskRun:
         if isinstance(inner := _unwrapped(exc), LocalDirectoryError):
             log.error("task %s: %s", self.id, inner)
             return Ending(error=str(inner), failure_reason=FAILURE_REASON)
+        if isinstance(inner, AgentSetupError):  # a required remote MCP server cannot be used
+            log.error("task %s: refusing to start the agent: %s", self.id, inner)
+            return Ending(error=str(inner), failure_reason="")
         scope = "internal" if prepared else "prepare"
         what = "internal error" if prepared else "could not prepare the work directory"
         error = f"{what}: {_describe(exc)}"

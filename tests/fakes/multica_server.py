@@ -32,6 +32,10 @@ lenient where Multica refuses:
   handed out by its next heartbeat only;
 - comments folded into a queued run come one by one to a daemon naming
   `coalesced-comments-v1`, else folded into the trigger comment (tests/fakes/multica_comments.py);
+- a project's local directory in worktree mode is refused to a daemon without
+  `local-worktree-v1`, and a task may wait for its folder (tests/fakes/multica_local.py);
+- plugin hooks are called and plugin MCP credentials served for a daemon
+  (tests/fakes/multica_plugins.py);
 - the control WebSocket pushes `daemon:task_available` when a task is queued,
   `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
   request waits for a runtime's heartbeat (`server/internal/daemonws/hub.go`).
@@ -68,6 +72,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from tests.fakes import multica_comments
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_gc import GcHandlers, Record
+from tests.fakes.multica_plugins import Answer, PluginHandlers, Plugins
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
 from tests.fakes.multica_skills import SkillHandlers, for_claim
 from tests.helpers import eventually
@@ -133,6 +138,8 @@ class MulticaFake:
     (`claimResponseRecoveryWindow`)..."""
     prepare_lease: float = 45.0
     """... once its prepare lease, from the claim or its last renewal, has run out."""
+    plugins: Plugins = field(default_factory=Plugins)
+    """Plugin installations, their hooks' answers and every hook call (multica_plugins.py)."""
     merged_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtimes a register folded into another (old id → new id): registered under a
     `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
@@ -225,6 +232,21 @@ class MulticaFake:
             except (anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
                 self.watchers.remove(entry)
                 stream.close()
+
+    def install_hook(
+        self,
+        installation_id: str,
+        hook_key: str,
+        answer: Answer,
+        workspace_id: str = "",
+        credential: tuple[str, str] | None = None,
+    ) -> None:
+        """Install a plugin hook in a workspace: `answer(input)` is its output (raise
+        `HookFailed` for a failed call); `credential` (header, value) for an `mcp` hook."""
+        key = (installation_id, hook_key)
+        self.plugins.hooks[key] = (workspace_id or self.workspace_id, answer)
+        if credential is not None:
+            self.plugins.credentials[key] = credential
 
     def queue_issue(self, issue_id: str = "", **options: Any) -> str:
         """An issue assigned to the agent (Multica's most common task)."""
@@ -345,6 +367,7 @@ class MulticaFake:
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
         h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
+        plugins = PluginHandlers(self)
         daemon = "/api/daemon"
         resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
@@ -353,6 +376,12 @@ class MulticaFake:
                 daemon + "/runtimes/{rid}/tasks/{tid}/prepare-lease",
                 h.prepare_lease,
                 methods=["POST"],
+            ),
+            Route(daemon + "/tasks/{id}/plugin-hooks", plugins.invoke, methods=["POST"]),
+            Route(
+                daemon + "/tasks/{id}/plugin-mcp/{cid}/credential",
+                plugins.credential,
+                methods=["GET"],
             ),
             Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
             Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
