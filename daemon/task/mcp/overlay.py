@@ -54,8 +54,8 @@ async def task_mcp(
     if not task.plugin_hook_tools and not task.remote_mcp_connections:
         yield task
         return
-    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
-        servers: dict[str, Any] = {}
+    async with AsyncExitStack() as stack:
+        brokers: dict[str, Handler] = {}
         for connection in task.remote_mcp_connections:
             try:
                 broker = await _broker(task, connection, backend, client, dev, stack)
@@ -65,20 +65,19 @@ async def task_mcp(
                     log.warning("task %s: %s; left out", short_id(task.id), text)
                     continue
                 raise AgentSetupError(text) from None
-            name = server_name(connection)
-            servers[name] = {"type": "http", "url": await _serve(tg, name, broker.handle)}
+            brokers[server_name(connection)] = broker.handle
         if task.plugin_hook_tools:
-            tools = PluginTools(task, client)
-            servers[SERVER_NAME] = {
-                "type": "http",
-                "url": await _serve(tg, SERVER_NAME, tools.handle),
+            brokers[SERVER_NAME] = PluginTools(task, client).handle
+        async with anyio.create_task_group() as tg:
+            servers = {
+                name: {"type": "http", "url": await _serve(tg, name, handler)}
+                for name, handler in brokers.items()
             }
-        if servers:
-            log.info(
-                "task %s: MCP servers of the daemon: %s", short_id(task.id), ", ".join(servers)
-            )
-        yield with_servers(task, servers)
-        tg.cancel_scope.cancel()
+            if servers:
+                names = ", ".join(servers)
+                log.info("task %s: MCP servers of the daemon: %s", short_id(task.id), names)
+            yield with_servers(task, servers)
+            tg.cancel_scope.cancel()
 
 
 async def _serve(tg: anyio.abc.TaskGroup, name: str, handler: Handler) -> str:

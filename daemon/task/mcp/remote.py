@@ -23,6 +23,7 @@ import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def check_endpoint(raw: str, allowed: list[str], dev: DevOrigins) -> Endpoint:
         raise RemoteMcpError(
             "endpoint must be a public HTTPS URL without userinfo, query, or fragment"
         )
-    if host == "localhost" or host.endswith(".localhost"):
+    if host == "localhost" or host.endswith(".localhost") or _private_literal(host):
         raise RemoteMcpError("endpoint host is not public")
     if allowed and not _host_allowed(host, allowed):
         raise RemoteMcpError("endpoint host is outside the Plugin endpoint policy")
@@ -133,6 +134,15 @@ def is_public(text: str) -> bool:
     if not ip.is_global or ip.is_multicast or ip.is_unspecified:
         return False
     return not any(ip in net for net in _BLOCKED if net.version == ip.version)
+
+
+def _private_literal(host: str) -> bool:
+    """An address written as the host, not a public one (a name is resolved later)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return not is_public(host)
 
 
 def _host_allowed(host: str, policies: list[str]) -> bool:
@@ -288,11 +298,22 @@ async def _call(
 
 
 def canonical(value: Any) -> str:
-    """`value` as Go's `json.Marshal` writes a decoded JSON value."""
-    text = json.dumps(_go_numbers(value), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-        text = text.replace(char, escaped)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    """`value` (decoded JSON) as Go's `json.Marshal` writes it back: keys sorted, compact,
+    every number a float64 in Go's notation, `<`, `>`, `&`, U+2028 and U+2029 escaped."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return _go_number(float(value))
+    if isinstance(value, str):
+        return '"' + "".join(_go_char(c) for c in value) + '"'
+    if isinstance(value, list):
+        return "[" + ",".join(canonical(v) for v in value) + "]"
+    if isinstance(value, dict):
+        pairs = (f"{canonical(str(k))}:{canonical(value[k])}" for k in sorted(value))
+        return "{" + ",".join(pairs) + "}"
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
 def digest(value: Any) -> str:
@@ -300,14 +321,35 @@ def digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical(value).encode()).hexdigest()
 
 
-def _go_numbers(value: Any) -> Any:
-    # Go decodes every number to a float64 and writes a whole one without a fraction.
-    if isinstance(value, dict):
-        return {k: _go_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_go_numbers(v) for v in value]
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 2**53:
-        return int(float(value))
-    return value
+def _go_number(number: float) -> str:
+    # Go writes the shortest digits that read back the same float: fixed notation, or an
+    # exponent below 1e-6 and from 1e21 on, with `e-07` written `e-7`.
+    if number == 0:
+        return "-0" if str(number).startswith("-") else "0"
+    if abs(number) < 1e-6 or abs(number) >= 1e21:
+        mantissa, _, exponent = f"{number!r}".partition("e")
+        sign, digits = exponent[0], exponent[1:].lstrip("0") or "0"
+        if sign == "-" and len(digits) == 1:
+            return f"{mantissa}e-{digits}"
+        return f"{mantissa}e{sign}{digits.zfill(2)}"
+    text = format(Decimal(repr(number)), "f")
+    return text[:-2] if text.endswith(".0") else text
+
+
+_ESCAPED = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",  # Go 1.22 on; earlier ones wrote \u0008 and \u000c
+    "\f": "\\f",
+}
+
+
+def _go_char(char: str) -> str:
+    if char in _ESCAPED:
+        return _ESCAPED[char]
+    if char < " " or char in "<>&\u2028\u2029":
+        return f"\\u{ord(char):04x}"
+    return char
