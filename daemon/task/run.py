@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from pathlib import Path
 
 import anyio
+from anyio.abc import TaskGroup
 
 from backends.base import Backend, RunSpec
 from backends.process.identity import AgentUser
@@ -26,7 +27,7 @@ from daemon.task.activity import Activity
 from daemon.task.incidents import TaskIncidents
 from daemon.task.localdir.hold import FolderHold
 from daemon.task.localdir.resource import FAILURE_REASON
-from daemon.task.mcp.overlay import task_mcp
+from daemon.task.mcp.overlay import start_mcp
 from daemon.task.mcp.remote import DevOrigins
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.prepare_lease import prepare_lease
@@ -136,13 +137,14 @@ class TaskRun:
             services = self._services
             every = services.prepare_lease_every
             # The task's own MCP servers (plugin tools, brokers) serve until its agent stopped.
-            async with AsyncExitStack() as servers:
+            async with AsyncExitStack() as clients, anyio.create_task_group() as servers:
                 async with prepare_lease(services.client, self.task, every):
-                    stopped = await self._prepare(servers)
+                    stopped = await self._prepare(clients, servers)
                 if stopped is not None or self._dirs is None:
                     ending = stopped or ending
                 else:
                     ending = await self._execute(self._dirs)
+                servers.cancel_scope.cancel()
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
             # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
@@ -176,16 +178,15 @@ class TaskRun:
                 await anyio.to_thread.run_sync(finish, self.task, env_root)
         return outcome
 
-    async def _prepare(self, servers: AsyncExitStack) -> Ending | None:
+    async def _prepare(self, clients: AsyncExitStack, servers: TaskGroup) -> Ending | None:
         """Directories, markers, skills and the MCP file, all before `start` (in a thread, as
         they are file I/O the event loop should not wait on); the ending instead of a run when
         the task must not run (its start refused, its local directory waited for in vain)."""
         services = self._services
         self.task = await resolve_skills(services.client, self.task, services.skill_cache)
-        mcp = task_mcp(
-            self.task, self.backend.name, services.client, DevOrigins.of(services.settings)
-        )
-        self.task = await servers.enter_async_context(mcp)
+        dev = DevOrigins.of(services.settings)
+        backend, client = self.backend.name, services.client
+        self.task = await start_mcp(self.task, backend, client, dev, servers, clients)
         root = services.settings.workspaces_root
         # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
         user = self._user = await services.users.acquire()

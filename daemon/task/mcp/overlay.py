@@ -49,35 +49,42 @@ _NOT_NAME = re.compile(r"[^a-z0-9_-]")
 async def task_mcp(
     task: Task, backend: str, client: TaskServer, dev: DevOrigins
 ) -> AsyncIterator[Task]:
-    """The task with its servers in its `mcp_config`; they serve until the block ends.
-    AgentSetupError when a required remote connection cannot be used."""
-    if not task.plugin_hook_tools and not task.remote_mcp_connections:
-        yield task
-        return
-    async with AsyncExitStack() as stack:
-        brokers: dict[str, Handler] = {}
-        for connection in task.remote_mcp_connections:
-            try:
-                broker = await _broker(task, connection, backend, client, dev, stack)
-            except RemoteMcpError as exc:
-                text = f"Remote MCP {connection.contribution_key} {exc}"
-                if connection.failure_policy == "optional":
-                    log.warning("task %s: %s; left out", short_id(task.id), text)
-                    continue
-                raise AgentSetupError(text) from None
-            brokers[server_name(connection)] = broker.handle
-        if task.plugin_hook_tools:
-            brokers[SERVER_NAME] = PluginTools(task, client).handle
-        async with anyio.create_task_group() as tg:
-            servers = {
-                name: {"type": "http", "url": await _serve(tg, name, handler)}
-                for name, handler in brokers.items()
-            }
-            if servers:
-                names = ", ".join(servers)
-                log.info("task %s: MCP servers of the daemon: %s", short_id(task.id), names)
-            yield with_servers(task, servers)
-            tg.cancel_scope.cancel()
+    """The task with its servers in its `mcp_config`; they serve until the block ends."""
+    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+        yield await start_mcp(task, backend, client, dev, tg, stack)
+        tg.cancel_scope.cancel()
+
+
+async def start_mcp(
+    task: Task,
+    backend: str,
+    client: TaskServer,
+    dev: DevOrigins,
+    tg: anyio.abc.TaskGroup,
+    stack: AsyncExitStack,
+) -> Task:
+    """The task with its servers in its `mcp_config`, serving in `tg` (their clients closed
+    by `stack`). AgentSetupError when a required remote connection cannot be used."""
+    handlers: dict[str, Handler] = {}
+    for connection in task.remote_mcp_connections:
+        try:
+            broker = await _broker(task, connection, backend, client, dev, stack)
+        except RemoteMcpError as exc:
+            text = f"Remote MCP {connection.contribution_key} {exc}"
+            if connection.failure_policy == "optional":
+                log.warning("task %s: %s; left out", short_id(task.id), text)
+                continue
+            raise AgentSetupError(text) from None
+        handlers[server_name(connection)] = broker.handle
+    if task.plugin_hook_tools:
+        handlers[SERVER_NAME] = PluginTools(task, client).handle
+    servers = {
+        name: {"type": "http", "url": await _serve(tg, name, handler)}
+        for name, handler in handlers.items()
+    }
+    if servers:
+        log.info("task %s: MCP servers of the daemon: %s", short_id(task.id), ", ".join(servers))
+    return with_servers(task, servers)
 
 
 async def _serve(tg: anyio.abc.TaskGroup, name: str, handler: Handler) -> str:
