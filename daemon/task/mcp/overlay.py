@@ -49,10 +49,16 @@ _NOT_NAME = re.compile(r"[^a-z0-9_-]")
 async def task_mcp(
     task: Task, backend: str, client: TaskServer, dev: DevOrigins
 ) -> AsyncIterator[Task]:
-    """The task with its servers in its `mcp_config`; they serve until the block ends."""
-    async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
-        yield await start_mcp(task, backend, client, dev, tg, stack)
-        tg.cancel_scope.cancel()
+    """The task with its servers in its `mcp_config`; they serve until the block ends (the
+    stand-alone form of `start_mcp`: an error comes out of its task group as itself)."""
+    try:
+        async with AsyncExitStack() as stack, anyio.create_task_group() as tg:
+            yield await start_mcp(task, backend, client, dev, tg, stack)
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) != 1:
+            raise
+        raise group.exceptions[0] from None
 
 
 async def start_mcp(
