@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from daemon.task.mcp.remote import digest
+from daemon.task.mcp.schema import digest
 from tests.fakes.loopback import serve_app
 
 CREDENTIAL = ("X-Api-Key", "remote-secret")

@@ -12,5 +12,7 @@ own directory, with the folder's uncommitted state, and delivers the work as a b
     brief_block.py the brief as a marked block in the user's own CLAUDE.md / AGENTS.md
     sidecars.py    what the daemon writes into the folder, and its exact rollback
     worktree.py    the worktree mode: snapshot, branch, commit, removal
+    untracked.py   the user's untracked files replayed into the worktree
     place.py       the task's place with a local directory, from preparation to delivery
+    hold.py        a run's side: found, waited for (the server told), settled
 """

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
@@ -32,23 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.errors import GitError, LocalDirectoryError
-from daemon.files.beneath import (
-    Owner,
-    copy_at,
-    made_dirs_at,
-    opened_dir_at,
-    opened_real,
-    remove_under,
-    stat_at,
-)
+from daemon.files.beneath import Owner, made_dirs_at, opened_real, remove_under
+from daemon.task.localdir.untracked import MAX_UNTRACKED_BYTES, MAX_UNTRACKED_FILES, copy_untracked
 from daemon.workdirs.git import Git
 from daemon.workdirs.names import branch_name
 
 log = logging.getLogger(__name__)
 
-MAX_UNTRACKED_FILES = 2000
-MAX_UNTRACKED_BYTES = 200 << 20
-SIDECAR_DIRS = frozenset({".agent_context", ".multica"})
 BASELINE = "chore(agent): baseline — uncommitted work from the local directory"
 LEFT_OVER = "chore(agent): uncommitted changes from task"
 _IDENTITY = ("-c", "user.name=Multica Agent", "-c", "user.email=agent@multica.local")
@@ -187,7 +176,7 @@ def _replay(git: Git, root: Path, path: Path, stash: str, owner: Owner | None) -
                 f"could not replay the uncommitted changes from {str(root)!r} into the task"
                 f" worktree (the agent would have seen a different tree than you have): {exc}"
             ) from None
-    copied, left = _copy_untracked(git, root, path, owner)
+    copied, left = copy_untracked(git, root, path, owner)
     if left:
         raise LocalDirectoryError(
             f"could not replay every untracked file from {str(root)!r} into the task worktree"
@@ -204,51 +193,6 @@ def _replay(git: Git, root: Path, path: Path, stash: str, owner: Owner | None) -
         raise LocalDirectoryError(
             f"could not record a baseline commit for the replayed state of {str(root)!r}: {exc}"
         ) from None
-
-
-def _copy_untracked(git: Git, root: Path, path: Path, owner: Owner | None) -> tuple[int, int]:
-    """Copy the untracked, not ignored files; (copied, left over)."""
-    listed = git.run(["ls-files", "--others", "--exclude-standard", "-z"], cwd=root, strip=False)
-    copied = left = 0
-    budget = MAX_UNTRACKED_BYTES
-    with opened_real(root) as source, opened_real(path) as target:
-        for name in listed.split("\0"):
-            parts = tuple(name.split("/")) if name else ()
-            if not parts or SIDECAR_DIRS.intersection(parts):
-                continue  # an in-place task's brief on the same folder is not the user's
-            if copied >= MAX_UNTRACKED_FILES or budget <= 0:
-                left += 1
-                continue
-            try:
-                size = _copy_one(source, target, parts, budget, owner)
-            except OSError as exc:
-                log.warning("untracked %r not replayed: %s", name, exc)
-                left += 1
-                continue
-            if size is None:
-                continue  # a FIFO, a socket: not content
-            budget -= size
-            copied += 1
-    return copied, left
-
-
-def _copy_one(
-    source: int, target: int, parts: tuple[str, ...], budget: int, owner: Owner | None
-) -> int | None:
-    *dirs, name = parts
-    with opened_dir_at(source, dirs) as fd:
-        info = stat_at(fd, name)
-        if info is None:
-            raise FileNotFoundError(name)
-        if stat.S_ISLNK(info.st_mode):
-            raise OSError("an untracked symbolic link is not replayed")
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        if info.st_size > budget:
-            raise OSError("past the untracked bytes budget")
-        with made_dirs_at(target, dirs, [], owner=owner) as into:
-            # The executable bit stays: a script the user just wrote must still run.
-            return copy_at(fd, name, into, budget, stat.S_IMODE(info.st_mode) & 0o777, owner)
 
 
 def _head(git: Git, root: Path) -> str:

@@ -9,7 +9,8 @@ task's own, named in the agent's MCP configuration.
     loopback.py      the one HTTP server shape: loopback only, a random path, Host and Origin
                      checked, bounded connections, request sizes and deadlines
     plugin_tools.py  `multica-plugins`: the hooks as tools, each call sent to the server
-    remote.py        a remote MCP server: its address checked, its tools discovered and pinned
+    remote.py        a remote MCP server: its address checked, its tools discovered
+    schema.py        a tool schema's digest, as Multica pins it
     broker.py        the remote server behind the loopback one, credential added per request
     overlay.py       all of them for one task, merged into its MCP configuration
 """

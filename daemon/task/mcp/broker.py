@@ -25,14 +25,8 @@ from daemon.protocol import jsonin
 from daemon.protocol.api import TaskServer
 from daemon.protocol.models import RemoteMcpConnection, Task
 from daemon.task.mcp.loopback import BODY_LIMIT, Request, Response
-from daemon.task.mcp.remote import (
-    Endpoint,
-    RemoteMcpError,
-    canonical,
-    digest,
-    message_of,
-    post,
-)
+from daemon.task.mcp.remote import Endpoint, RemoteMcpError, message_of, post
+from daemon.task.mcp.schema import canonical, digest
 
 log = logging.getLogger(__name__)
 

@@ -24,6 +24,7 @@ AGENT_TREE_MODULES = (
     "daemon/task/localdir/place.py",
     "daemon/task/localdir/resource.py",
     "daemon/task/localdir/sidecars.py",
+    "daemon/task/localdir/untracked.py",
     "daemon/task/localdir/worktree.py",
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",

@@ -6,14 +6,8 @@ import json
 
 import pytest
 
-from daemon.task.mcp.remote import (
-    DevOrigins,
-    RemoteMcpError,
-    canonical,
-    check_endpoint,
-    digest,
-    is_public,
-)
+from daemon.task.mcp.remote import DevOrigins, RemoteMcpError, check_endpoint, is_public
+from daemon.task.mcp.schema import canonical, digest
 
 # Go's `json.Marshal` of this schema decoded into `any`, and its digest (go1.26).
 SCHEMA = (
