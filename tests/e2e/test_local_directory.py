@@ -395,3 +395,22 @@ async def test_work_that_cannot_be_committed_keeps_the_worktree_and_fails_saying
     assert (Path(saw["cwd"]) / "agent.txt").read_text() == "made by the agent\n"
     assert saw["cwd"] in git(folder, "worktree", "list")
     assert git(folder, "status", "--porcelain") == ""
+
+
+async def test_a_worktree_snapshot_waits_for_an_in_place_task_on_the_folder(
+    tmp_path: Path,
+) -> None:
+    """An in-place task holds the folder: a worktree task of another project on it waits for
+    its snapshot (the server told), then runs once the folder is free."""
+    folder = user_repo(tmp_path / "project")
+    async with daemon(tmp_path) as (fake, d, reports):
+        holder = queue(fake, d, folder, "read", label="Shared")
+        (reports / f"hold-{holder}").write_text("")
+        await eventually(lambda: (reports / f"{holder}.started").exists())
+        tree = queue(fake, d, folder, "write", mode="worktree", label="Shared")
+        await eventually(lambda: fake.tasks[tree].status == "waiting_local_directory")
+        (reports / f"hold-{holder}").unlink()
+        done = await fake.finished(tree)
+    assert done.status == "completed", done.error
+    assert done.waits == [f"Shared (held by task {short_id(holder)})"]
+    assert done.branch_name.startswith("agent/builder/")
