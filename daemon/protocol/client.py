@@ -207,9 +207,11 @@ class ServerClient(Caller):
         needs none), asked at the moment it is needed, never kept in a claim. A plugin's
         connection (`plugin:` id) is served by the plugin route."""
         route = "plugin-mcp" if contribution_id.startswith(PLUGIN_CONTRIBUTION) else "remote-mcp"
+        # Escaped as Go's `url.PathEscape` escapes a segment: Multica's router reads the id
+        # from the raw path, so a `plugin:` id must keep its colons.
         path = (
             f"/api/daemon/tasks/{quote(task_id, safe='')}/{route}"
-            f"/{quote(contribution_id, safe='')}/credential"
+            f"/{quote(contribution_id, safe=':@&=+$')}/credential"
         )
         return await self._call(
             "mcp_credential", "GET", path, _credential, None, _SINGLE_TRY, token=token or None

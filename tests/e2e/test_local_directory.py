@@ -91,7 +91,9 @@ def snapshot(path: Path, *, with_git: bool = True) -> dict[str, bytes]:
 
 
 @asynccontextmanager
-async def daemon(tmp_path: Path) -> AsyncIterator[tuple[MulticaFake, RunningDaemon, Path]]:
+async def daemon(
+    tmp_path: Path, lease_every: float = 15.0
+) -> AsyncIterator[tuple[MulticaFake, RunningDaemon, Path]]:
     agent = tmp_path / "agent.py"
     agent.write_text(AGENT)
     reports = tmp_path / "reports"
@@ -108,6 +110,7 @@ async def daemon(tmp_path: Path) -> AsyncIterator[tuple[MulticaFake, RunningDaem
             tmp_path / "daemon",
             fake.url,
             base_env=env,
+            prepare_lease_every=lease_every,
             MULTICA_COMMAND_PATH=sys.executable,
             MULTICA_COMMAND_ARGS=str(agent),
         ) as d,
@@ -166,10 +169,10 @@ async def test_in_place_tasks_on_one_folder_run_one_at_a_time_and_a_chat_does_no
     tmp_path: Path,
 ) -> None:
     """The second task waits (the server hears `waiting_local_directory` with the folder's
-    label, never its path) until the first is reported; a chat turn runs at once, told the
-    folder is shared."""
+    label, never its path, and its prepare lease is renewed meanwhile) until the first is
+    reported; a chat turn runs at once, told the folder is shared."""
     folder = user_repo(tmp_path / "project")
-    async with daemon(tmp_path) as (fake, d, reports):
+    async with daemon(tmp_path, lease_every=0.1) as (fake, d, reports):
         first = queue(fake, d, folder, "write", label="My Project")
         (reports / f"hold-{first}").write_text("")
         await eventually(lambda: (reports / f"{first}.started").exists())
@@ -182,6 +185,8 @@ async def test_in_place_tasks_on_one_folder_run_one_at_a_time_and_a_chat_does_no
         )
         assert (await fake.finished(chat)).status == "completed"
         assert not (reports / f"{second}.started").exists()
+        renewed = f"/tasks/{second}/prepare-lease"
+        await eventually(lambda: sum(r.path.endswith(renewed) for r in fake.requests) >= 2)
         (reports / f"hold-{first}").unlink()
         done = [await fake.finished(first), await fake.finished(second)]
     assert [t.status for t in done] == ["completed", "completed"]
