@@ -16,10 +16,12 @@ import anyio
 import pytest
 
 from backends.base import RunStatus
-from backends.process import ProcessSpec, run_process
+from backends.process import ProcessRegistry, ProcessSpec, ProcIdentity, run_process
 from backends.process.cgroups import Limits, prepare
 from backends.process.identity import AgentUser
+from backends.process.registry import TRACK_INTERVAL
 from backends.process.spawn import OUT_OF_MEMORY
+from backends.process.tree import ProcessTable, subtree_table
 from backends.process.unit import Containment, find_tools, probe_namespace
 from daemon.testing import python
 from tests.backends.support import LinesParser, RecordingObserver
@@ -286,3 +288,32 @@ async def test_without_cap_sys_admin_the_agent_user_makes_the_namespace(
     assert (int(euid), int(pid)) == (agent_user.uid, 2)
     inside = [line for line in lines if "/agent-daemon-" in line]
     assert len(inside) == len(contained.cgroups.trees), lines
+
+
+async def test_a_contained_run_is_never_walked_while_it_runs(
+    tmp_path: Path, contained: Containment
+) -> None:
+    """Nothing leaves a namespace: the half-second walk of a run's tree is not made for it,
+    and its stop still leaves nothing behind."""
+    walks = 0
+
+    def counted(roots: list[ProcIdentity], agents: frozenset[int]) -> ProcessTable:
+        nonlocal walks
+        walks += 1
+        return subtree_table(roots, agents)
+
+    registry = ProcessRegistry(scanner=counted)
+    marker = f"walked-{tmp_path.name}"
+    code = f"""
+        import subprocess, time
+        subprocess.Popen(["/bin/sh", "-c", "sleep 60; :", "{marker}"], start_new_session=True)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    spec = _spec(code, tmp_path, contained, processes=registry)
+    with anyio.fail_after(20):
+        async with run_process(spec, LinesParser()) as run:
+            assert (await anext(aiter(run.messages()))).content == "ready"
+            await anyio.sleep(3 * TRACK_INTERVAL)
+    assert walks == 0
+    assert not _named(marker)
