@@ -54,8 +54,11 @@ def test_ci_runs_the_readme_test_command() -> None:
         text=True,
         check=True,
     )
-    assert found.stdout.startswith("bash .ci/install-system-deps && python3 -m venv .venv")
-    assert found.stdout.rstrip().endswith("pytest")
+    oldest, newest = found.stdout.splitlines()
+    assert oldest.startswith("bash .ci/install-system-deps && python3 -m venv .venv")
+    assert oldest.endswith("pytest")
+    assert newest.startswith("bash .ci/newest-python .venv-newest && ")
+    assert ".venv-newest/bin/pytest -m 'not real_cli' --ignore=tests/e2e" in newest
 
 
 # --- links -------------------------------------------------------------------------------------
