@@ -4,8 +4,8 @@ Nothing else in the daemon reads `os.environ` for its own settings. Each field i
 once: its type names its kind (how the text is parsed, what an error asks for) and `_env`
 its variable, default and description. An agent CLI's settings are one field each
 (`_agent_cli`), read from four variables declared once for every CLI (`_cli_variables`).
-The README's configuration table and deploy/systemd/agent-daemon.env are checked against (or
-generated from) them.
+The configuration table (docs/configuration.md) and deploy/systemd/agent-daemon.env are
+checked against (or generated from) them.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def _cli_variables(
 
 
 class Settings(BaseModel):
-    """Every setting of the daemon; see the README's configuration table."""
+    """Every setting of the daemon; see docs/configuration.md."""
 
     model_config = ConfigDict(frozen=True)
 

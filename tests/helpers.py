@@ -223,15 +223,8 @@ async def running_daemon(
         )
         async with port as health_url, anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
+            # The health port shows registration and `running` as they happen (Worker.watch).
             await eventually(lambda: worker.status == "running")
-            if health:
-                # The port publishes what the loop's last tick saw: wait for the registered view.
-                async with httpx.AsyncClient(base_url=health_url) as probe:
-
-                    async def ready() -> bool:
-                        return (await probe.get("/readyz")).status_code == 200
-
-                    await eventually(ready)
             yield RunningDaemon(worker, TasksApi(user_http), metrics, settings, health_url)
             worker.request_stop()
 
@@ -250,6 +243,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
             token=worker.settings.token,
             lag=worker.runs.transcript_lag,
         )
+        worker.watch(server.changed)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
 

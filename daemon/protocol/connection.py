@@ -15,6 +15,15 @@ a server 50 ms away cost 17.0 % of a core against 36.5 % (bench_load --tls). Its
 made here rather than by `loop.create_connection(ssl=...)` only to give it a read buffer of
 one TLS record (`TLS_READ_SIZE`) in place of asyncio's 256 KiB, which each connection holds for
 its whole life.
+
+`asyncio.sslproto` is private. What this relies on — `SSLProtocol(loop, app_protocol, context,
+waiter, server_hostname=...)` and its class attribute `max_size`, the size of the buffer its
+`get_buffer` hands the transport — is the same in Python 3.11, 3.12 and 3.13, and CI runs the
+TLS tests (tests/daemon/protocol/test_connection_tls.py, which measure the buffer a connection
+holds) on the oldest and the newest of them. Should a later Python change it, the public path
+replaces `_TlsLayer`: `loop.create_connection(_Protocol, host, port, ssl=tls,
+server_hostname=host, happy_eyeballs_delay=...)`, which works the same and costs each
+connection asyncio's 256 KiB buffer.
 """
 
 from __future__ import annotations

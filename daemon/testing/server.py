@@ -246,6 +246,8 @@ class FakeTaskServer:
         legacy_daemon_ids: Sequence[str] = (),
     ) -> RegisterResponse:
         """One runtime per backend, named `<workspace>/<backend>`."""
+        # The signature is `ServerClient.register`'s, word for word, on purpose: the worker is
+        # handed this fake as its client, so it must take exactly what the worker sends.
         self._take("register")
         answer = [
             RegisteredRuntime(id=f"{workspace_id}/{r.type}", name=r.name, provider=r.type)

@@ -12,7 +12,7 @@ import os
 import signal
 import socket
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import anyio
@@ -97,7 +97,8 @@ class Worker:
         self.backends = dict(backends)
         self.metrics = metrics
         self.circuit = circuit
-        self.status = "starting"
+        self._status = "starting"
+        self._watchers: list[Callable[[], None]] = []
         earlier = settings.state_dir / "daemon_id"
         self.daemon_id = daemon_id(settings.home, settings.daemon_id, settings.profile, earlier)
         legacy = legacy_daemon_ids(
@@ -116,6 +117,7 @@ class Worker:
             self.backends,
             self.daemon_id,
             on_repos=self.workdirs.learned,
+            on_change=self._changed,
             legacy_ids=legacy,
         )
         self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
@@ -161,6 +163,25 @@ class Worker:
             repo_locks=self.workdirs.cache,
             repo_in_use=self.workdirs.listed,
         )
+
+    @property
+    def status(self) -> str:
+        """`starting`, `running` or `stopping`."""
+        return self._status
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call `changed` (on the event loop) whenever what readiness rests on changes: the
+        runtimes registered, the status. The health port builds its document then."""
+        self._watchers.append(changed)
+
+    def _changed(self) -> None:
+        for changed in self._watchers:
+            changed()
+
+    def _enter(self, status: str) -> None:
+        if status != self._status:
+            self._status = status
+            self._changed()
 
     @property
     def registered(self) -> bool:
@@ -225,7 +246,7 @@ class Worker:
         """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
         if not self._stopping.is_set():
             log.info("stopping: no new claims, %d tasks running", len(self.runs))
-            self.status = "stopping"
+            self._enter("stopping")
             self._stopping.set()
             self.pickup.wake()
             self._starting.cancel()
@@ -257,7 +278,7 @@ class Worker:
             # those whose `complete` waits in the outbox, and a result must never become a failure.
             left = await self.outbox.flush(self.client)
         await recover_orphans(self.client, self.registration.runtimes)
-        self.status = "running"
+        self._enter("running")
         log.info(
             "started: %d runtimes in %d workspaces, outbox %d, runs contained by %s",
             len(self.registration.runtimes),
@@ -290,7 +311,7 @@ class Worker:
 
     async def shutdown(self) -> None:
         """Deregister and log the summary line."""
-        self.status = "stopping"
+        self._enter("stopping")
         ids = [r.id for r in self.registration.runtimes]
         if ids:
             with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:

@@ -9,7 +9,7 @@ Multica's daemon makes it (`execenv/codex_home.go`):
                                        memory and sub-agents off (codex_config.py)
     config.json instructions.md        copies (model, provider): a task's changes stay its own
     sessions/                          a link to the user's sessions: a thread started in one
-                                       task dir resumes from any other (see README)
+                                       task dir resumes from any other (docs/multica.md)
     skills/<user skill>                a link to each of the user's own skills
     skills/<slug>/SKILL.md ...         the task's skills, written like inline skills elsewhere;
                                        on a name clash the task's skill wins
