@@ -138,9 +138,14 @@ async def connect(host: str, port: int, tls: ssl.SSLContext | None) -> Connectio
         return Connection(transport, protocol)
     protocol = _Protocol()
     handshake = loop.create_future()
-    layer = _TlsLayer(loop, protocol, tls, handshake, server_hostname=host)
+    # The layer is made once the socket has connected, as asyncio makes its own: made before,
+    # a connect that fails leaves its TLS transport never opened nor closed, and the garbage
+    # collector warns of it (a ResourceWarning) later, anywhere.
     raw, _ = await loop.create_connection(
-        lambda: layer, host, port, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY
+        lambda: _TlsLayer(loop, protocol, tls, handshake, server_hostname=host),
+        host,
+        port,
+        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
     )
     try:
         await handshake  # the layer hands `protocol` its transport once the handshake is done
