@@ -271,7 +271,9 @@ def prepare(
     trees: list[Tree] = []
     parents: dict[str, Path] = {}
     refused: list[str] = []
-    for name, own in sorted(found.items()):
+    # The v2 tree first: its `cgroup.kill` takes a crashed run's group at once, where a v1
+    # kill, one process at a time, could let a parent run on as its children die.
+    for name, own in sorted(found.items(), key=lambda item: (item[0] != V2, item[0])):
         tree = Tree(name, own)
         parent = _make_parent(tree, key, limits, may_move_self)
         if parent is None:

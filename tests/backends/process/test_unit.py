@@ -220,11 +220,11 @@ async def test_the_run_group_is_removed_and_a_crashed_runs_group_is_killed(
     assert all(not any(p.iterdir()) or _only_files(p) for p in parents.values())
     left = contained.group("left-behind")
     assert left is not None
-    marker = f"left-{tmp_path.name}"
+    ready = tmp_path / "ready"
     procs = " ".join(f"echo 0 > {f};" for f in left.procs_files())
-    script = f"{procs} exec /bin/sh -c 'sleep 60; :' {marker}"
+    script = f"{procs} exec /bin/sh -c 'touch {ready}; exec sleep 60'"
     leftover = await anyio.open_process(["/bin/sh", "-c", script])
-    await eventually(lambda: bool(_named(marker)), what="the leftover in its group")
+    await eventually(ready.exists, what="the leftover in its group")
     key = next(iter(parents.values())).name.removeprefix("agent-daemon-")
     again, _ = prepare(contained.limits, key)
     assert again is not None
