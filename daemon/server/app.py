@@ -80,6 +80,7 @@ def create_app(
             Route(task + "/complete", routes.complete, methods=["POST"]),
             Route(task + "/fail", routes.fail, methods=["POST"]),
             Route(task + "/cancel-ack", routes.cancel_ack, methods=["POST"]),
+            Route(task + "/progress", routes.progress, methods=["POST"]),
             Route(task + "/gc-check", gc.task, methods=["GET"]),
             Route(
                 daemon + "/workspaces/{workspace_id}/issues/gc-check", gc.issues, methods=["POST"]
@@ -285,6 +286,14 @@ class _Routes:
             if not retried["fire_at"]:  # a deferred retry is found by the next poll
                 await self._hub.task_queued(await in_thread(self._store.task, retried["id"]))
         return JSONResponse({"id": task["id"], "status": task["status"]})
+
+    async def progress(self, request: Request) -> Response:
+        # Multica's ReportTaskProgress: the UI is told, nothing is stored; 200 for any task
+        # the caller may see.
+        body = await parse(request, bodies.ProgressIn, self._max_body)
+        task = await self._held(request)
+        log.debug("task %s: %s (%d/%d)", short_id(task), body.summary[:200], body.step, body.total)
+        return JSONResponse({"status": "ok"})
 
     async def cancel_ack(self, request: Request) -> Response:
         await parse(request, bodies.EmptyIn, self._max_body)

@@ -29,12 +29,17 @@ from daemon.server.repos import Repos
 from daemon.server.retries import FINAL_RETRY_WAIT, resume_from, retry
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
+from daemon.times import parse_utc, utc_iso
 
 __all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 
 MAX_CLAIM = 32
 """The most tasks one claim hands out, whatever `max_tasks` asks for (Multica's
 `claimBatchMaxTasksCap`)."""
+
+RECLAIM_AFTER = 90.0
+"""Seconds after which a dispatched task nobody started is handed out again (Multica's
+`claimResponseRecoveryWindow`): the daemon that claimed it never read the answer."""
 
 MAX_PAGE = 500
 """The most tasks one `GET /api/tasks` page holds."""
@@ -62,7 +67,9 @@ class Store(Runtimes, Transcripts, Repos):
         A task goes to the first listed runtime of its workspace whose type is the task's
         backend (any runtime of the workspace when the task names no backend). As in Multica's
         `ClaimTasksByRuntime`, unknown runtime ids and another daemon's runtimes are skipped,
-        never an error, so one stale id cannot sink the whole claim.
+        never an error, so one stale id cannot sink the whole claim; and a task this daemon's
+        runtimes were handed `RECLAIM_AFTER` ago and never started (the claim's answer was
+        lost) is handed out again first, as Multica's `ReclaimStaleDispatchedTasksForRuntimes`.
         """
         limit = min(max_tasks, MAX_CLAIM)
         now = self._clock()
@@ -78,6 +85,8 @@ class Store(Runtimes, Transcripts, Repos):
             order = [found[i] for i in wanted if i in found]
             if limit <= 0 or not order:
                 return []
+            claimed = self._reclaim(conn, daemon_id, order, now, limit)
+            limit -= len(claimed)
             match = " OR ".join(
                 ["(workspace_id = ? AND (backend IS NULL OR backend = ?))"] * len(order)
             )
@@ -88,7 +97,6 @@ class Store(Runtimes, Transcripts, Repos):
                         AND (fire_at IS NULL OR fire_at <= ?) ORDER BY n LIMIT ?""",
                 (*params, now, limit),
             ).fetchall()
-            claimed = []
             for task in queued:
                 runtime = next(
                     r
@@ -106,6 +114,34 @@ class Store(Runtimes, Transcripts, Repos):
                 repos = self._claim_repos(conn, row)
                 claimed.append(records.claimed_task(row, runtime["type"], repos))
             return claimed
+
+    def _reclaim(
+        self,
+        conn: sqlite3.Connection,
+        daemon_id: str,
+        order: list[sqlite3.Row],
+        now: str,
+        limit: int,
+    ) -> list[dict[str, Any]]:
+        """The tasks dispatched to these runtimes `RECLAIM_AFTER` ago and never started, again."""
+        moment = parse_utc(now)
+        if moment is None:
+            return []
+        cutoff = utc_iso(moment.timestamp() - RECLAIM_AFTER, "microseconds")
+        types = {r["id"]: r["type"] for r in order}
+        stale = conn.execute(
+            f"""SELECT * FROM tasks WHERE status = 'dispatched' AND claimed_by = ?
+                    AND runtime_id IN ({marks(list(types))}) AND claimed_at < ?
+                    ORDER BY n LIMIT ?""",
+            (daemon_id, *types, cutoff, limit),
+        ).fetchall()
+        again = []
+        for task in stale:
+            conn.execute("UPDATE tasks SET claimed_at = ? WHERE id = ?", (now, task["id"]))
+            row = self._task_row(conn, task["id"])
+            repos = self._claim_repos(conn, row)
+            again.append(records.claimed_task(row, types[task["runtime_id"]], repos))
+        return again
 
     # -- tasks -------------------------------------------------------------------------------
 
