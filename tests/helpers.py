@@ -29,6 +29,7 @@ from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
+from daemon.protocol import control_rpc
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import TERMINAL_STATUSES
@@ -41,6 +42,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
+from daemon.worker import claims
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,6 +159,8 @@ async def running_daemon(
     client_type: type[ServerClient] = ServerClient,
     control: bool = False,
     in_process: InProcess | None = None,
+    claim_budget: float = claims.BUDGET,
+    claim_grace: float = control_rpc.GRACE,
     **env: str,
 ) -> AsyncIterator[RunningDaemon]:
     """Start a real worker against `server_url`; stop it gracefully on exit.
@@ -169,7 +173,8 @@ async def running_daemon(
     talks to the server: the seams through which a test makes one step of a task fail.
     `control` opens the server's control WebSocket; `in_process` (the embedded server's, started
     with it) subscribes the worker to its hub and sends its requests through the app in this
-    process, as `agent-daemon run` does.
+    process, as `agent-daemon run` does. `claim_budget` and `claim_grace` shorten how long a
+    claim on the control socket waits for its answer (daemon/worker/claims.py).
     """
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
@@ -202,7 +207,12 @@ async def running_daemon(
             metrics=metrics,
             circuit=circuit,
             budget=budget,
-            options=WorkerOptions(control=control, outbox_interval=outbox_interval),
+            options=WorkerOptions(
+                control=control,
+                outbox_interval=outbox_interval,
+                claim_budget=claim_budget,
+                claim_grace=claim_grace,
+            ),
         )
         if in_process is not None:
             in_process.hub.subscribe(worker.pickup)

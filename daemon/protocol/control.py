@@ -1,16 +1,26 @@
-"""Multica's control WebSocket, client side: the server says a task waits, the daemon claims.
+"""Multica's control WebSocket, client side: the server's news, the runtimes' heartbeats and,
+once the server says `rpc-v1`, requests (claims) with their answers.
 
 `GET /api/daemon/ws?runtime_ids=<sorted, comma-separated>` with the HTTP requests' headers.
-Three frames are acted on, anything else is ignored:
+The daemon sends, while a connection is open, `{"type": "daemon:heartbeat", "payload":
+{"runtime_id", "supports_batch_import": true}}` for each runtime at once and then every
+heartbeat interval, and the requests of control_rpc.py. It acts on these frames and ignores
+any other:
 
 - `{"type": "daemon:task_available", "payload": {"runtime_id", "task_id"}}` wakes the claim loop;
 - `{"type": "daemon:workspaces_changed"}`: the account's workspaces changed (`Pushes` syncs);
 - `{"type": "daemon:pending_work", "payload": {"runtime_id", "kind"}}`: a heartbeat answer holds
-  work a user waits on (`Pushes` sends that runtime's heartbeat now).
+  work a user waits on (`Pushes` sends that runtime's heartbeat now);
+- `{"type": "daemon:heartbeat_ack", "payload": {"runtime_id", "status", "runtime_gone",
+  "server_capabilities", "pending_*"...}}`: a heartbeat answered, as the HTTP answer would be
+  (`Heartbeats` acts on it; `rpc-v1` among the capabilities lets requests go on this
+  connection);
+- `{"type": "daemon:rpc_response", "payload": {"request_id", "status", "body", "error"}}`: the
+  answer to a request (control_rpc.py).
 
-The channel only brings things forward: claims and heartbeats stay HTTP, and their intervals
-stay the fallback, so a server without the route (404, a refused upgrade) or a dropped
-connection leaves the daemon working exactly as it would without the channel.
+The channel never holds the daemon back: a server without the route (404, a refused upgrade)
+or a dropped connection leaves the HTTP heartbeats and claims to do the same work (an ack
+under two heartbeat intervals old is what keeps a runtime's HTTP heartbeat away).
 """
 
 from __future__ import annotations
@@ -22,12 +32,18 @@ from typing import Protocol
 from urllib.parse import quote
 
 import anyio
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus, WebSocketException
+from pydantic import ValidationError
+from pydantic_core import to_json
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from daemon.errors import RoundBoundary
 from daemon.logs import short_id
+from daemon.ops.metrics import Metrics
 from daemon.protocol import jsonin
+from daemon.protocol.answers import ANSWER_LIMIT
+from daemon.protocol.control_rpc import RPC_RESPONSE, RPC_V1, ControlCalls, RpcAnswer
+from daemon.protocol.runtime_models import HeartbeatAck
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
@@ -36,6 +52,9 @@ PATH = "/api/daemon/ws"
 TASK_AVAILABLE = "daemon:task_available"
 WORKSPACES_CHANGED = "daemon:workspaces_changed"
 PENDING_WORK = "daemon:pending_work"
+HEARTBEAT = "daemon:heartbeat"
+HEARTBEAT_ACK = "daemon:heartbeat_ack"
+HEARTBEAT_INTERVAL = 15.0
 BACKOFF_FIRST = 1.0
 BACKOFF_CAP = 30.0
 RESET_AFTER = 10.0
@@ -46,8 +65,14 @@ PONG_TIMEOUT = 60.0
 NO_RUNTIMES_WAIT = 1.0
 """How often to look again while the daemon has no runtimes yet."""
 OPEN_TIMEOUT = 10.0
-FRAME_LIMIT = 64 * 1024
-"""Bytes of one frame read: the one frame acted on is a few hundred bytes."""
+FRAME_LIMIT = ANSWER_LIMIT + 64 * 1024
+"""Bytes of one frame read: a claim's answer as large as one over HTTP may be (up to 32 tasks
+with their instructions, context and skills), in its envelope. Multica's daemon reads up to
+64 MiB; its old 64 KiB left a claim the server had made unread, so the task never started."""
+_KNOWN = {
+    f"daemon:{kind}"
+    for kind in ("task_available", "workspaces_changed", "pending_work", "heartbeat_ack")
+} | {RPC_RESPONSE}
 
 
 class _NoRedirects(connect):
@@ -68,8 +93,19 @@ class PushHandler(Protocol):
         """A heartbeat answer for `runtime_id` holds work of this kind."""
 
 
+class SocketBeats(Protocol):
+    """What hears of the heartbeats answered on the socket, and of the socket closing."""
+
+    def acked(self, ack: HeartbeatAck) -> None:
+        """A heartbeat sent on the socket was answered."""
+
+    def socket_closed(self, dropped: bool) -> None:
+        """The connection closed: `dropped` when it was lost, not reopened for new runtimes."""
+
+
 class ControlChannel:
-    """Keeps the control WebSocket open for the current runtimes and sets `wakeup` on news."""
+    """Keeps the control WebSocket open for the current runtimes, sets `wakeup` on news, sends
+    the runtimes' heartbeats and carries requests (`calls`)."""
 
     def __init__(
         self,
@@ -82,13 +118,23 @@ class ControlChannel:
         pong_timeout: float = PONG_TIMEOUT,
         jitter: Callable[[float, float], float] = random.uniform,
         pushes: PushHandler | None = None,
+        beats: SocketBeats | None = None,
+        heartbeat_interval: float = HEARTBEAT_INTERVAL,
+        calls: ControlCalls | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        """`beats`: heartbeats are sent on the socket and their acks go there (None: none are
+        sent); `calls`: the requests this channel carries."""
         self._base = ws_url(server_url)
         self._headers = dict(headers)
         self._user_agent = self._headers.pop("User-Agent", None)
         self._runtime_ids = runtime_ids
         self._wakeup = wakeup
         self._pushes = pushes
+        self._beats = beats
+        self._heartbeat_interval = heartbeat_interval
+        self.calls = calls or ControlCalls()
+        self._metrics = metrics
         self._ping_interval = ping_interval
         self._pong_timeout = pong_timeout
         self._session_scope = anyio.CancelScope()
@@ -106,7 +152,7 @@ class ControlChannel:
         """Connect, listen, reconnect with jittered backoff; until cancelled."""
         delay = BACKOFF_FIRST
         while True:
-            ids = sorted(self._runtime_ids())
+            ids = sorted(set(self._runtime_ids()))
             if not ids:
                 await anyio.sleep(NO_RUNTIMES_WAIT)
                 continue
@@ -144,30 +190,71 @@ class ControlChannel:
             # Tasks queued while we were not listening were announced to nobody: claim once.
             self._wakeup.set()
             self._session_scope = anyio.CancelScope()
-            if sorted(self._runtime_ids()) != ids:  # re-registered while we connected
+            if sorted(set(self._runtime_ids())) != ids:  # re-registered while we connected
                 self._session_scope.cancel()
+            self.calls.attach(ws)
             try:
                 with self._session_scope:
-                    async for frame in ws:
-                        self._handle(frame)
+                    async with anyio.create_task_group() as tg:
+                        if self._beats is not None:
+                            tg.start_soon(self._send_beats, ws, ids)
+                        await self._read(ws)
+                        tg.cancel_scope.cancel()
             finally:
+                # Requests still waiting end unconfirmed; the HTTP heartbeats take over.
+                self.calls.attach(None)
                 self.connected = anyio.Event()
-            changed = self._session_scope.cancel_called
+                changed = self._session_scope.cancel_called
+                if self._beats is not None:
+                    self._beats.socket_closed(dropped=not changed)
             if not changed:
-                log.info("control channel closed; polling until it reopens")
+                log.info("control channel closed; heartbeats and claims over HTTP until it reopens")
             return changed
 
-    def _handle(self, frame: str | bytes) -> None:
+    async def _read(self, ws: ClientConnection) -> None:
+        """Act on each frame until the connection closes (cleanly or not)."""
+        try:
+            async for frame in ws:
+                self._handle(frame, ws)
+        except ConnectionClosed as exc:
+            log.debug("control channel lost: %s", exc)
+
+    async def _send_beats(self, ws: ClientConnection, ids: list[str]) -> None:
+        """Each runtime's heartbeat at once, then every heartbeat interval, as Multica's
+        daemon sends them on its socket."""
+        frames = [
+            to_json(
+                {"type": HEARTBEAT, "payload": {"runtime_id": i, "supports_batch_import": True}}
+            ).decode()
+            for i in ids
+        ]
+        try:
+            while True:
+                for frame in frames:
+                    await ws.send(frame)
+                await anyio.sleep(self._heartbeat_interval)
+        except ConnectionClosed:
+            return  # the reader sees the close too and ends the session
+
+    def _handle(self, frame: str | bytes, ws: ClientConnection) -> None:
         try:
             message = jsonin.loads(frame, limit=FRAME_LIMIT, what="a control frame")
-        except ValueError:
+        except ValueError as exc:
+            self._count("unknown", "malformed")
+            log.debug("control channel: frame dropped: %s", exc)
             return
         if not isinstance(message, dict):
+            self._count("unknown", "malformed")
             return
         kind = message.get("type")
         payload = message.get("payload")
         payload = payload if isinstance(payload, dict) else {}
-        if kind == TASK_AVAILABLE:
+        self._count(kind if isinstance(kind, str) and kind in _KNOWN else "other", "read")
+        if kind == HEARTBEAT_ACK:
+            self._ack(payload, ws)
+        elif kind == RPC_RESPONSE:
+            self._answer(payload)
+        elif kind == TASK_AVAILABLE:
             log.debug("control channel: task %s available", short_id(str(payload.get("task_id"))))
             self._wakeup.set()
         elif kind == WORKSPACES_CHANGED and self._pushes is not None:
@@ -177,6 +264,34 @@ class ControlChannel:
             runtime_id, work = payload.get("runtime_id"), payload.get("kind", "")
             if isinstance(runtime_id, str) and runtime_id and isinstance(work, str):
                 self._pushes.pending_work(runtime_id, work)
+
+    def _ack(self, payload: dict[str, object], ws: ClientConnection) -> None:
+        try:
+            ack = HeartbeatAck.model_validate(payload)
+        except ValidationError:
+            self._count(HEARTBEAT_ACK, "malformed")
+            log.debug("control channel: a heartbeat ack that does not parse, dropped")
+            return
+        if not ack.runtime_id:
+            return
+        if RPC_V1 in ack.server_capabilities and not ack.gone:
+            self.calls.server_said_rpc_v1(ws)
+        if self._beats is not None:
+            self._beats.acked(ack)
+
+    def _answer(self, payload: dict[str, object]) -> None:
+        request_id, status = payload.get("request_id"), payload.get("status")
+        error = payload.get("error") or ""
+        if not isinstance(request_id, str) or type(status) is not int or not isinstance(error, str):
+            # Left unanswered, the request ends unconfirmed: the safe reading of a broken answer.
+            self._count(RPC_RESPONSE, "malformed")
+            log.debug("control channel: an rpc answer that does not parse, dropped")
+            return
+        self.calls.deliver(request_id, RpcAnswer(status, payload.get("body"), error))
+
+    def _count(self, kind: str, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.control_frames.labels(kind.removeprefix("daemon:"), outcome).inc()
 
     def _failed(self, exc: Exception) -> None:
         # One line per outage, not one per retry: a server without the route would otherwise

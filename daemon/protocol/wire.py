@@ -79,8 +79,12 @@ def protocol_headers(token: str, version: str) -> dict[str, str]:
 
 def error_for_response(endpoint: str, response: Answered) -> ServerError:
     """The `ServerError` a non-2xx response stands for (daemon/errors.py)."""
-    status = response.status_code
-    text = error_text(response)
+    return error_for_status(endpoint, response.status_code, error_text(response))
+
+
+def error_for_status(endpoint: str, status: int, text: str) -> ServerError:
+    """The `ServerError` a non-2xx status with this error text stands for, however it came."""
+    text = " ".join(text.split())[:_ERROR_TEXT_LIMIT] or "no error text"
     if status >= 500 or status in (408, 429):
         return TransientServerError(endpoint, text, status)
     if status == 404:
@@ -168,7 +172,12 @@ def parse_workspaces(response: Answered) -> list[Workspace]:
 
 def parse_claim(response: Answered) -> tuple[list[Task], list[tuple[str, str]]]:
     """The tasks of a claim answer, and (id, reason) for each task that does not parse."""
-    data = answer_json(response)
+    return claim_tasks(answer_json(response))
+
+
+def claim_tasks(data: Any) -> tuple[list[Task], list[tuple[str, str]]]:
+    """The tasks of a claim answer's decoded body (over HTTP or the control WebSocket), and
+    (id, reason) for each task that does not parse."""
     if not isinstance(data, dict) or "tasks" not in data:
         raise ValueError("a claim answer is an object with `tasks`")
     raw = data["tasks"]

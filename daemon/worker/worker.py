@@ -28,6 +28,7 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
+from daemon.protocol.control_rpc import GRACE
 from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
 from daemon.services import AgentReach, Services
@@ -42,6 +43,7 @@ from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
+from daemon.worker.claims import BUDGET, Claims
 from daemon.worker.cli_watch import CliWatch
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
@@ -70,6 +72,10 @@ class WorkerOptions:
     subreaper: bool = False
     """Adopt orphaned agent processes: only a daemon that owns its process may."""
     outbox_interval: float = OUTBOX_INTERVAL
+    claim_budget: float = BUDGET
+    """Seconds the server may take over a claim on the control socket (claims.py)."""
+    claim_grace: float = GRACE
+    """Seconds an answer on the control socket is waited for past its budget."""
 
 
 class Worker:
@@ -147,7 +153,21 @@ class Worker:
         self.heartbeats = Heartbeats(self.registration, client, settings)
         self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
-            settings, self.runs, self.registration, url, options.control, self.pushes
+            settings,
+            self.runs,
+            self.registration,
+            url,
+            options.control,
+            self.pushes,
+            self.heartbeats,
+            metrics,
+        )
+        channel = self.pickup.channel
+        self.claims = Claims(
+            client,
+            channel.calls if channel is not None else None,
+            budget=options.claim_budget,
+            grace=options.claim_grace,
         )
         self.gc = GcLoop(
             settings,
@@ -255,7 +275,7 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.heartbeats.run)
+            await tg.start(self.heartbeats.run)
             tg.start_soon(self.registration.sync_loop)
             tg.start_soon(self.cli_watch.run)
             tg.start_soon(
@@ -324,7 +344,7 @@ class Worker:
                     for task in self.pickup.claimed(self.runs.admit(await self._claim(free), free)):
                         backend = self.registration.backend_for(task)
                         self.runs.launch(group, task, backend, self.services)
-            await self.pickup.wait()
+            await self.pickup.wait(self.claims.wait_at_most())
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
@@ -332,7 +352,7 @@ class Worker:
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
                 ids = self.registration.runtime_ids()
-                return await self.client.claim(self.daemon_id, ids, free)
+                return await self.claims.claim(self.daemon_id, ids, free)
             except RuntimeGoneError:
                 await self.registration.register_again("claim")
             except ServerError as exc:
