@@ -24,6 +24,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.task.progress import Progress
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
@@ -79,6 +80,8 @@ class Services:
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""
+    progress: Progress | None = None
+    """Where a run's progress posts go (None: none are sent)."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

@@ -166,6 +166,12 @@ class ServerClient(Caller):
         """Tell the server the task's work directory exists and the agent is starting."""
         await self._call("start", "POST", task_path(task_id, "start"), ignore_body, {})
 
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Tell the server (and so its UI) where the task is (one try)."""
+        body = {"summary": summary, "step": step, "total": total}
+        path = task_path(task_id, "progress")
+        await self._call("progress", "POST", path, ignore_body, body, _SINGLE_TRY)
+
     async def send_messages(
         self,
         task_id: str,

@@ -40,6 +40,7 @@ TASK_CALLS = (
     "pin_session",
     "report_usage",
     "send_report",
+    "report_progress",
 )
 """The calls of `TaskServer`: those a forgotten task answers with `TaskGoneError`."""
 _ENDPOINTS = {
@@ -48,6 +49,7 @@ _ENDPOINTS = {
     "send_messages": "messages",
     "report_usage": "usage",
     "pin_session": "session",
+    "report_progress": "progress",
 }
 """The endpoint each call names in its errors, as the real client's do."""
 _SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
@@ -94,6 +96,8 @@ class FakeTaskServer:
         """The terminal calls taken, per task."""
         self.pins: dict[str, list[tuple[str, str]]] = {}
         """The (session, work dir) pins taken, per task, in order."""
+        self.progress: dict[str, list[tuple[str, int, int]]] = {}
+        """The progress posts (summary, step, total) taken, per task, in order."""
         self.hold: anyio.Event | None = None
         """While set, a transcript send waits for this event before it is answered."""
         self.sending = anyio.Event()
@@ -174,6 +178,11 @@ class FakeTaskServer:
         """Acknowledge the start: the task is running."""
         self._take("start_task", task_id)
         self.statuses[task_id] = "running"
+
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Take a progress post (kept in `progress`)."""
+        self._take("report_progress", task_id)
+        self.progress.setdefault(task_id, []).append((summary, step, total))
 
     async def task_status(self, task_id: str) -> str:
         """The task's status."""

@@ -38,6 +38,7 @@ from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
+from daemon.task.progress import Progress
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
@@ -144,6 +145,7 @@ class Worker:
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
             agent_users=AgentPool(settings.agent_pool),
+            progress=Progress(client),
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -283,6 +285,8 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             await tg.start(self.pushes.run)
+            if self.services.progress is not None:
+                await tg.start(self.services.progress.run)
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)
