@@ -132,7 +132,7 @@ class ControlChannel:
         self._wakeup = wakeup
         self._pushes = pushes
         self._beats = beats
-        self._heartbeat_interval = heartbeat_interval
+        self._heartbeat_interval = heartbeat_interval or HEARTBEAT_INTERVAL
         self.calls = calls or ControlCalls()
         self._metrics = metrics
         self._ping_interval = ping_interval

@@ -31,6 +31,7 @@ from daemon.worker.registration import Registration, Runtime
 log = logging.getLogger(__name__)
 
 FRESH_BEATS = 2
+DEFAULT_INTERVAL = 15.0
 """Heartbeat intervals an ack on the socket keeps a runtime's HTTP heartbeat away."""
 
 
@@ -47,7 +48,8 @@ class Heartbeats:
     ) -> None:
         self._registration = registration
         self._client = client
-        self._interval = settings.heartbeat_interval
+        # As Multica's daemon: an interval of 0 means its default, not a beat without pause.
+        self._interval = settings.heartbeat_interval or DEFAULT_INTERVAL
         self._clock = clock
         self.actions = PendingActions(client)
         self._acked: dict[str, float] = {}

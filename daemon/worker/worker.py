@@ -8,6 +8,7 @@ summary) are already modules beside it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -343,12 +344,16 @@ class Worker:
         boundary = RoundBoundary("claim")
         while not self._stopping.is_set():
             free = self.settings.max_concurrent_tasks - len(self.runs)
+            held = math.inf
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 with boundary:
                     for task in self.pickup.claimed(self.runs.admit(await self._claim(free), free)):
                         backend = self.registration.backend_for(task)
                         self.runs.launch(group, task, backend, self.services)
-            await self.pickup.wait(self.claims.wait_at_most())
+                # A claim held back by a lost answer goes the moment its window ends. Asked
+                # only after a claim: one not tried (no slot, circuit open) must not spin.
+                held = self.claims.wait_at_most()
+            await self.pickup.wait(held)
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its

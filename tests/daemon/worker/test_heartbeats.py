@@ -28,11 +28,11 @@ INTERVAL = 3600.0
 
 @asynccontextmanager
 async def serving(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: FakeClock, interval: str = "1h"
 ) -> AsyncIterator[tuple[MulticaFake, Heartbeats, str]]:
     """The fake, heartbeats running for its one registered runtime, and that runtime's id."""
     async with multica_server() as fake:
-        env = daemon_env(tmp_path, fake.url, MULTICA_DAEMON_HEARTBEAT_INTERVAL="1h")
+        env = daemon_env(tmp_path, fake.url, MULTICA_DAEMON_HEARTBEAT_INTERVAL=interval)
         settings = Settings.from_env(env)
         async with make_http_client(fake.url, settings.token, daemon.__version__) as http:
             client = ServerClient(http)
@@ -93,3 +93,17 @@ async def test_an_ack_hands_its_pending_actions_over_as_http_would(tmp_path: Pat
         await eventually(lambda: len(fake.action_results) == 1)
         (result,) = fake.action_results
         assert (result["kind"], result["request_id"]) == ("models", "m1")
+
+
+async def test_an_interval_of_zero_is_multicas_default_not_a_busy_loop(tmp_path: Path) -> None:
+    """`MULTICA_DAEMON_HEARTBEAT_INTERVAL=0` beats every 15 s, as Multica's daemon does: an
+    ack keeps HTTP quiet for 30 s, and the loops wait instead of spinning."""
+    clock = FakeClock()
+    async with serving(tmp_path, clock, "0") as (fake, heartbeats, runtime_id):
+        heartbeats.acked(HeartbeatAck(runtime_id=runtime_id, status="ok"))
+        clock.advance(29)
+        assert heartbeats.over_socket(runtime_id)
+        await anyio.wait_all_tasks_blocked()
+        assert heartbeats.http_beats <= 1  # the first tick's jitter may be 0
+        clock.advance(1)
+        assert not heartbeats.over_socket(runtime_id)
