@@ -99,7 +99,7 @@ async def test_an_interval_of_zero_is_multicas_default_not_a_busy_loop(tmp_path:
     """`MULTICA_DAEMON_HEARTBEAT_INTERVAL=0` beats every 15 s, as Multica's daemon does: an
     ack keeps HTTP quiet for 30 s, and the loops wait instead of spinning."""
     clock = FakeClock()
-    async with serving(tmp_path, clock, "0") as (fake, heartbeats, runtime_id):
+    async with serving(tmp_path, clock, "0") as (_, heartbeats, runtime_id):
         heartbeats.acked(HeartbeatAck(runtime_id=runtime_id, status="ok"))
         clock.advance(29)
         assert heartbeats.over_socket(runtime_id)
