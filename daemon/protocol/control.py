@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import quote
 
@@ -61,7 +62,6 @@ RESET_AFTER = 10.0
 """A connection that lasted this long was healthy: the next reconnect starts at BACKOFF_FIRST."""
 PING_INTERVAL = 20.0
 PONG_TIMEOUT = 60.0
-"""Seconds without a pong after which the connection counts as dead (and is reopened)."""
 NO_RUNTIMES_WAIT = 1.0
 """How often to look again while the daemon has no runtimes yet."""
 OPEN_TIMEOUT = 10.0
@@ -103,6 +103,19 @@ class SocketBeats(Protocol):
         """The connection closed: `dropped` when it was lost, not reopened for new runtimes."""
 
 
+@dataclass(frozen=True, slots=True)
+class ChannelTiming:
+    """The channel's intervals: pings, how long a pong may take, heartbeats, reconnect jitter."""
+
+    ping_interval: float = PING_INTERVAL
+    pong_timeout: float = PONG_TIMEOUT
+    """Seconds without a pong after which the connection counts as dead (and is reopened)."""
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
+    """Seconds between a runtime's heartbeats on the socket (0: Multica's 15 s)."""
+    jitter: Callable[[float, float], float] = random.uniform
+    """Spreads the reconnect backoff (so daemons do not reconnect in step)."""
+
+
 class ControlChannel:
     """Keeps the control WebSocket open for the current runtimes, sets `wakeup` on news, sends
     the runtimes' heartbeats and carries requests (`calls`)."""
@@ -114,17 +127,13 @@ class ControlChannel:
         runtime_ids: Callable[[], Sequence[str]],
         wakeup: Wakeup,
         *,
-        ping_interval: float = PING_INTERVAL,
-        pong_timeout: float = PONG_TIMEOUT,
-        jitter: Callable[[float, float], float] = random.uniform,
+        timing: ChannelTiming = ChannelTiming(),
         pushes: PushHandler | None = None,
         beats: SocketBeats | None = None,
-        heartbeat_interval: float = HEARTBEAT_INTERVAL,
-        calls: ControlCalls | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         """`beats`: heartbeats are sent on the socket and their acks go there (None: none are
-        sent); `calls`: the requests this channel carries."""
+        sent)."""
         self._base = ws_url(server_url)
         self._headers = dict(headers)
         self._user_agent = self._headers.pop("User-Agent", None)
@@ -132,13 +141,11 @@ class ControlChannel:
         self._wakeup = wakeup
         self._pushes = pushes
         self._beats = beats
-        self._heartbeat_interval = heartbeat_interval or HEARTBEAT_INTERVAL
-        self.calls = calls or ControlCalls()
+        self._timing = timing
+        self.calls = ControlCalls()
+        """The requests this channel carries."""
         self._metrics = metrics
-        self._ping_interval = ping_interval
-        self._pong_timeout = pong_timeout
         self._session_scope = anyio.CancelScope()
-        self._jitter = jitter
         self._quiet = False
         self._boundary = RoundBoundary("control channel")
         self.connected = anyio.Event()
@@ -168,7 +175,7 @@ class ControlChannel:
                     self._failed(exc)
             if anyio.current_time() - began >= RESET_AFTER:
                 delay = BACKOFF_FIRST
-            await anyio.sleep(delay * self._jitter(0.8, 1.2))
+            await anyio.sleep(delay * self._timing.jitter(0.8, 1.2))
             delay = min(delay * 2, BACKOFF_CAP)
 
     async def _session(self, ids: list[str]) -> bool:
@@ -179,8 +186,8 @@ class ControlChannel:
             additional_headers=self._headers,
             user_agent_header=self._user_agent,
             open_timeout=OPEN_TIMEOUT,
-            ping_interval=self._ping_interval,
-            ping_timeout=self._pong_timeout,
+            ping_interval=self._timing.ping_interval,
+            ping_timeout=self._timing.pong_timeout,
             compression=None,
             max_size=FRAME_LIMIT,
         ) as ws:
@@ -232,7 +239,7 @@ class ControlChannel:
             while True:
                 for frame in frames:
                     await ws.send(frame)
-                await anyio.sleep(self._heartbeat_interval)
+                await anyio.sleep(self._timing.heartbeat_interval or HEARTBEAT_INTERVAL)
         except ConnectionClosed:
             return  # the reader sees the close too and ends the session
 

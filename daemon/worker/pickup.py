@@ -18,7 +18,7 @@ import anyio
 import daemon
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
-from daemon.protocol.control import ControlChannel, PushHandler, SocketBeats
+from daemon.protocol.control import ChannelTiming, ControlChannel, PushHandler, SocketBeats
 from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
 from daemon.task.run import TaskRun
@@ -53,9 +53,9 @@ class Pickup:
                 headers,
                 registration.runtime_ids,
                 self.wakeup,
+                timing=ChannelTiming(heartbeat_interval=settings.heartbeat_interval),
                 pushes=pushes,
                 beats=beats,
-                heartbeat_interval=settings.heartbeat_interval,
                 metrics=metrics,
             )
         self._registration = registration

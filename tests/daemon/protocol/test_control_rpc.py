@@ -13,7 +13,7 @@ from websockets.asyncio.server import ServerConnection, serve
 
 from daemon.errors import SocketUnavailableError, UnconfirmedError
 from daemon.ops.metrics import Metrics
-from daemon.protocol.control import ControlChannel
+from daemon.protocol.control import ChannelTiming, ControlChannel
 from daemon.protocol.control_rpc import RpcAnswer
 from daemon.protocol.runtime_models import HeartbeatAck
 from daemon.protocol.wire import protocol_headers
@@ -71,8 +71,8 @@ async def channel_on(
             protocol_headers("", "test"),
             lambda: ["r2", "r1"],
             Wakeup(),
+            timing=ChannelTiming(heartbeat_interval=interval),
             beats=beats,
-            heartbeat_interval=interval,
             metrics=metrics,
         )
         async with anyio.create_task_group() as tg:
