@@ -18,7 +18,8 @@ import anyio
 import daemon
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
-from daemon.protocol.control import ChannelTiming, ControlChannel, PushHandler, SocketBeats
+from daemon.protocol.control import ChannelTiming, ControlChannel
+from daemon.protocol.control_frames import PushHandler, SocketBeats
 from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
 from daemon.task.run import TaskRun
