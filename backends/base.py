@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # backends.process imports this module
     from backends.process.identity import AgentUser
     from backends.process.registry import ProcessRegistry
+    from backends.process.unit import Containment
 
 
 class MessageType(enum.StrEnum):
@@ -72,6 +73,9 @@ class Message:
     fresh_process: bool = False
     """The backend has just started another agent process inside the same run (a session it
     could not resume): that process starts from nothing, under the first-output budget."""
+    retired_session: str = ""
+    """The session the run was to resume and the agent could not: it went on in a fresh one
+    (the server is told, so the dead session is never offered again)."""
 
 
 class RunStatus(enum.StrEnum):
@@ -110,6 +114,9 @@ class RunObserver(Protocol):
     def invalid_line(self) -> None:
         """An agent output line could not be parsed and was skipped."""
 
+    def limit_reached(self, limit: str) -> None:
+        """The run's cgroup refused it more (`memory`: the OOM killer acted; `pids`: a fork)."""
+
 
 class NullObserver:
     """An observer that ignores everything (the default)."""
@@ -119,6 +126,9 @@ class NullObserver:
 
     def invalid_line(self) -> None:
         """Ignore the line."""
+
+    def limit_reached(self, limit: str) -> None:
+        """Ignore the limit."""
 
 
 class ReadBeat(Protocol):
@@ -170,6 +180,8 @@ class RunSpec:
     """The user every process of the run starts as (None: the daemon's own)."""
     read_beat: ReadBeat | None = None
     """The beat a chatty agent's output is read on (None: every line as it comes)."""
+    containment: Containment | None = None
+    """What makes each of the run's processes a kernel unit (None: a plain spawn)."""
 
 
 @dataclass(slots=True)

@@ -74,7 +74,7 @@ class FallbackRun:
         """Release the message stream (the consumer is done with it)."""
         self._rx.close()
 
-    async def forward(self, fresh: Callable[[], Launch], notice: str) -> None:
+    async def forward(self, fresh: Callable[[], Launch], notice: Message) -> None:
         """Pump messages; on a missing session, start `fresh()` and pump its messages too."""
         try:
             async with self._tx:
@@ -85,8 +85,8 @@ class FallbackRun:
         finally:
             self._done.set()
 
-    async def _fall_back(self, fresh: Callable[[], Launch], notice: str) -> RunResult:
-        await self._tx.send(Message(MessageType.STATUS, content=notice, fresh_process=True))
+    async def _fall_back(self, fresh: Callable[[], Launch], notice: Message) -> RunResult:
+        await self._tx.send(notice)
         spec, parser = fresh()
         try:
             async with run_process(spec, parser) as run:
@@ -103,7 +103,7 @@ class FallbackRun:
 
 @asynccontextmanager
 async def resume_or_fresh(
-    resumed: Launch, fresh: Callable[[], Launch], notice: str
+    resumed: Launch, fresh: Callable[[], Launch], notice: Message
 ) -> AsyncIterator[AgentRun]:
     """Start `resumed`; fall back to `fresh()` inside the same run if the session is unknown."""
     spec, parser = resumed
@@ -143,10 +143,22 @@ async def start_session(
         log.warning("%s: session %s not found; starting a fresh session", agent, session)
         return launch("")
 
-    async with resume_or_fresh(launch(session), fresh, fresh_session_notice(session)) as either:
+    notice = fresh_session_message(session, fresh_process=True)
+    async with resume_or_fresh(launch(session), fresh, notice) as either:
         yield either
 
 
 def fresh_session_notice(session: str) -> str:
     """What the transcript says when the session to resume was not found."""
     return f"Session {session} was not found; started a fresh session instead."
+
+
+def fresh_session_message(session: str, text: str = "", *, fresh_process: bool = False) -> Message:
+    """The transcript's status message for a session the agent could not resume, naming it
+    as retired; `fresh_process`: a new agent process carries on."""
+    return Message(
+        MessageType.STATUS,
+        content=text or fresh_session_notice(session),
+        fresh_process=fresh_process,
+        retired_session=session,
+    )

@@ -14,6 +14,7 @@ whenever no task of it runs.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import signal
@@ -34,6 +35,8 @@ MAX_POOL = 1024
 """Users a pool may name at most: a range past it is a typo, not a plan."""
 SWEEP_WITHIN = 10.0
 """Seconds a sweep keeps killing before it gives up and says so."""
+HELD_BACK_RETRY = 5.0
+"""Seconds between two sweeps of a uid whose processes outlived the last one."""
 _RANGE = re.compile(r"(\d+)-(\d+)")
 _PROC = Path("/proc")
 
@@ -73,8 +76,9 @@ def resolve_pool(raw: str, euid: int | None = None) -> tuple[AgentUser, ...]:
 
 
 def processes_of(uid: int, proc: Path = _PROC) -> list[int]:
-    """Live pids whose real, effective, saved or file-system uid is `uid` (zombies are gone
-    already: they run nothing and wait only to be reaped)."""
+    """Pids of every process whose real, effective, saved or file-system uid is `uid` and
+    that still runs something: a zombie only waits to be reaped, but a process whose leader
+    thread exited while another thread runs on reads `Z` too, and lives."""
     found = []
     for entry in os.listdir(proc):
         if not entry.isdigit():
@@ -84,11 +88,29 @@ def processes_of(uid: int, proc: Path = _PROC) -> list[int]:
         except OSError:  # gone meanwhile
             continue
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        if fields.get("State", "").startswith(("Z", "X")):
+        if str(uid) not in fields.get("Uid", "").split():
             continue
-        if str(uid) in fields.get("Uid", "").split():
-            found.append(int(entry))
+        if fields.get("State", "").startswith(("Z", "X")) and not _threads_live(proc / entry):
+            continue
+        found.append(int(entry))
     return found
+
+
+def _threads_live(process: Path) -> bool:
+    """Whether any thread of a process whose leader is a zombie still runs."""
+    try:
+        threads = os.listdir(process / "task")
+    except OSError:
+        return False
+    for thread in threads:
+        try:
+            stat = (process / "task" / thread / "stat").read_text()
+        except OSError:
+            continue
+        state = stat.rpartition(")")[2].split()[:1]
+        if state and state[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def sweep(uid: int, within: float = SWEEP_WITHIN) -> int:
@@ -117,31 +139,51 @@ def sweep(uid: int, within: float = SWEEP_WITHIN) -> int:
 
 
 class AgentPool:
-    """Hands each task its agent user and sweeps a uid once no task of it runs."""
+    """Hands each task its agent user and sweeps a uid once no task of it runs; a uid whose
+    processes outlive the sweep is held back, swept again, and handed out only once clean."""
 
     def __init__(
-        self, users: Sequence[AgentUser] = (), clean: Callable[[int], int] = sweep
+        self,
+        users: Sequence[AgentUser] = (),
+        clean: Callable[[int], int] = sweep,
+        alive: Callable[[int], list[int]] = processes_of,
+        retry_every: float = HELD_BACK_RETRY,
     ) -> None:
         self.users = tuple(users)
         self._shared = len(self.users) == 1
         self._holders = {u.uid: 0 for u in self.users}
         self._sweeping: set[int] = set()
+        self._held_back: dict[int, str] = {}
+        """Uids something still runs under after a sweep: why, for `/health`."""
         self._changed = anyio.Event()
         self._clean = clean
+        self._alive = alive
+        self._retry_every = retry_every
+
+    def held_back(self) -> tuple[str, ...]:
+        """Each user no task may have now, and why (for `/health` and `status`)."""
+        names = {u.uid: u.name for u in self.users}
+        return tuple(f"{names[uid]} (uid {uid}): {why}" for uid, why in self._held_back.items())
 
     async def acquire(self) -> AgentUser | None:
         """The user the next task runs as (None: agents run as the daemon's user); waits
-        while every user of a pool runs a task or is being swept."""
+        while every user of a pool runs a task or is being swept, and while a user's
+        processes outlive its sweep (swept again every `retry_every` seconds)."""
         if not self.users:
             return None
         while True:
             for user in self.users:
-                if user.uid in self._sweeping:
+                if user.uid in self._sweeping or user.uid in self._held_back:
                     continue
                 if self._shared or self._holders[user.uid] == 0:
                     self._holders[user.uid] += 1
                     return user
-            await self._changed.wait()
+            with anyio.move_on_after(self._retry_every if self._held_back else math.inf):
+                await self._changed.wait()
+                continue
+            for uid in list(self._held_back):
+                if uid not in self._sweeping and not self._holders[uid]:
+                    await self._sweep(uid)
 
     async def release(self, user: AgentUser | None) -> None:
         """The task that ran as `user` has ended: once no task runs as it, every process of
@@ -149,13 +191,27 @@ class AgentPool:
         if user is None:
             return
         self._holders[user.uid] -= 1
-        if self._holders[user.uid]:
-            return
-        self._sweeping.add(user.uid)
+        if not self._holders[user.uid]:
+            await self._sweep(user.uid)
+
+    async def _sweep(self, uid: int) -> None:
+        self._sweeping.add(uid)
         try:
-            await anyio.to_thread.run_sync(self._clean, user.uid)
+            await anyio.to_thread.run_sync(self._clean, uid)
+            left = await anyio.to_thread.run_sync(self._alive, uid)
+            if left:
+                if uid not in self._held_back:
+                    log.error(
+                        "uid %d: %d process(es) outlived the sweep; no task gets it until "
+                        "they are gone",
+                        uid,
+                        len(left),
+                    )
+                self._held_back[uid] = f"{len(left)} process(es) outlived the sweep"
+            elif self._held_back.pop(uid, None) is not None:
+                log.info("uid %d: clean again, handed out once more", uid)
         finally:
-            self._sweeping.discard(user.uid)
+            self._sweeping.discard(uid)
             self._changed.set()
             self._changed = anyio.Event()
 

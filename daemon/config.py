@@ -4,8 +4,8 @@ Nothing else in the daemon reads `os.environ` for its own settings. Each field i
 once: its type names its kind (how the text is parsed, what an error asks for) and `_env`
 its variable, default and description. An agent CLI's settings are one field each
 (`_agent_cli`), read from four variables declared once for every CLI (`_cli_variables`).
-The README's configuration table and deploy/systemd/agent-daemon.env are checked against (or
-generated from) them.
+The configuration table (docs/configuration.md) and deploy/systemd/agent-daemon.env are
+checked against (or generated from) them.
 """
 
 from __future__ import annotations
@@ -42,6 +42,33 @@ def _positive_int(raw: str) -> int:
 def _count(raw: str) -> int:
     value = int(raw.strip())
     if value < 0:
+        raise ValueError(raw)
+    return value
+
+
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def _size(raw: str) -> int:
+    # Bytes, or a number with K, M, G or T (binary units, an optional trailing B or iB, as
+    # systemd's MemoryMax= reads them); 0 or `max` = no limit.
+    text = raw.strip().lower().removesuffix("ib").removesuffix("b")
+    if text in ("max", "infinity"):
+        return 0
+    unit = text[-1:] if text[-1:].isalpha() else ""
+    number = float(text[: len(text) - len(unit)] or "x")
+    if unit not in _SIZE_UNITS or number < 0:
+        raise ValueError(raw)
+    return int(number * _SIZE_UNITS[unit])
+
+
+def _pids(raw: str) -> int:
+    return 0 if raw.strip().lower() == "max" else _count(raw)
+
+
+def _weight(raw: str) -> int:
+    value = int(raw.strip())
+    if not 1 <= value <= 10_000:
         raise ValueError(raw)
     return value
 
@@ -133,6 +160,9 @@ PATTERNS = Kind(_patterns, "comma-separated directory names")
 LOG_FORMAT = Kind(_log_format, "text or json")
 CODEX_MODE = Kind(_codex_mode, "exec or app-server")
 LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
+SIZE = Kind(_size, "a size in bytes, or with K, M, G or T (e.g. 4G); 0 or max = no limit")
+PIDS = Kind(_pids, "a whole number of at least 0, or max (0 and max = no limit)")
+WEIGHT = Kind(_weight, "a whole number from 1 to 10000")
 
 
 Url = Annotated[str, URL]
@@ -147,6 +177,9 @@ Patterns = Annotated[tuple[str, ...], PATTERNS]
 LogFormat = Annotated[str, LOG_FORMAT]
 CodexMode = Annotated[str, CODEX_MODE]
 Level = Annotated[str, LEVEL]
+Size = Annotated[int, SIZE]
+Pids = Annotated[int, PIDS]
+Weight = Annotated[int, WEIGHT]
 """A setting's type names its kind; a plain `str` is TEXT."""
 
 
@@ -217,7 +250,7 @@ def _cli_variables(
 
 
 class Settings(BaseModel):
-    """Every setting of the daemon; see the README's configuration table."""
+    """Every setting of the daemon; see docs/configuration.md."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -316,6 +349,29 @@ class Settings(BaseModel):
         "MULTICA_AGENT_ALLOW_ROOT",
         "0",
         "`1` lets a root daemon of a remote server run agents as root (they can read its token)",
+    )
+    agent_pid_namespace: Flag = _env(
+        "MULTICA_AGENT_PID_NAMESPACE",
+        "1",
+        "Each task's agent in a pid namespace (and /proc) of its own where the kernel allows; "
+        "`0` leaves agents in the daemon's (cgroups and the uid sweep still apply)",
+    )
+    agent_memory_max: Size = _env(
+        "MULTICA_AGENT_MEMORY_MAX",
+        "0",
+        "Memory each task's processes may use together (cgroup), e.g. `4G`; past it the "
+        "kernel kills in the task and it fails `agent_error.out_of_memory`; 0 = no limit",
+    )
+    agent_pids_max: Pids = _env(
+        "MULTICA_AGENT_PIDS_MAX",
+        "4096",
+        "Processes and threads each task may have at once (cgroup): a fork bomb stops there; "
+        "0 = no limit",
+    )
+    agent_cpu_weight: Weight = _env(
+        "MULTICA_AGENT_CPU_WEIGHT",
+        "100",
+        "Each task's CPU share against the others' (cgroup `cpu.weight`, 1-10000; 100 = equal)",
     )
     command_path: str = _env("MULTICA_COMMAND_PATH", "", "Executable for the `command` backend")
     command_args: Words = _env("MULTICA_COMMAND_ARGS", "", "Arguments for it (shell words)")

@@ -7,6 +7,8 @@
     │                            what it claims: not JSON, too large, nested too deep
     ├── TaskInputError           a claimed task carries what no agent may be given: that task fails
     │   └── TaskTokenError           the claimed task has no task-scoped token
+    ├── AgentSetupError          the agent's setup on this machine cannot be made (a Codex
+    │                            config.toml it cannot edit): that task fails
     ├── GitError                 a git command failed: that checkout or cache sync fails
     │   └── RepoBusyError            a repository stayed locked past the wait: 503, retry later
     └── ServerError              a call to the server did not succeed
@@ -58,6 +60,11 @@ class TaskInputError(DaemonError):
 
 class TaskTokenError(TaskInputError):
     """A task's token is not task-scoped (`mat_`): its agent must not start with it."""
+
+
+class AgentSetupError(DaemonError):
+    """What the agent needs on this machine cannot be made (the task's Codex config from a
+    user's config it cannot edit): the task fails, nothing starts."""
 
 
 class GitError(DaemonError):

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.process import ProcessRegistry
+from backends.process.unit import Containment
 from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
@@ -28,6 +29,9 @@ from daemon.task.progress import Progress
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
+
+PREPARE_LEASE_EVERY = 15.0
+"""Seconds between a task's prepare-lease renewals (Multica's; its lease lasts 45 s)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +81,13 @@ class Services:
     agent_users: AgentPool | None = None
     """The users agents run as, one per running task with a pool (empty: the daemon's own);
     left out, the one pool of `settings.agent_pool`."""
+    containment: Containment | None = None
+    """What makes each run a kernel unit here (daemon/containment.py; None: a plain spawn)."""
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""
+    prepare_lease_every: float = PREPARE_LEASE_EVERY
+    """Seconds between renewals of a claimed task's lease while its setup runs."""
     progress: Progress | None = None
     """Where a run's progress posts go (None: none are sent)."""
 

@@ -135,3 +135,7 @@ class DaemonSnapshot:
     """The last tasks that ended, oldest first."""
     agents_as_root: bool = False
     """Agents run as root (a root daemon without MULTICA_AGENT_USER): they can read its token."""
+    containment: str = ""
+    """What makes each run a unit here (`pid namespace + cgroup v2 (kill)`, `uid sweep`)."""
+    held_back_users: tuple[str, ...] = ()
+    """Agent users no task may have now, each with why (processes outlived its sweep)."""

@@ -37,7 +37,7 @@ from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.wire import DAEMON_ID_HEADER
 from daemon.server.in_process import InProcess
 from daemon.server.serve import running_server
-from daemon.services import AgentReach
+from daemon.services import PREPARE_LEASE_EVERY, AgentReach
 from daemon.shutdown import ShutdownBudget
 from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
@@ -88,6 +88,12 @@ def server_client(
     if daemon_id:
         headers[DAEMON_ID_HEADER] = daemon_id
     return httpx.AsyncClient(base_url=url, headers=headers, **options)
+
+
+NO_PID_NAMESPACE = {"MULTICA_AGENT_PID_NAMESPACE": "0"}
+"""For the tests of what stands where the kernel gives no pid namespace (an unprivileged
+container): the /proc walk that finds a run's tree, the subreaper's orphans, the daemon's own
+/proc entries shut to its agents. In a namespace of its own an agent sees none of those."""
 
 
 def daemon_env(home: Path, server_url: str, **overrides: str) -> dict[str, str]:
@@ -159,6 +165,7 @@ async def running_daemon(
     client_type: type[ServerClient] = ServerClient,
     control: bool = False,
     in_process: InProcess | None = None,
+    prepare_lease_every: float = PREPARE_LEASE_EVERY,
     claim_budget: float = claims.BUDGET,
     claim_grace: float = control_rpc.GRACE,
     **env: str,
@@ -171,6 +178,7 @@ async def running_daemon(
     retries, the circuit's pause and the outbox's re-send period for tests that break the server.
     `backends` are offered besides those found, and `client_type` (a `ServerClient` subclass)
     talks to the server: the seams through which a test makes one step of a task fail.
+    `prepare_lease_every` is how often a task's prepare lease is renewed during its setup.
     `control` opens the server's control WebSocket; `in_process` (the embedded server's, started
     with it) subscribes the worker to its hub and sends its requests through the app in this
     process, as `agent-daemon run` does. `claim_budget` and `claim_grace` shorten how long a
@@ -210,6 +218,7 @@ async def running_daemon(
             options=WorkerOptions(
                 control=control,
                 outbox_interval=outbox_interval,
+                prepare_lease_every=prepare_lease_every,
                 claim_budget=claim_budget,
                 claim_grace=claim_grace,
             ),
@@ -221,15 +230,8 @@ async def running_daemon(
         )
         async with port as health_url, anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
+            # The health port shows registration and `running` as they happen (Worker.watch).
             await eventually(lambda: worker.status == "running")
-            if health:
-                # The port publishes what the loop's last tick saw: wait for the registered view.
-                async with httpx.AsyncClient(base_url=health_url) as probe:
-
-                    async def ready() -> bool:
-                        return (await probe.get("/readyz")).status_code == 200
-
-                    await eventually(ready)
             yield RunningDaemon(worker, TasksApi(user_http), metrics, settings, health_url)
             worker.request_stop()
 
@@ -248,6 +250,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
             token=worker.settings.token,
             lag=worker.runs.transcript_lag,
         )
+        worker.watch(server.changed)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
 

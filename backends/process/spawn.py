@@ -23,24 +23,31 @@ import subprocess
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 from functools import partial
 
 import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from backends.base import LineParser, Message, RunResult
+from backends.base import LineParser, Message, RunObserver, RunResult, RunStatus
+from backends.process.cgroups import RunGroup
 from backends.process.held_reads import held_reads
 from backends.process.kill import kill_tree
 from backends.process.lines import LineFramer, Tail, clean_line
 from backends.process.registry import ProcessRegistry
 from backends.process.spec import ProcessSpec
+from backends.process.unit import Containment, returncode_of
 
 log = logging.getLogger(__name__)
 
 TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
 """Set in every agent's environment to its task id; the kill sweeps processes carrying it."""
 
+OUT_OF_MEMORY = "agent_error.out_of_memory"
+"""The failure reason of a run its memory limit stopped (outside Multica's taxonomy: the
+server keeps it as sent, and the error text names the limit)."""
+_GROUP_GONE_WITHIN = 5.0
 _KEPT_UNREAD = 100_000
 """Messages kept once the consumer is done and stdout is read to its end by the pump; past it
 the rest are parsed (the result needs them) but not kept."""
@@ -58,6 +65,7 @@ class ProcessRun:
         process: Process,
         tag: str,
         registry: ProcessRegistry,
+        group: RunGroup | None = None,
     ) -> None:
         self._spec = spec
         self._parser = parser
@@ -83,6 +91,9 @@ class ProcessRun:
         self._tracking = anyio.CancelScope()
         self._result: RunResult | None = None
         self._held = held_reads(process, spec.read_beat)
+        self._group = group
+        """The run's cgroups (None: none here): its kill, its limits' counters."""
+        self._in_namespace = spec.containment is not None and spec.containment.namespace
 
     @property
     def pid(self) -> int:
@@ -91,8 +102,8 @@ class ProcessRun:
 
     @property
     def returncode(self) -> int | None:
-        """The leader's exit status once reaped (negative: killed by that signal)."""
-        return self._process.returncode
+        """The agent's exit status once reaped (negative: killed by that signal)."""
+        return returncode_of(self._process.returncode, self._in_namespace)
 
     def messages(self) -> AsyncIterator[Message]:
         """Messages parsed from stdout; the iteration ends when stdout closes."""
@@ -141,7 +152,8 @@ class ProcessRun:
                 await self._process.wait()
             with anyio.move_on_after(0.5):  # the tail's last bytes may still be in the pipe
                 await self._stderr_done.wait()
-            self._result = self._parser.finish(self._process.returncode, self.stderr_tail())
+            result = self._parser.finish(self.returncode, self.stderr_tail())
+            self._result = out_of_memory(result, self._group, self._spec.containment)
         return self._result
 
     async def _guarded(self, scope: anyio.CancelScope, pump: Callable[[], Awaitable[None]]) -> None:
@@ -271,6 +283,8 @@ class ProcessRun:
         with anyio.move_on_after(spec.kill_grace + 3.0):
             await kill_tree(collect, spec.kill_grace, spec.observer, self.tag)
         registry.forget(self.pid)
+        if self._group is not None:
+            await _empty_group(self._group, self._spec.observer)
         self._stdin_tx.close()
         with anyio.move_on_after(2.0):
             await self._process.wait()
@@ -295,29 +309,42 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
     """Start the agent; leaving the context kills its whole process tree (bounded)."""
     tag = spec.task_id or f"run-{secrets.token_hex(8)}"
     env = {**spec.env, TRACKING_ENV: tag}
-    switch = {} if spec.user is None else spec.user.spawn_options()
     if spec.user is not None:
         env = spec.user.environ(env)
-    process = await anyio.open_process(
-        list(spec.argv),
-        cwd=spec.cwd,
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-        **switch,
-    )
+    containment = spec.containment
+    group = containment.group(tag) if containment is not None else None
+    if containment is not None:
+        argv, switch = containment.wrap(spec.argv, spec.user, group)
+    else:
+        argv, switch = list(spec.argv), {} if spec.user is None else spec.user.spawn_options()
+    try:
+        process = await anyio.open_process(
+            argv,
+            cwd=spec.cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            **switch,
+        )
+    except BaseException:
+        if group is not None:
+            group.remove()
+        raise
     registry = spec.processes if spec.processes is not None else ProcessRegistry()
     # Registered before any await, so the reaper can never take this agent's exit status.
-    run = ProcessRun(spec, parser, process, tag, registry)
+    run = ProcessRun(spec, parser, process, tag, registry, group)
     log.debug("spawned pid %d for %s (%s)", process.pid, tag, spec.argv[0])
     failure: BaseException | None = None
     async with anyio.create_task_group() as tg:
         pumps = (run._pump_stdout, run._pump_stderr, run._pump_stdin)
         for scope, pump in zip(run._io_scopes, pumps, strict=True):
             tg.start_soon(run._guarded, scope, pump)
-        tg.start_soon(run._guarded, run._tracking, run._registry.track)
+        if not run._in_namespace:
+            # In a namespace of its own nothing of the run can leave the leader's tree: the
+            # kill finds all of it from the leader, with no walk every half second.
+            tg.start_soon(run._guarded, run._tracking, run._registry.track)
         try:
             yield run
         except BaseException as exc:
@@ -329,3 +356,34 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
                 await run._shutdown()
     if failure is not None:
         raise failure
+
+
+def out_of_memory(
+    result: RunResult, group: RunGroup | None, containment: Containment | None
+) -> RunResult:
+    """A failed run whose cgroup's OOM killer acted fails for that reason, by name."""
+    if group is None or containment is None or result.status is not RunStatus.FAILED:
+        return result
+    if not group.oom_kills():
+        return result
+    limit = containment.limits.memory_bytes
+    said = f"the agent was killed by its memory limit ({limit // (1024 * 1024)} MiB per task)"
+    error = f"{said}: {result.error}" if result.error else said
+    return replace(result, error=error, failure_reason=OUT_OF_MEMORY)
+
+
+async def _empty_group(group: RunGroup, observer: RunObserver) -> None:
+    """Kill what is left in the run's cgroup, wait (bounded) for the kernel to take it, count
+    the limits that acted, and remove the group."""
+    delay = 0.002
+    with anyio.move_on_after(_GROUP_GONE_WITHIN):
+        while not group.empty():
+            group.kill()
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    if group.oom_kills():
+        observer.limit_reached("memory")
+    if group.pids_refused():
+        observer.limit_reached("pids")
+    if not group.remove():
+        log.error("cgroup of the run still holds processes: %s", sorted(group.pids()))

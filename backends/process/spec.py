@@ -10,6 +10,7 @@ from backends.base import NullObserver, ReadBeat, RunObserver, RunSpec
 from backends.process.identity import AgentUser
 from backends.process.lines import MAX_LINE_BYTES
 from backends.process.registry import ProcessRegistry
+from backends.process.unit import Containment
 
 STDERR_TAIL_BYTES = 8 * 1024
 
@@ -35,6 +36,8 @@ class ProcessSpec:
     """The user the process starts as (None: the daemon's own)."""
     read_beat: ReadBeat | None = None
     """The beat a chatty agent's stdout is read on (`held_reads.py`; None: as it comes)."""
+    containment: Containment | None = None
+    """Its own pid namespace and cgroups (`unit.py`); None: a plain spawn."""
 
     @classmethod
     def for_run(
@@ -60,4 +63,5 @@ class ProcessSpec:
             result_timeout=spec.exit_wait,
             user=spec.user,
             read_beat=spec.read_beat,
+            containment=spec.containment,
         )

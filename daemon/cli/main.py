@@ -199,6 +199,7 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             health.attach(
                 worker.snapshot, worker.request_stop, token=token, lag=worker.runs.transcript_lag
             )
+            worker.watch(health.changed)  # registered, running, stopping: shown at once
             settle_collector()  # what exists now lives as long as the daemon
             await worker.run()
         tg.cancel_scope.cancel()

@@ -155,12 +155,15 @@ def render(doc: Mapping[str, Any]) -> str:
         f"server     {doc.get('server_url') or '-'}  circuit {doc.get('server_circuit', '?')}  "
         f"outbox {doc.get('outbox_depth', 0)}",
         f"agents     {agents or '-'}" + ("  (as root)" if doc.get("agents_as_root") else ""),
+        f"contained  {doc.get('containment') or '-'}",
         f"workspaces {workspaces or '-'}",
         f"tasks      {doc.get('active_task_count', 0)} active, "
         f"{doc.get('running_task_count', 0)} running, "
         f"{doc.get('max_concurrent_tasks', 0)} slots",
         f"disk       {_disk(doc.get('disk'))}",
     ]
+    for held in doc.get("agent_users_held_back") or []:
+        lines.append(f"held back  {held}")
     for failure in doc.get("provider_failures") or []:
         resets = f", resets {failure['resets']}" if failure.get("resets") else ""
         lines.append(

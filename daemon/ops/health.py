@@ -11,6 +11,9 @@ ran and, when the document is due, builds a new one from the daemon's snapshot a
 reference the threads read (one atomic assignment). A document is due on the tick after a
 request read it or the status page's JSON (the flag), and at least every `REFRESH_TICKS` ticks:
 a port nobody reads costs a snapshot of every run every two seconds, not twice a second.
+What readiness rests on is not left to that schedule: the worker tells the port when its
+runtimes or its status change (`changed`), and the document is built then, so `/readyz` and
+`/health`'s status follow registration at once rather than up to a refresh later.
 
 A second daemon on the same address gets `AlreadyRunningError`. The same loop tick drives
 systemd's notify protocol: READY=1 once the worker runs, WATCHDOG=1 while the loop ticks,
@@ -145,6 +148,11 @@ class HealthServer:
         self._lag = lag
         self._stop = stop
         self._token = token
+        self.tick(publish=True)
+
+    def changed(self) -> None:
+        """What the document shows changed (the daemon registered, its status moved): build
+        it now, not at the next read or refresh. Call it on the event loop."""
         self.tick(publish=True)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:

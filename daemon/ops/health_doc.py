@@ -86,6 +86,8 @@ def health_document(
         "disk": None,
         "provider_failures": [],
         "agents_as_root": False,
+        "containment": "",
+        "agent_users_held_back": [],
     }
     if snapshot is None:
         return doc
@@ -117,6 +119,8 @@ def health_document(
             for f in snapshot.provider_failures
         ],
         agents_as_root=snapshot.agents_as_root,
+        containment=snapshot.containment,
+        agent_users_held_back=list(snapshot.held_back_users),
     )
     return doc
 

@@ -73,6 +73,12 @@ class Metrics:
         self.invalid_agent_lines = Counter(
             f"{p}invalid_agent_lines", "Agent output lines that could not be parsed", registry=r
         )
+        self.agent_limits_reached = Counter(
+            f"{p}agent_limits_reached",
+            "Runs whose cgroup limit acted (memory: the OOM killer; pids: a fork refused)",
+            ["limit"],
+            registry=r,
+        )
         self.server_requests = Counter(
             f"{p}server_requests",
             "Requests to the server",
@@ -213,3 +219,7 @@ class RunObserverMetrics:
     def invalid_line(self) -> None:
         """Count an agent output line that could not be parsed."""
         self._metrics.invalid_agent_lines.inc()
+
+    def limit_reached(self, limit: str) -> None:
+        """Count a run that its cgroup refused more memory or processes."""
+        self._metrics.agent_limits_reached.labels(limit).inc()

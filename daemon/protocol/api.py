@@ -31,6 +31,9 @@ class TaskServer(Protocol):
     async def pin_session(self, task_id: str, session_id: str, work_dir: str) -> None:
         """Record the running agent's session and work directory on the task."""
 
+    async def extend_prepare_lease(self, runtime_id: str, task_id: str) -> None:
+        """Keep the claimed task this daemon's while its setup runs."""
+
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:

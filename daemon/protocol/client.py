@@ -211,6 +211,15 @@ class ServerClient(Caller):
         path = task_path(task_id, "session")
         await self._call("session", "POST", path, ignore_body, body, _SINGLE_TRY)
 
+    async def extend_prepare_lease(self, runtime_id: str, task_id: str) -> None:
+        """Keep a claimed task ours while its setup runs long (one try): past its lease the
+        server hands a task not yet started to a claim again."""
+        path = (
+            f"/api/daemon/runtimes/{quote(runtime_id, safe='')}"
+            f"/tasks/{quote(task_id, safe='')}/prepare-lease"
+        )
+        await self._call("prepare_lease", "POST", path, ignore_body, {}, _SINGLE_TRY)
+
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:

@@ -29,11 +29,16 @@ def _zero(value: Any) -> Any:
     return 0 if value is None else value
 
 
+def _false(value: Any) -> Any:
+    return False if value is None else value
+
+
 # Go servers send `null` for unset strings, slices and maps; all of them mean "empty" here.
 Text = Annotated[str, BeforeValidator(_empty_text)]
 Count = Annotated[int, BeforeValidator(_zero)]
 TextList = Annotated[list[str], BeforeValidator(_empty_list)]
 TextMap = Annotated[dict[str, str], BeforeValidator(_empty_map)]
+Flag = Annotated[bool, BeforeValidator(_false)]
 
 TERMINAL_STATUSES = ("completed", "failed", "cancelled")
 """Task statuses the daemon, its CLI and the embedded server agree on: a task in one of these
@@ -92,12 +97,22 @@ def _repo_entries(value: Any) -> Any:
 RepoList = Annotated[list[RepoRef], BeforeValidator(_repo_entries)]
 
 
+def _object_or_none(value: Any) -> Any:
+    return value if isinstance(value, dict) else None
+
+
+WorkspaceSettings = Annotated[dict[str, Any] | None, BeforeValidator(_object_or_none)]
+"""A workspace's settings as the server keeps them (None: it sent none, or not an object)."""
+
+
 class WorkspaceRepos(WireModel):
-    """Answer to `GET /api/daemon/workspaces/{id}/repos`: the workspace's repository list."""
+    """Answer to `GET /api/daemon/workspaces/{id}/repos`: the workspace's repository list, and
+    its settings (whether commits get the co-author trailer)."""
 
     workspace_id: Text = ""
     repos: RepoList = Field(default_factory=list)
     repos_version: Text = ""
+    settings: WorkspaceSettings = None
 
 
 class RegisteredRuntime(WireModel):
@@ -116,6 +131,7 @@ class RegisterResponse(WireModel):
     runtimes: list[RegisteredRuntime]
     repos: RepoList = Field(default_factory=list)
     repos_version: Text = ""
+    settings: WorkspaceSettings = None
 
 
 class RecoverOrphansResponse(WireModel):
@@ -222,6 +238,48 @@ def _default_agent(value: Any) -> Any:
     return {} if value is None else value
 
 
+class CoalescedComment(WireModel):
+    """A comment folded into a run while it was still queued (`coalesced-comments-v1`): the
+    run answers it as well as the newest, triggering one, each in its own thread."""
+
+    id: Text = ""
+    thread_id: Text = ""
+    author_type: Text = ""
+    author_name: Text = ""
+    content: Text = ""
+    created_at: Text = ""
+
+
+class ChatAttachment(WireModel):
+    """A file on the chat message; the agent fetches it with `multica attachment download`."""
+
+    id: Text = ""
+    filename: Text = ""
+    content_type: Text = ""
+
+
+class SiblingRun(WireModel):
+    """Another issue task of the same agent in flight when this one was claimed."""
+
+    task_id: Text = ""
+    issue_id: Text = ""
+    issue_identifier: Text = ""
+    issue_title: Text = ""
+    status: Text = ""
+    created_at: Text = ""
+    started_at: Text = ""
+
+
+def _entries(model: type[WireModel]) -> Any:
+    def keep(value: Any) -> Any:
+        # Anything but an object in the list is skipped rather than failing the whole claim.
+        if not isinstance(value, list):
+            return []
+        return [v for v in value if isinstance(v, dict | model)]
+
+    return BeforeValidator(keep)
+
+
 class Task(WireModel):
     """A claimed task: who runs it, with which agent, and the inputs of its prompt."""
 
@@ -248,7 +306,33 @@ class Task(WireModel):
     trigger_author_name: Text = ""
     new_comment_count: Count = 0
     new_comments_since: Text = ""
+    # Earlier comments folded into this run (newest last; the trigger is newer still).
+    coalesced_comment_ids: TextList = Field(default_factory=list)
+    coalesced_comments: Annotated[list[CoalescedComment], _entries(CoalescedComment)] = Field(
+        default_factory=list
+    )
     chat_session_id: Text = ""
+    # An IM channel behind the chat ("" for the web chat): its name, the room's shape ("group",
+    # "p2p"), whether the mention was in a thread, whether a file reaches the channel.
+    chat_channel_type: Text = ""
+    chat_type: Text = ""
+    chat_in_thread: Flag = False
+    chat_channel_delivers_files: Flag = False
+    chat_message_attachments: Annotated[list[ChatAttachment], _entries(ChatAttachment)] = Field(
+        default_factory=list
+    )
+    # A historical first message of a new agent's chat: it introduces itself.
+    chat_intro: Flag = False
+    # Who triggered this run (a comment's author, a chat's creator), not the runtime's owner.
+    initiator_type: Text = ""
+    initiator_id: Text = ""
+    initiator_name: Text = ""
+    initiator_email: Text = ""
+    active_sibling_runs: Annotated[list[SiblingRun], _entries(SiblingRun)] = Field(
+        default_factory=list
+    )
+    # The server withheld a newer session whose rollout was missing: the run must say so.
+    prior_session_resume_unavailable: Flag = False
     autopilot_run_id: Text = ""
     autopilot_id: Text = ""
     autopilot_source: Text = ""

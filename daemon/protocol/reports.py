@@ -65,10 +65,20 @@ class UsageBody(WireModel):
 
 
 ReportKind = Literal["complete", "fail", "cancel_ack"]
+# What Go's daemon sends besides each call's own fields, and only when set: where a local
+# directory's worktree left the work (its branch, the directory that replaced the work dir),
+# a Codex session withheld because its rollout never reached the disk, and a session this run
+# was told to resume and abandoned as unresumable.
+_BOOKKEEPING = {"branch_name", "durable_work_dir", "session_rollout_missing", "retired_session_id"}
 _BODY_FIELDS: dict[str, set[str]] = {
     "complete": {"output", "session_id", "work_dir"},
     "fail": {"error", "failure_reason", "session_id", "work_dir"},
     "cancel_ack": set(),
+}
+_OPTIONAL: dict[str, set[str]] = {
+    "complete": _BOOKKEEPING,
+    "fail": _BOOKKEEPING,
+    "cancel_ack": {"branch_name", "durable_work_dir"},
 }
 
 
@@ -87,15 +97,24 @@ class TerminalReport(BaseModel):
     failure_reason: str = ""
     session_id: Annotated[str, AfterValidator(lambda text: fit(text, NAME_CAP))] = ""
     work_dir: str = ""
+    branch_name: str = ""
+    durable_work_dir: str = ""
+    session_rollout_missing: bool = False
+    """The run's Codex session was withheld (`session_id` empty): the server clears the task's
+    session and tells the next run on the issue that its context could not be carried over."""
+    retired_session_id: str = ""
+    """A session the run was told to resume and the agent could not: never offered again."""
 
     @property
     def endpoint(self) -> str:
         """The last path segment of this call (`complete`, `fail`, `cancel-ack`)."""
         return self.kind.replace("_", "-")
 
-    def body(self) -> dict[str, str]:
-        """The request body of this kind's endpoint."""
-        return self.model_dump(include=_BODY_FIELDS[self.kind])
+    def body(self) -> dict[str, Any]:
+        """The request body of this kind's endpoint (its optional fields only when set)."""
+        body = self.model_dump(include=_BODY_FIELDS[self.kind])
+        optional = self.model_dump(include=_OPTIONAL[self.kind])
+        return body | {k: v for k, v in optional.items() if v}
 
     def after_refusal(self, why: str) -> TerminalReport | None:
         """What to send once the server refused this report for `why` (not a gone task): a
@@ -105,11 +124,9 @@ class TerminalReport(BaseModel):
             shorter = fit(self.output, SHORT_RESULT)
             if shorter != self.output:
                 return self.model_copy(update={"output": shorter})
-            return TerminalReport(
-                kind="fail",
-                error=f"the server refused the task's result: {why}",
-                session_id=self.session_id,
-                work_dir=self.work_dir,
-            )
+            # The agent's work is real: where it went and what its session was stay on it.
+            kept = self.model_dump(include={"session_id", "work_dir", *_BOOKKEEPING})
+            error = f"the server refused the task's result: {why}"
+            return TerminalReport(kind="fail", error=error, **kept)
         shorter = fit(self.error, SHORT_ERROR)
         return self.model_copy(update={"error": shorter}) if shorter != self.error else None

@@ -51,17 +51,18 @@ def client_os() -> str:
     return "linux" if sys.platform.startswith("linux") else sys.platform
 
 
-CAPABILITIES = ("skill-bundles-v1", "rpc-v1")
+CAPABILITIES = ("skill-bundles-v1", "coalesced-comments-v1", "rpc-v1")
 """What this daemon tells the server it handles (`X-Client-Capabilities`, as Multica's daemon
 sends it on every request and the control WebSocket). Each name changes what a claim carries
 or how it travels, so only what is implemented is named: `skill-bundles-v1` — skills by
 reference, resolved through `skill-bundles/resolve` (daemon/task/setup/skill_bundles.py);
-`rpc-v1` — requests (claims) on the control WebSocket (daemon/protocol/control_rpc.py), made
-only once the server's own heartbeat ack says it too. Not named: `coalesced-comments-v1`
-(without it the server folds queued comments into the one trigger comment this daemon reads),
-`local-worktree-v1` (a user's local directory in worktree mode), and Multica's ungated
-`execution-manifest-v1`, `agent-skill-v1`, `remote-mcp-v1`. No capability names the
-repository checkout route."""
+`coalesced-comments-v1` — the comments folded into a queued run come one by one with their
+threads (`coalesced_comments`), each answered in its own thread
+(daemon/task/setup/comment_prompt.py); without it the server folds them into the one trigger
+comment; `rpc-v1` — requests (claims) on the control WebSocket (daemon/protocol/control_rpc.py),
+made only once the server's own heartbeat ack says it too. Not named: `local-worktree-v1` (a
+user's local directory in worktree mode), and Multica's ungated `execution-manifest-v1`,
+`agent-skill-v1`, `remote-mcp-v1`. No capability names the repository checkout route."""
 
 
 def protocol_headers(token: str, version: str) -> dict[str, str]:

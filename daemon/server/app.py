@@ -72,6 +72,11 @@ def create_app(
             Route(daemon + "/heartbeat", routes.heartbeat, methods=["POST"]),
             Route(daemon + "/deregister", routes.deregister, methods=["POST"]),
             Route(daemon + "/tasks/claim", routes.claim, methods=["POST"]),
+            Route(
+                daemon + "/runtimes/{runtime_id}/tasks/{task_id}/prepare-lease",
+                routes.prepare_lease,
+                methods=["POST"],
+            ),
             Route(task + "/start", routes.start, methods=["POST"]),
             Route(task + "/messages", routes.post_messages, methods=["POST"]),
             Route(task + "/status", routes.status, methods=["GET"]),
@@ -211,6 +216,16 @@ class _Routes:
         await parse(request, bodies.EmptyIn, self._max_body)
         task = await self._held(request)
         return JSONResponse({"id": task, "status": await in_thread(self._store.start, task)})
+
+    async def prepare_lease(self, request: Request) -> Response:
+        # Multica's ExtendTaskPrepareLease: 400 unless the task is still `dispatched`; while
+        # the lease holds, the claim does not hand the task out again.
+        await parse(request, bodies.EmptyIn, self._max_body)
+        task = await self._held(request)
+        status = await in_thread(self._store.extend_lease, task)
+        if status != "dispatched":
+            raise StateError(f"prepare lease: the task is {status}, not dispatched")
+        return JSONResponse({"id": task, "status": status})
 
     async def post_messages(self, request: Request) -> Response:
         # Multica's ReportTaskMessages answers `{"status": "ok"}` and stores every message it

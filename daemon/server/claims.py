@@ -19,7 +19,10 @@ MAX_CLAIM = 32
 
 RECLAIM_AFTER = 90.0
 """Seconds after which a dispatched task nobody started is handed out again (Multica's
-`claimResponseRecoveryWindow`): the daemon that claimed it never read the answer."""
+`claimResponseRecoveryWindow`): the daemon that claimed it never read the answer..."""
+PREPARE_LEASE = 45.0
+"""... once its prepare lease, from the claim or its last renewal, ran out too (Multica's
+`prepareLeaseDuration`): a daemon still setting the task up renews it."""
 
 
 def task_token() -> str:
@@ -40,8 +43,9 @@ class Claims(Repos):
         backend (any runtime of the workspace when the task names no backend). As in Multica's
         `ClaimTasksByRuntime`, unknown runtime ids and another daemon's runtimes are skipped,
         never an error, so one stale id cannot sink the whole claim; and a task this daemon's
-        runtimes were handed `RECLAIM_AFTER` ago and never started (the claim's answer was
-        lost) is handed out again first, as Multica's `ReclaimStaleDispatchedTasksForRuntimes`.
+        runtimes were handed `RECLAIM_AFTER` ago and never started, its prepare lease run out
+        (the claim's answer was lost), is handed out again first, as Multica's
+        `ReclaimStaleDispatchedTasksForRuntimes`.
         """
         limit = min(max_tasks, MAX_CLAIM)
         now = self._clock()
@@ -78,9 +82,9 @@ class Claims(Repos):
                 )
                 conn.execute(
                     """UPDATE tasks SET status = 'dispatched', runtime_id = ?, claimed_by = ?,
-                           claimed_at = ?, auth_token = ?
+                           claimed_at = ?, lease_until = ?, auth_token = ?
                        WHERE id = ? AND status = 'queued'""",
-                    (runtime["id"], daemon_id, now, task_token(), task["id"]),
+                    (runtime["id"], daemon_id, now, _later(now), task_token(), task["id"]),
                 )
                 row = self._task_row(conn, task["id"])
                 repos = self._claim_repos(conn, row)
@@ -95,22 +99,42 @@ class Claims(Repos):
         now: str,
         limit: int,
     ) -> list[dict[str, Any]]:
-        """The tasks dispatched to these runtimes `RECLAIM_AFTER` ago and never started, again."""
-        moment = parse_utc(now)
-        if moment is None:
-            return []
-        cutoff = utc_iso(moment.timestamp() - RECLAIM_AFTER, "microseconds")
+        """The tasks dispatched to these runtimes `RECLAIM_AFTER` ago, never started and out
+        of their prepare lease, again (each with a new lease)."""
+        cutoff = _later(now, -RECLAIM_AFTER)
         types = {r["id"]: r["type"] for r in order}
         stale = conn.execute(
             f"""SELECT * FROM tasks WHERE status = 'dispatched' AND claimed_by = ?
                     AND runtime_id IN ({marks(list(types))}) AND claimed_at < ?
-                    ORDER BY n LIMIT ?""",
-            (daemon_id, *types, cutoff, limit),
+                    AND (lease_until IS NULL OR lease_until < ?) ORDER BY n LIMIT ?""",
+            (daemon_id, *types, cutoff, now, limit),
         ).fetchall()
         again = []
         for task in stale:
-            conn.execute("UPDATE tasks SET claimed_at = ? WHERE id = ?", (now, task["id"]))
+            conn.execute(
+                "UPDATE tasks SET claimed_at = ?, lease_until = ? WHERE id = ?",
+                (now, _later(now), task["id"]),
+            )
             row = self._task_row(conn, task["id"])
             repos = self._claim_repos(conn, row)
             again.append(records.claimed_task(row, types[task["runtime_id"]], repos))
         return again
+
+    def extend_lease(self, task_id: str) -> str:
+        """Renew a dispatched task's prepare lease (its daemon is still setting it up); the
+        task's status, which for any other status is all that happens."""
+        now = self._clock()
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE tasks SET lease_until = ? WHERE id = ? AND status = 'dispatched'",
+                (_later(now), task_id),
+            )
+            return str(self._task_row(conn, task_id)["status"])
+
+
+def _later(now: str, seconds: float = PREPARE_LEASE) -> str:
+    """The clock's time `now` moved by `seconds` (the store's clock gives ISO UTC text)."""
+    moment = parse_utc(now)
+    if moment is None:  # not the store's clock: nothing is stale, every lease holds
+        return now
+    return utc_iso(moment.timestamp() + seconds, "microseconds")

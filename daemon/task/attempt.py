@@ -51,6 +51,8 @@ class AttemptResult:
     spawn_error: str = ""
     usage: tuple[Usage, ...] = ()
     """The agent's usage as its messages last said it (what a stopped agent had spent)."""
+    retired_session: str = ""
+    """The session the agent could not resume, going on in a fresh one instead."""
 
 
 class Attempt:
@@ -103,6 +105,7 @@ class Attempt:
         final: Message | None = None
         result: RunResult | None = None
         session_id = self.session_id
+        retired = ""
         spent: tuple[Usage, ...] = ()
         try:
             with self._scope, anyio.CancelScope() as watched:
@@ -118,6 +121,7 @@ class Attempt:
                                     if self._on_session is not None:
                                         self._on_session(session_id)
                                 spent = message.usage or spent
+                                retired = message.retired_session or retired
                                 if message.type is _RESULT and final is None:
                                     final = message
                                     await agent.close_stdin()
@@ -127,7 +131,9 @@ class Attempt:
                     tg.cancel_scope.cancel()
         except OSError as exc:
             error = f"could not start {self.backend.name}: {exc}"
-            return AttemptResult(session_id=session_id, spawn_error=error, usage=spent)
+            return AttemptResult(
+                session_id=session_id, spawn_error=error, usage=spent, retired_session=retired
+            )
         finally:
             tools_at_stop = self.activity.tools_view()
             # The one place the tools gauge comes down: every attempt passes through here.
@@ -158,6 +164,7 @@ class Attempt:
             interrupted=self._scope.cancelled_caught,
             lingered=lingered,
             usage=result.usage if result is not None else spent,
+            retired_session=retired,
         )
 
     @asynccontextmanager

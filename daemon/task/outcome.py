@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backends.base import Message, RunResult, RunStatus, Usage
 from daemon.protocol.failure import failure_reason, known_reason
@@ -26,6 +26,14 @@ class Outcome:
         """The report's short failure name ("" when the task did not fail)."""
         return self.report.failure_reason if self.report is not None else ""
 
+    def without_session(self) -> Outcome:
+        """This outcome with its session withheld: the agent's Codex thread never reached the
+        disk, so no later run could resume it (the server hears that instead)."""
+        if self.report is None or not self.report.session_id:
+            return self
+        update = {"session_id": "", "session_rollout_missing": True}
+        return replace(self, report=self.report.model_copy(update=update))
+
 
 @dataclass(frozen=True, slots=True)
 class Ending:
@@ -46,6 +54,8 @@ class Ending:
     result: RunResult | None = None
     usage: tuple[Usage, ...] = ()
     """What the agent spent before it was stopped, when no result says it."""
+    retired_session: str = ""
+    """A session the run was told to resume and the agent could not: it started afresh."""
 
 
 def outcome_of(ending: Ending, work_dir: str) -> Outcome:
@@ -54,9 +64,18 @@ def outcome_of(ending: Ending, work_dir: str) -> Outcome:
     spent = ending.result.usage if ending.result is not None else ending.usage
     usage = tuple(UsageEntry.from_usage(u) for u in spent)
 
+    # On every complete and fail, the completed ones too: a fresh session that succeeded is
+    # exactly when the abandoned one would otherwise stay the issue's session to resume.
+    retired = ending.retired_session
+
     def fail(status: RunStatus, error: str, reason: str, resets: str = "") -> Outcome:
         report = TerminalReport(
-            kind="fail", error=error, failure_reason=reason, session_id=session, work_dir=work_dir
+            kind="fail",
+            error=error,
+            failure_reason=reason,
+            session_id=session,
+            work_dir=work_dir,
+            retired_session_id=retired,
         )
         return Outcome(status, report, usage, resets)
 
@@ -83,16 +102,24 @@ def outcome_of(ending: Ending, work_dir: str) -> Outcome:
             error = final.content or final.output or "agent reported an error"
             return fail(RunStatus.FAILED, error, known_reason("", error))
         session = final.session_id or session
-        return _completed(final.output or final.content, session, work_dir, final.usage)
+        return _completed(final.output or final.content, session, work_dir, final.usage, retired)
     session = result.session_id or session
     if result.status is RunStatus.COMPLETED:
-        return _completed(result.output, session, work_dir, result.usage)
+        return _completed(result.output, session, work_dir, result.usage, retired)
     error = result.error or "agent failed"
     # A generic failure is named from the agent's own fields first, then its error text.
     reason = failure_reason(result.status) or known_reason(result.failure_reason, error)
     return fail(RunStatus.FAILED, error, reason, result.limit_resets)
 
 
-def _completed(output: str, session: str, work_dir: str, usage: tuple[Usage, ...]) -> Outcome:
-    report = TerminalReport(kind="complete", output=output, session_id=session, work_dir=work_dir)
+def _completed(
+    output: str, session: str, work_dir: str, usage: tuple[Usage, ...], retired: str
+) -> Outcome:
+    report = TerminalReport(
+        kind="complete",
+        output=output,
+        session_id=session,
+        work_dir=work_dir,
+        retired_session_id=retired,
+    )
     return Outcome(RunStatus.COMPLETED, report, tuple(UsageEntry.from_usage(u) for u in usage))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import anyio
 
@@ -48,6 +49,8 @@ class Retries:
         """Between attempts: the backoff before the next one."""
         self.attempt: Attempt | None = None
         self.stop_reason = ""
+        self.retired_session = ""
+        """The first session an attempt could not resume (it went on in a fresh one)."""
         self._waiting = anyio.CancelScope()
 
     @property
@@ -77,7 +80,12 @@ class Retries:
 
     async def run(self, spec: RunSpec, on_session: Callable[[str], None] | None = None) -> Ending:
         """Attempts and their backoffs under the wall-clock cap, which covers every retry;
-        `on_session` hears each session id an agent names."""
+        `on_session` hears each session id an agent names. The ending names the session an
+        attempt could not resume, if one could not."""
+        ending = await self._attempts(spec, on_session)
+        return replace(ending, retired_session=self.retired_session)
+
+    async def _attempts(self, spec: RunSpec, on_session: Callable[[str], None] | None) -> Ending:
         label = short_id(spec.task_id)
         retry_policy = self._services.idle_retry
         limit = self._services.settings.agent_timeout
@@ -98,6 +106,7 @@ class Retries:
                 attempt.stop()
             result = await attempt.run()
             session = result.session_id
+            self.retired_session = self.retired_session or result.retired_session
             ending = self._ending(result, limit)
             if ending is not None or result.verdict is None:
                 return ending or Ending(session, final=result.final, result=result.result)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import anyio
 from backends.base import Backend, RunSpec
 from backends.process.identity import AgentUser
 from daemon.config import Settings
-from daemon.errors import TaskInputError
+from daemon.errors import AgentSetupError, TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -24,9 +25,10 @@ from daemon.snapshot import FinishedSnapshot, RunSnapshot
 from daemon.task.activity import Activity
 from daemon.task.incidents import TaskIncidents
 from daemon.task.outcome import Ending, Outcome, outcome_of
+from daemon.task.prepare_lease import prepare_lease
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
-from daemon.task.session_pin import SessionPin, resumable_check
+from daemon.task.session_pin import ROLLOUT_FLUSH_WAIT, SessionPin, arrives, resumable_check
 from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
@@ -56,6 +58,7 @@ class TaskRun:
         self._services = services
         self._mcp_config: Path | None = None
         self._user: AgentUser | None = None
+        self._resumable: Callable[[str], bool] | None = None
         self._lease = TaskLease(services.leases)
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
@@ -124,16 +127,19 @@ class TaskRun:
             # Directories, markers, skills and the MCP file, all before `start`; in a thread,
             # as they are file I/O the event loop should not wait on.
             services = self._services
-            self.task = await resolve_skills(services.client, self.task, services.skill_cache)
-            root = services.settings.workspaces_root
-            # A user of its own while its agent runs (one of a pool): its dirs are that uid's.
-            user = self._user = await services.users.acquire()
-            hold = self._lease.hold
-            placed = await anyio.to_thread.run_sync(
-                prepare, root, self.task, self.backend.name, user, hold
-            )
-            dirs, self._mcp_config = placed
-            ending = await self._execute(dirs)
+            every = services.prepare_lease_every
+            async with prepare_lease(services.client, self.task, every):
+                self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+                root = services.settings.workspaces_root
+                # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
+                user = self._user = await services.users.acquire()
+                hold = self._lease.hold
+                placed = await anyio.to_thread.run_sync(
+                    prepare, root, self.task, self.backend.name, user, hold
+                )
+                dirs, self._mcp_config = placed
+                refused = await acknowledge_start(services.client, self.task.id)
+            ending = refused or await self._execute(dirs)
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
             # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
@@ -144,7 +150,9 @@ class TaskRun:
                 # and so the next task of this agent, hears the task is over.
                 await self._services.users.release(self._user)
                 self._user = None
-                outcome = outcome_of(ending, str(dirs.work_dir if dirs else ""))
+                outcome = await self._withheld(
+                    outcome_of(ending, str(dirs.work_dir if dirs else ""))
+                )
                 m.tasks_running.dec()
                 await self.reporter.report(outcome)
                 reason = outcome.failure_reason
@@ -158,6 +166,21 @@ class TaskRun:
                 await anyio.to_thread.run_sync(self._lease.finish, self.task, env_root)
         return outcome
 
+    async def _withheld(self, outcome: Outcome) -> Outcome:
+        """The outcome, its session withheld when it is a Codex thread whose rollout never
+        reached the disk: no later run could resume it, and the server must not offer it."""
+        check, report = self._resumable, outcome.report
+        if check is None or report is None or not report.session_id:
+            return outcome
+        if await arrives(check, report.session_id, ROLLOUT_FLUSH_WAIT):
+            return outcome
+        log.warning(
+            "task %s: session %s has no rollout; not reported as resumable",
+            self.id,
+            report.session_id,
+        )
+        return outcome.without_session()
+
     def _failed(self, exc: Exception, *, prepared: bool) -> Ending:
         """The ending of a run that raised: logged with its traceback, one incident line."""
         scope = "internal" if prepared else "prepare"
@@ -169,15 +192,14 @@ class TaskRun:
 
     async def _execute(self, dirs: TaskDirs) -> Ending:
         client = self._services.client
-        refused = await acknowledge_start(client, self.task.id)
-        if refused is not None:
-            return refused
+        # The start is acknowledged (in `run`): the agent is about to start.
         progress = self._services.progress
         if progress is not None:
             progress.launching(self.task.id, self.backend.name)
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
-        except TaskInputError as exc:  # a token not task-scoped, a bad custom_env name
+        except (TaskInputError, AgentSetupError) as exc:
+            # A token not task-scoped, a bad custom_env name, a Codex config it cannot edit.
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")
         log.info(
@@ -190,7 +212,7 @@ class TaskRun:
         # The pins finish (each within its bound) before the terminal report, which then has
         # the last word on the task's session.
         async with anyio.create_task_group() as pins:
-            resumable = resumable_check(self.backend.name, spec)
+            resumable = self._resumable = resumable_check(self.backend.name, spec)
             pin = SessionPin(client, self.task.id, str(dirs.work_dir), pins, resumable)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.reporter.stream)
@@ -238,6 +260,7 @@ class TaskRun:
             self.slot,
             processes=services.processes,
             read_beat=self._read_beat(settings),
+            containment=services.containment,
         )
 
     def _read_beat(self, settings: Settings) -> SharedBeat | None:

@@ -36,6 +36,21 @@ ROLLOUT_POLL = 0.05
 ROLLOUT_POLL_CAP = 1.0
 """... doubling up to this: a thread whose rollout never comes is not searched for 20 times a
 second for the whole run."""
+ROLLOUT_FLUSH_WAIT = 2.0
+"""Seconds a finished run's Codex thread gets to reach the disk before the report withholds
+it (Multica's bound): the file is normally there long before."""
+
+
+async def arrives(check: Callable[[str], bool], session_id: str, within: float) -> bool:
+    """Whether `session_id` passes `check` now or within `within` seconds (polled: the file is
+    the CLI's own, outside this event loop)."""
+    deadline = anyio.current_time() + within
+    while True:
+        if await anyio.to_thread.run_sync(check, session_id):
+            return True
+        if anyio.current_time() >= deadline:
+            return False
+        await anyio.sleep(ROLLOUT_POLL)
 
 
 def resumable_check(backend: str, spec: RunSpec) -> Callable[[str], bool] | None:

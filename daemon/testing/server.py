@@ -38,6 +38,7 @@ TASK_CALLS = (
     "task_status",
     "send_messages",
     "pin_session",
+    "extend_prepare_lease",
     "report_usage",
     "send_report",
     "report_progress",
@@ -49,6 +50,7 @@ _ENDPOINTS = {
     "send_messages": "messages",
     "report_usage": "usage",
     "pin_session": "session",
+    "extend_prepare_lease": "prepare_lease",
     "report_progress": "progress",
 }
 """The endpoint each call names in its errors, as the real client's do."""
@@ -209,6 +211,10 @@ class FakeTaskServer:
         self._take("pin_session", task_id)
         self.pins.setdefault(task_id, []).append((session_id, work_dir))
 
+    async def extend_prepare_lease(self, runtime_id: str, task_id: str) -> None:
+        """Take a renewal of the task's prepare lease (`count("extend_prepare_lease")`)."""
+        self._take("extend_prepare_lease", task_id)
+
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
     ) -> None:
@@ -249,6 +255,8 @@ class FakeTaskServer:
         legacy_daemon_ids: Sequence[str] = (),
     ) -> RegisterResponse:
         """One runtime per backend, named `<workspace>/<backend>`."""
+        # The signature is `ServerClient.register`'s, word for word, on purpose: the worker is
+        # handed this fake as its client, so it must take exactly what the worker sends.
         self._take("register")
         answer = [
             RegisteredRuntime(id=f"{workspace_id}/{r.type}", name=r.name, provider=r.type)

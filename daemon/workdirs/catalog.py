@@ -1,4 +1,5 @@
-"""Which repositories each workspace may check out, and which task each agent token belongs to.
+"""Which repositories each workspace may check out, its settings, and which task each agent
+token belongs to.
 
 A URL is allowed in a workspace when the server named it: in the register answer, in the
 workspace's repository list (`GET /api/daemon/workspaces/{id}/repos`), or in a claimed task's
@@ -13,9 +14,11 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from backends.process.identity import AgentUser
 from daemon.protocol.models import RepoRef, Task
+from daemon.workdirs.coauthor import co_authored
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,7 @@ class RepoCatalog:
         self._from_tasks: dict[str, set[str]] = {}
         self._refs: dict[str, dict[str, str]] = {}
         self._active: dict[str, ActiveTask] = {}
+        self._settings: dict[str, dict[str, Any] | None] = {}
 
     def set_workspace(self, workspace_id: str, repos: Iterable[RepoRef]) -> list[str]:
         """Replace the workspace's own list (the server's answer is the whole list); its URLs."""
@@ -46,6 +50,16 @@ class RepoCatalog:
         with self._lock:
             self._workspace[workspace_id] = frozenset(urls)
         return urls
+
+    def set_settings(self, workspace_id: str, settings: dict[str, Any] | None) -> None:
+        """The workspace's settings as the server has them now."""
+        with self._lock:
+            self._settings[workspace_id] = settings
+
+    def co_authored(self, workspace_id: str) -> bool:
+        """Whether the workspace's commits get the co-author trailer (coauthor.py)."""
+        with self._lock:
+            return co_authored(self._settings.get(workspace_id))
 
     def add_task(self, task: Task) -> list[str]:
         """Allow the task's repositories in its workspace and keep their refs; its URLs."""

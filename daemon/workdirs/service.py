@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -25,6 +26,7 @@ from daemon.ops.metrics import Metrics
 from daemon.protocol.models import RepoRef, Task, WorkspaceRepos
 from daemon.workdirs.cache import RepoCache
 from daemon.workdirs.catalog import ActiveTask, RepoCatalog
+from daemon.workdirs.coauthor import place_hook
 from daemon.workdirs.git import Git, check_url, redact
 from daemon.workdirs.names import branch_name, repo_name
 from daemon.workdirs.worktree import Checkout, check_out
@@ -84,8 +86,13 @@ class Workdirs:
             self._portal = None
             self.git.stop()
 
-    def learned(self, workspace_id: str, repos: list[RepoRef]) -> None:
-        """The server named the workspace's repositories (register): allow and cache them."""
+    def learned(
+        self, workspace_id: str, repos: list[RepoRef], settings: dict[str, Any] | None = None
+    ) -> None:
+        """The server named the workspace's repositories (register): allow and cache them; its
+        settings, when it sent any, are the workspace's now."""
+        if settings:
+            self.catalog.set_settings(workspace_id, settings)
         urls = self.catalog.set_workspace(workspace_id, repos)
         if urls:
             self._background(workspace_id, urls)
@@ -139,18 +146,27 @@ class Workdirs:
     # --- the request thread's side --------------------------------------------------------
 
     def ensure_allowed(self, workspace_id: str, url: str) -> None:
-        """Return when `url` may be checked out in the workspace, asking the server for the
-        workspace's list when it is not known yet; NotConfiguredError when it may not."""
-        if self.catalog.allowed(workspace_id, url):
-            return
-        portal = self._portal
-        if portal is None:
-            raise DaemonError("the daemon is not serving yet")
+        """Return when `url` may be checked out in the workspace; NotConfiguredError when it may
+        not. The server is asked for the workspace's list and settings first, as Go's daemon
+        asks before every checkout: a setting changed in the web UI counts from the next
+        checkout on. When asking fails, a URL already allowed is checked out with what is known."""
+        known = self.catalog.allowed(workspace_id, url)
         try:
+            portal = self._portal
+            if portal is None:
+                raise DaemonError("the daemon is not serving yet")
             answer = portal.call(_bounded, self._refresh, workspace_id)
         except (DaemonError, TimeoutError) as exc:
+            if known:
+                log.warning(
+                    "repo checkout: workspace %s not refreshed (%s); going on with what is known",
+                    workspace_id,
+                    exc or "timed out",
+                )
+                return
             raise DaemonError(f"refresh workspace repos: {exc or 'timed out'}") from exc
         self.catalog.set_workspace(workspace_id, answer.repos)
+        self.catalog.set_settings(workspace_id, answer.settings)
         if not self.catalog.allowed(workspace_id, url):
             raise NotConfiguredError("repo is not configured for this workspace")
 
@@ -188,6 +204,9 @@ class Workdirs:
             done = check_out(
                 self.git, bare, url, path, branch, base, isolated=isolated, user=task.user
             )
+            owner = task.user.owner if task.user else None
+            on = self.catalog.co_authored(task.workspace_id)
+            place_hook(task.work_dir.parent, done.path, bare, on, owner)
         log.info(
             "task %s: checked out %s at %s on %s%s",
             short_id(task.task_id),

@@ -13,6 +13,7 @@ import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -67,10 +68,13 @@ class Registration:
         daemon_id: str,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_repos: Callable[[str, list[RepoRef]], None] | None = None,
+        on_repos: Callable[[str, list[RepoRef], dict[str, Any] | None], None] | None = None,
+        on_change: Callable[[], None] | None = None,
         legacy_ids: Sequence[str] = (),
     ) -> None:
-        """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`)."""
+        """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`);
+        `on_change` is called (on the event loop) whenever the set of runtimes changes."""
+        self._on_change = on_change
         self._client = client
         self.legacy_ids = tuple(legacy_ids)
         self._on_repos = on_repos
@@ -111,6 +115,8 @@ class Registration:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+        if self._on_change is not None:
+            self._on_change()
 
     async def register_when_reachable(self) -> None:
         """Register, waiting out a server that is down; fatal only when nothing registered."""
@@ -178,7 +184,7 @@ class Registration:
         self.by_workspace[workspace.id] = runtimes
         self._sent[workspace.id] = sent
         if self._on_repos is not None:
-            self._on_repos(workspace.id, answer.repos)
+            self._on_repos(workspace.id, answer.repos, answer.settings)
         log.info(
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )

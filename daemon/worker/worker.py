@@ -13,7 +13,7 @@ import os
 import signal
 import socket
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import anyio
@@ -23,6 +23,7 @@ from backends.base import Backend
 from backends.process import ProcessRegistry
 from daemon.agent_pool import AgentPool
 from daemon.config import Settings
+from daemon.containment import contain
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.multica_home import daemon_id, legacy_daemon_ids
 from daemon.ops.metrics import Metrics
@@ -32,7 +33,7 @@ from daemon.protocol.client import ServerClient
 from daemon.protocol.control_rpc import GRACE
 from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
-from daemon.services import AgentReach, Services
+from daemon.services import PREPARE_LEASE_EVERY, AgentReach, Services
 from daemon.shutdown import CLAIM, ShutdownBudget
 from daemon.snapshot import DaemonSnapshot, FinishedSnapshot
 from daemon.state.agent_records import AgentRecords
@@ -74,6 +75,8 @@ class WorkerOptions:
     subreaper: bool = False
     """Adopt orphaned agent processes: only a daemon that owns its process may."""
     outbox_interval: float = OUTBOX_INTERVAL
+    prepare_lease_every: float = PREPARE_LEASE_EVERY
+    """Seconds between a claimed task's lease renewals while its setup runs."""
     claim_budget: float = BUDGET
     """Seconds the server may take over a claim on the control socket (claims.py)."""
     claim_grace: float = GRACE
@@ -102,7 +105,8 @@ class Worker:
         self.backends = dict(backends)
         self.metrics = metrics
         self.circuit = circuit
-        self.status = "starting"
+        self._status = "starting"
+        self._watchers: list[Callable[[], None]] = []
         earlier = settings.state_dir / "daemon_id"
         self.daemon_id = daemon_id(settings.home, settings.daemon_id, settings.profile, earlier)
         legacy = legacy_daemon_ids(
@@ -121,6 +125,7 @@ class Worker:
             self.backends,
             self.daemon_id,
             on_repos=self.workdirs.learned,
+            on_change=self._changed,
             legacy_ids=legacy,
         )
         self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
@@ -146,6 +151,7 @@ class Worker:
             skill_cache=SkillBundleCache(settings.state_dir / "skill-cache"),
             workdirs=self.workdirs,
             agent_users=AgentPool(settings.agent_pool),
+            prepare_lease_every=options.prepare_lease_every,
             progress=Progress(client),
         )
         self.outbox = self.services.outbox
@@ -180,6 +186,25 @@ class Worker:
             repo_locks=self.workdirs.cache,
             repo_in_use=self.workdirs.listed,
         )
+
+    @property
+    def status(self) -> str:
+        """`starting`, `running` or `stopping`."""
+        return self._status
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call `changed` (on the event loop) whenever what readiness rests on changes: the
+        runtimes registered, the status. The health port builds its document then."""
+        self._watchers.append(changed)
+
+    def _changed(self) -> None:
+        for changed in self._watchers:
+            changed()
+
+    def _enter(self, status: str) -> None:
+        if status != self._status:
+            self._status = status
+            self._changed()
 
     @property
     def registered(self) -> bool:
@@ -220,6 +245,8 @@ class Worker:
             provider_failures=self.provider_failures.snapshot(),
             finished=tuple(self.finished),
             agents_as_root=os.geteuid() == 0 and self.settings.agent_identity is None,
+            containment=self.services.containment.name if self.services.containment else "",
+            held_back_users=self.services.users.held_back(),
         )
 
     async def run(self) -> None:
@@ -242,7 +269,7 @@ class Worker:
         """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
         if not self._stopping.is_set():
             log.info("stopping: no new claims, %d tasks running", len(self.runs))
-            self.status = "stopping"
+            self._enter("stopping")
             self._stopping.set()
             self.pickup.wake()
             self._starting.cancel()
@@ -259,20 +286,28 @@ class Worker:
         records, processes = self.services.records, self.services.processes
         if self.subreaper:
             self.subreaper = processes.adopt_orphans()
-        if records is not None:
-            await records.recover(self.settings.kill_grace)
-        await renew_once(self.client, self.settings.profile)
-        await self.registration.register_when_reachable()
-        # Before recover-orphans: the server would fail every task still in flight, including
-        # those whose `complete` waits in the outbox, and a result must never become a failure.
-        left = await self.outbox.flush(self.client)
+        if self.services.containment is None:
+            own = self.subreaper
+            found = await anyio.to_thread.run_sync(lambda: contain(self.settings, own_process=own))
+            self.services = replace(self.services, containment=found)
+        async with anyio.create_task_group() as recovering:
+            if records is not None:
+                # A crashed run's agents are lost already: killed outright (no grace), while
+                # the daemon registers; startup ends, and claims begin, only once they are gone.
+                recovering.start_soon(records.recover, 0.0)
+            await renew_once(self.client, self.settings.profile)
+            await self.registration.register_when_reachable()
+            # Before recover-orphans: the server would fail every task still in flight, as
+            # those whose `complete` waits in the outbox, and a result must never become a failure.
+            left = await self.outbox.flush(self.client)
         await recover_orphans(self.client, self.registration.runtimes)
-        self.status = "running"
+        self._enter("running")
         log.info(
-            "started: %d runtimes in %d workspaces, outbox %d",
+            "started: %d runtimes in %d workspaces, outbox %d, runs contained by %s",
             len(self.registration.runtimes),
             len(self.workspaces),
             left,
+            self.services.containment.name if self.services.containment else "nothing",
         )
 
     async def serve(self) -> None:
@@ -301,7 +336,7 @@ class Worker:
 
     async def shutdown(self) -> None:
         """Deregister and log the summary line."""
-        self.status = "stopping"
+        self._enter("stopping")
         ids = [r.id for r in self.registration.runtimes]
         if ids:
             with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:

@@ -32,12 +32,16 @@ class RecordingObserver:
 
     signals: list[str] = field(default_factory=list)
     invalid: int = 0
+    limits: list[str] = field(default_factory=list)
 
     def signal_sent(self, signal_name: str) -> None:
         self.signals.append(signal_name)
 
     def invalid_line(self) -> None:
         self.invalid += 1
+
+    def limit_reached(self, limit: str) -> None:
+        self.limits.append(limit)
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
 from backends.process import ProcessSpec, identify
-from backends.resume import Launch, resume_or_fresh, start_session
+from backends.resume import Launch, fresh_session_message, resume_or_fresh, start_session
 from daemon.testing import python, survivors
 from tests.backends.support import SLEEPER
 
@@ -22,7 +22,7 @@ pytestmark = [
     pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only"),
 ]
 
-NOTICE = "Session s1 was not found; started a fresh session instead."
+NOTICE = fresh_session_message("s1", fresh_process=True)
 
 
 @dataclass
@@ -82,11 +82,12 @@ async def test_missing_session_starts_a_fresh_process_and_says_so(tmp_path: Path
         result = await run.result()
         assert run.pid != first_pid
     assert [(m.type, m.content) for m in messages] == [
-        (MessageType.STATUS, NOTICE),
+        (MessageType.STATUS, "Session s1 was not found; started a fresh session instead."),
         (MessageType.TEXT, "fresh one"),
         (MessageType.TEXT, "fresh two"),
     ]
     assert messages[0].fresh_process and not messages[1].fresh_process
+    assert messages[0].retired_session == "s1" and not messages[1].retired_session
     assert result.status is RunStatus.COMPLETED and result.exit_code == 0
     assert calls == [1]
 
@@ -165,7 +166,7 @@ async def test_unknown_session_launches_fresh_after_the_resume(
         async with start_session("agent", "s1", launch_for) as run:
             with anyio.fail_after(10):
                 contents = [m.content async for m in run.messages()]
-    assert contents == [NOTICE, "fresh"]
+    assert contents == [NOTICE.content, "fresh"]
     assert asked == ["s1", ""]
     assert [r.getMessage() for r in caplog.records] == [
         "agent: session s1 not found; starting a fresh session"

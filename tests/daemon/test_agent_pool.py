@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import anyio
@@ -14,6 +15,7 @@ from backends.process.identity import AgentUser
 from daemon.agent_pool import AgentPool, processes_of, resolve_pool
 from daemon.config import Settings
 from daemon.errors import ConfigError
+from tests.fakes.system_user import agent_python
 from tests.helpers import eventually
 
 pytestmark = pytest.mark.root
@@ -110,6 +112,70 @@ async def test_a_shared_user_is_swept_only_when_no_task_of_it_runs(
     assert leftover in processes_of(one.uid)
     await pool.release(other)
     assert processes_of(one.uid) == []
+
+
+def leave_zombie_leader(user: AgentUser, started: Path) -> subprocess.Popen[bytes]:
+    """Start, as `user`, a detached process whose leader thread exits while a second thread
+    runs on (its /proc state reads `Z`); returned once the second thread runs."""
+    code = (
+        "import ctypes, sys, threading, time\n"
+        "def spin():\n"
+        "    open(sys.argv[1], 'w').close()\n"
+        "    while True: time.sleep(0.05)\n"
+        "threading.Thread(target=spin).start()\n"
+        "ctypes.CDLL(None).syscall(60, 0)\n"
+    )
+    proc = subprocess.Popen(
+        [agent_python(), "-c", code, str(started)],
+        cwd="/",
+        start_new_session=True,
+        stdin=subprocess.DEVNULL,
+        **user.spawn_options(),
+    )
+    deadline = time.monotonic() + 10
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert started.exists()
+    return proc
+
+
+@pytest.mark.anyio
+async def test_a_process_whose_leader_thread_exited_is_swept_before_the_uid_is_reused(
+    two_users: tuple[AgentUser, AgentUser], passable_tmp: Path
+) -> None:
+    """A leftover whose leader is a zombie while another thread runs is found and killed by
+    the release: the next task of that uid finds nothing of it."""
+    pool = AgentPool(two_users[:1])
+    user = await pool.acquire()
+    assert user is not None
+    os.chmod(passable_tmp, 0o777)
+    leftover = leave_zombie_leader(user, passable_tmp / "started")
+    try:
+        # The second thread runs first; the leader's exit follows it.
+        await eventually(lambda: _zombie(leftover.pid), what="the leader thread gone")
+        assert leftover.pid in processes_of(user.uid)
+        await pool.release(user)
+        assert await pool.acquire() == user
+        assert processes_of(user.uid) == []
+    finally:
+        leftover.kill()
+        assert leftover.wait(timeout=5) == -9
+
+
+@pytest.mark.anyio
+async def test_a_uid_whose_processes_outlive_the_sweep_is_held_back_until_clean() -> None:
+    """While something of a uid survives its sweep, no task gets that uid and the pool says
+    why; once a later sweep finds it clean, the uid is handed out again."""
+    user = AgentUser("agent-x", 61001, 61001, (61001,), "/nonexistent")
+    alive = [[4242], []]
+    pool = AgentPool([user], clean=lambda uid: 0, alive=lambda uid: alive.pop(0), retry_every=0.05)
+    assert await pool.acquire() == user
+    await pool.release(user)
+    assert pool.held_back() == ("agent-x (uid 61001): 1 process(es) outlived the sweep",)
+    with anyio.fail_after(5):
+        assert await pool.acquire() == user
+    assert pool.held_back() == ()
+    assert alive == []
 
 
 def _zombie(pid: int) -> bool:

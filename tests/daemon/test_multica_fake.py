@@ -77,6 +77,26 @@ async def test_each_task_kind_is_shaped_like_multicas() -> None:
         assert tasks[3]["quick_create_prompt"] == "add dark mode"
 
 
+async def test_folded_comments_come_one_by_one_only_to_a_daemon_that_names_it() -> None:
+    """`coalesced-comments-v1` in the request: each earlier comment with its thread; without
+    it, every comment folded into the trigger's text between markers, as Go folds them."""
+    folded = [{"id": "c-1", "thread_id": "th-1", "content": "older", "created_at": "2026-01-01"}]
+    async with registered() as (fake, http, runtime_id):
+        fake.queue_comment("newest", coalesced=folded, trigger_comment_id="c-9")
+        fake.queue_comment("newest", coalesced=folded, trigger_comment_id="c-9")
+        (old,) = (await claim(http, [runtime_id], 1)).json()["tasks"]
+        http.headers["X-Client-Capabilities"] = "skill-bundles-v1,coalesced-comments-v1"
+        (new,) = (await claim(http, [runtime_id], 1)).json()["tasks"]
+    assert old["coalesced_comments"] is None and old["coalesced_comment_ids"] is None
+    bundle = old["trigger_comment_content"]
+    assert bundle.startswith("This run covers multiple distinct issue comments.")
+    assert "\n--- comment c-1 [thread th-1] [created 2026-01-01] ---\nolder\n" in bundle
+    assert "---\nnewest\n--- end comment c-9 ---" in bundle
+    assert new["trigger_comment_content"] == "newest"
+    assert new["coalesced_comment_ids"] == ["c-1"]
+    assert new["coalesced_comments"] == [{**folded[0]}]
+
+
 async def test_unknown_foreign_and_malformed_runtime_ids_are_skipped() -> None:
     """A claim naming runtimes the daemon does not own answers 200 with what it can claim."""
     async with registered() as (fake, http, runtime_id):
@@ -403,13 +423,15 @@ async def test_the_control_socket_answers_heartbeats_and_claims_as_the_hub_does(
 
 async def test_a_task_dispatched_and_never_started_is_handed_out_again() -> None:
     """Go's stale-dispatch reclaim: a claimed task nobody started comes again in a claim of
-    its runtimes once `reclaim_after` passed; a started one never does."""
+    its runtimes once the recovery window and its prepare lease passed; a started one never
+    does."""
     async with registered() as (fake, http, runtime_id):
+        fake.claim_recovery, fake.prepare_lease = 3600.0, 0.0
         lost, started = fake.queue_issue(), fake.queue_issue()
         assert len((await claim(http, [runtime_id])).json()["tasks"]) == 2
         await http.post(f"/api/daemon/tasks/{started}/start", json={})
         assert (await claim(http, [runtime_id])).json()["tasks"] == []
-        fake.reclaim_after = 0.0
+        fake.claim_recovery = 0.0
         (again,) = (await claim(http, [runtime_id])).json()["tasks"]
     assert again["id"] == lost
     assert fake.tasks[lost].handed == ["http", "http"]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.process.identity import AgentUser
+from daemon.workdirs.coauthor import TRAILER
 from tests.e2e.test_agent_user_daemon import root_daemon, wait_task
 from tests.fakes.repo_checkout import CHECKOUT_AGENT, calls, make_origin
 
@@ -27,7 +28,9 @@ open(app + '/README.md', 'a').write('by the agent\\n')
 sh('git', 'add', 'README.md')
 done = sh('git', '-c', 'user.name=a', '-c', 'user.email=a@b', 'commit', '-qm', 'agent work')
 report.update(uid=os.getuid(), commit=done.returncode, said=done.stderr,
-              owner=os.stat(app + '/.git/HEAD').st_uid)
+              owner=os.stat(app + '/.git/HEAD').st_uid,
+              message=sh('git', 'log', '-1', '--format=%B').stdout,
+              hook_owner=os.stat(app + '/.git/hooks/prepare-commit-msg').st_uid)
 """
 
 
@@ -54,6 +57,9 @@ async def test_a_root_daemons_agent_user_checks_out_and_commits(
     assert report["answers"][0]["status"] == 200, report["answers"]
     assert (report["uid"], report["owner"]) == (agent_user.uid, agent_user.uid)
     assert report["commit"] == 0, report["said"]
+    # The co-author hook, written through handles into the agent's clone, is the agent's.
+    assert report["message"] == f"agent work\n\n{TRAILER}\n\n"
+    assert report["hook_owner"] == agent_user.uid
 
 
 # Both agents wait until the other runs too (a file each in a shared folder), so the two

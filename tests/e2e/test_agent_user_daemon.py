@@ -25,7 +25,7 @@ from tests.daemon_child import DaemonChild, daemon_child
 from tests.fakes.anthropic_api import Text, ToolUse, claude_env, fake_anthropic
 from tests.fakes.real_cli import require_cli
 from tests.fakes.system_user import AGENT_USER_CAPABILITIES, with_only
-from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
+from tests.helpers import FINAL, NO_PID_NAMESPACE, TOKEN, daemon_env, eventually, server_client
 
 pytestmark = [pytest.mark.anyio, pytest.mark.root]
 
@@ -124,7 +124,8 @@ async def test_an_agent_runs_as_the_user_and_reaches_nothing_of_the_daemons(
     """The agent has the user's uid, gid, groups and HOME, no capabilities and no_new_privs;
     it writes its work and temp dirs and reads its brief, but cannot read the daemon's
     /proc environ (its token), list or read the state dir (server.db) or list the root."""
-    async with root_daemon(passable_tmp, agent_user, **shell_agent(passable_tmp, "report")) as (
+    report = shell_agent(passable_tmp, "report") | NO_PID_NAMESPACE
+    async with root_daemon(passable_tmp, agent_user, **report) as (
         child,
         api,
     ):
@@ -168,7 +169,8 @@ async def test_a_detached_straggler_of_the_agent_user_dies_with_its_task(
 ) -> None:
     """`env -i setsid sleep 333 &` (no tag, its own session, its parent gone) started by an
     agent running as the user is killed when its task ends, while the daemon runs on."""
-    async with root_daemon(passable_tmp, agent_user, **shell_agent(passable_tmp, "straggle")) as (
+    straggle = shell_agent(passable_tmp, "straggle") | NO_PID_NAMESPACE
+    async with root_daemon(passable_tmp, agent_user, **straggle) as (
         child,
         api,
     ):

@@ -134,7 +134,9 @@ async def test_each_refusal_is_gos_answer_and_changes_nothing(tmp_path: Path) ->
         200,
     ]
     assert "not configured" in report["answers"][12]["error"]
-    assert len(fake.seen("repos")) == 1  # the unknown URL was looked up once
+    # As Go: the list (and the workspace's settings) is asked for before each checkout that
+    # gets that far: the unknown URL's and the proper one's.
+    assert len(fake.seen("repos")) == 2
     assert ended.status_code == 401
     assert not pwned.exists() and list(outside.iterdir()) == []
 

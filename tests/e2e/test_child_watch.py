@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import daemon_env, daemon_process, embedded_server, eventually, server_client
+from tests.helpers import (
+    NO_PID_NAMESPACE,
+    daemon_env,
+    daemon_process,
+    embedded_server,
+    eventually,
+    server_client,
+)
 
 AGENTS = 8
 
@@ -65,7 +72,7 @@ async def test_no_thread_waits_on_an_agent_and_every_exit_is_heard(
     async with (
         embedded_server(tmp_path / "server.db") as url,
         server_client(url) as http,
-        daemon_process(daemon_env(tmp_path, url, **command)) as daemon,
+        daemon_process(daemon_env(tmp_path, url, **command, **NO_PID_NAMESPACE)) as daemon,
     ):
         ids = [(await http.post("/api/tasks", json=task)).json()["id"] for _ in range(AGENTS)]
         running = lambda: len(list(tmp_path.glob("running.*"))) == AGENTS  # noqa: E731

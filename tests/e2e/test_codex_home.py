@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,6 @@ async def test_codex_runs_with_its_own_home_and_the_tasks_skills(tmp_path: Path)
     seen = report["seen"]
     assert seen["skills/deploy/SKILL.md"].endswith("Run make deploy.")
     assert seen["auth.json"] == f"link -> {user / 'auth.json'}"
-    assert seen["config.toml"] == 'model = "gpt-test"\n'
+    assert tomllib.loads(seen["config.toml"])["model"] == "gpt-test"
     assert seen["skills/mine"] == f"link -> {user / 'skills' / 'mine'}"
     assert not (Path(task.work_dir) / ".agent_context" / "skills").exists()

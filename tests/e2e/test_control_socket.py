@@ -133,7 +133,7 @@ async def test_a_lost_claim_answer_falls_back_to_http_after_the_window_and_runs_
     handed out again once the server's recovery window passed. Each task starts once."""
     budget, grace = 0.3, 0.2
     async with multica_server() as fake:
-        fake.reclaim_after = 1.5
+        fake.claim_recovery, fake.prepare_lease = 1.5, 1.5
         env = {**QUIET, "MULTICA_DAEMON_POLL_INTERVAL": "500ms"}
         async with running_daemon(
             tmp_path, fake.url, control=True, claim_budget=budget, claim_grace=grace, **env

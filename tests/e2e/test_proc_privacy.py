@@ -20,6 +20,7 @@ import pytest
 from daemon.cli.tasks_api import TasksApi
 from tests.helpers import (
     FINAL,
+    NO_PID_NAMESPACE,
     ROOT,
     TOKEN,
     daemon_env,
@@ -115,6 +116,7 @@ async def test_an_agent_of_the_same_user_cannot_read_the_daemons_environ(tmp_pat
                 MULTICA_COMMAND_PATH=user.agent_python,
                 MULTICA_COMMAND_ARGS=str(agent),
                 PYTHONPATH=user.pythonpath,
+                **NO_PID_NAMESPACE,
             )
             async with daemon_process(env, "run", python=user.python) as proc:
                 api = TasksApi(http)

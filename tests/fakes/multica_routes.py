@@ -88,14 +88,23 @@ class FakeTask:
     parent_id: str = ""
     fire_at: float = 0.0
     """Monotonic time before which a deferred retry is not claimed (0: at once)."""
-    dispatched_at: float = 0.0
-    """Monotonic time the task was last handed to a daemon."""
-    handed: list[str] = field(default_factory=list)
-    """How each claim that handed the task out came: `http` or `socket`."""
     ended: int = 0
     """Order in which tasks reached a terminal status (0: not yet)."""
     claimed: dict[str, Any] | None = None
     """The task as the claim handed it to a daemon."""
+    deliveries: int = 0
+    """How many claims handed the task out (more than one: a claim's answer was taken as lost)."""
+    handed: list[str] = field(default_factory=list)
+    """How each claim that handed the task out came: `http` or `socket`."""
+    dispatched_at: float = 0.0
+    lease_until: float = 0.0
+    """Monotonic time until which the task, dispatched and not started, is not handed out
+    again (its prepare lease)."""
+    started: bool = False
+    retired_session_id: str = ""
+    rollout_missing: bool = False
+    branch_name: str = ""
+    durable_work_dir: str = ""
 
     def claim_body(self) -> dict[str, Any]:
         """The task as Multica's claim returns it: no `prompt`, a task-scoped token."""
@@ -194,7 +203,8 @@ class Handlers:
         legacy = body.get("legacy_daemon_ids") or []
         for row in out:
             self._merge_legacy(self.fake.runtimes[row["id"]], legacy)
-        return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": {}})
+        settings = self.fake.settings.get(workspace_id) or {}
+        return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": settings})
 
     def _repos(self, workspace_id: str) -> dict[str, Any]:
         """Go's `workspaceReposResponse`: the list, and a version hashed from its sorted URLs."""
@@ -211,7 +221,10 @@ class Handlers:
         workspace_id = request.path_params["wid"]
         if workspace_id not in self.fake.workspaces:
             return error(404, "workspace not found")
-        return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id)})
+        # Go's answer leaves `settings` out when the workspace has none.
+        settings = self.fake.settings.get(workspace_id)
+        extra = {"settings": settings} if settings else {}
+        return JSONResponse({"workspace_id": workspace_id, **self._repos(workspace_id), **extra})
 
     def _upsert(
         self, workspace_id: str, body: dict[str, Any], runtime: dict[str, Any]
@@ -301,23 +314,15 @@ class Handlers:
             for r in self.fake.live_runtimes()
             if r.id in set(body.get("runtime_ids") or []) and r.daemon_id == daemon_id
         }
-        claimed: list[dict[str, Any]] = []
+        limit = min(wanted, CLAIM_CAP)
+        claimed: list[dict[str, Any]] = [
+            task.claimed for task in self._stale(ours, limit, via) if task.claimed
+        ]
         if self.fake.repeat_claims:
             # Hostile: what this daemon already runs, handed out once more.
             again = [t for t in self.fake.tasks.values() if t.status in ("dispatched", "running")]
             claimed.extend(t.claim_body() for t in again if t.runtime_id in ours)
-        now, limit = time.monotonic(), min(wanted, CLAIM_CAP)
-        for task in self.fake.tasks.values():
-            # A claim whose answer was lost left its task dispatched and unstarted: handed out
-            # again, first, once it has waited out the recovery window.
-            stale = now - task.dispatched_at >= self.fake.reclaim_after
-            if task.status == "dispatched" and task.runtime_id in ours and stale:
-                if len(claimed) >= limit:
-                    break
-                task.dispatched_at = now
-                task.handed.append(via)
-                assert task.claimed is not None
-                claimed.append(task.claimed)
+        now = time.monotonic()
         for task in self.fake.tasks.values():
             if len(claimed) >= limit:
                 break
@@ -325,8 +330,7 @@ class Handlers:
             due = task.fire_at <= now
             if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
-                task.dispatched_at = now
-                task.handed.append(via)
+                self._deliver(task, via)
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
                 # A project's repositories come with the task; else the workspace's own.
                 workspace = self._repos(task.workspace_id)["repos"]
@@ -339,27 +343,79 @@ class Handlers:
                     task.status = "cancelled"
         return 200, {"tasks": claimed}
 
-    def _resume_fields(self, task: FakeTask) -> dict[str, str]:
+    def _deliver(self, task: FakeTask, via: str) -> None:
+        now = time.monotonic()
+        task.deliveries += 1
+        task.handed.append(via)
+        task.dispatched_at, task.lease_until = now, now + self.fake.prepare_lease
+
+    def _stale(self, ours: dict[str, Any], limit: int, via: str) -> list[FakeTask]:
+        """`ReclaimStaleDispatchedTasksForRuntimes`: tasks dispatched to these runtimes and not
+        started, past the window in which a claim's answer is still on its way, whose prepare
+        lease ran out; each is handed out again (first) with a fresh lease."""
+        now = time.monotonic()
+        stale = [
+            t
+            for t in self.fake.tasks.values()
+            if t.status == "dispatched"
+            and not t.started
+            and t.runtime_id in ours
+            and now - t.dispatched_at >= self.fake.claim_recovery
+            and t.lease_until < now
+        ][:limit]
+        for task in stale:
+            self._deliver(task, via)
+        return stale
+
+    async def prepare_lease(self, request: Request) -> JSONResponse:
+        """`ExtendTaskPrepareLease`: a dispatched task not yet started, on this runtime, keeps
+        its claim for another lease; anything else is a 400 (the update found no row)."""
+        _, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if task.runtime_id != request.path_params["rid"]:
+            return error(404, "task not found")
+        if task.status != "dispatched" or task.started:
+            return error(400, "no rows in result set")
+        task.lease_until = time.monotonic() + self.fake.prepare_lease
+        return JSONResponse(task.body())
+
+    def _resume_fields(self, task: FakeTask) -> dict[str, Any]:
         """What the claim tells an issue task to resume (Go's `GetLastTaskSession`): the most
         recent session of the same agent on the same issue whose latest terminal run did not
-        poison it; the session only on the same runtime, the work dir always."""
+        poison it and that no run retired; the session only on the same runtime, the work dir
+        always."""
         issue = task.fields.get("issue_id")
         if not issue or "prior_session_id" in task.fields:
             return {}
-        latest: dict[str, FakeTask] = {}
-        for other in sorted(self.fake.tasks.values(), key=lambda t: t.ended):
-            same = other.agent["id"] == task.agent["id"] and other.fields.get("issue_id") == issue
-            if same and other.ended and other.session_id:
-                latest[other.session_id] = other  # each session's latest terminal run
+        ended = sorted(
+            (
+                t
+                for t in self.fake.tasks.values()
+                if t.ended
+                and t.agent["id"] == task.agent["id"]
+                and t.fields.get("issue_id") == issue
+            ),
+            key=lambda t: t.ended,
+        )
+        fields: dict[str, Any] = {}
+        # `GetLatestTaskRolloutMissing`: the last run withheld its Codex session, so whatever
+        # is resumed below is older, and the run must say the last turn was not carried over.
+        finished = [t for t in ended if t.status in ("completed", "failed") and t.started]
+        if finished and finished[-1].rollout_missing:
+            fields["prior_session_resume_unavailable"] = True
+        retired = {t.retired_session_id for t in ended if t.retired_session_id}
+        latest = {t.session_id: t for t in ended if t.session_id}  # each session's last run
         usable = [
             t
             for t in latest.values()
-            if t.status != "failed" or not resume_unsafe(t.failure_reason, t.error)
+            if t.session_id not in retired
+            and (t.status != "failed" or not resume_unsafe(t.failure_reason, t.error))
         ]
         if not usable:
-            return {}
+            return fields
         prior = max(usable, key=lambda t: t.ended)
-        fields = {"prior_work_dir": prior.work_dir}
+        fields["prior_work_dir"] = prior.work_dir
         if prior.runtime_id == task.runtime_id:
             fields["prior_session_id"] = prior.session_id
         return fields
@@ -443,7 +499,7 @@ class Handlers:
             return refused or error(404, "task not found")
         if task.status != "dispatched":
             return error(400, "start task: no rows in result set")
-        task.status = "running"
+        task.status, task.started = "running", True
         return JSONResponse(task.body())
 
     async def complete(self, request: Request) -> JSONResponse:
@@ -455,7 +511,19 @@ class Handlers:
             task.output = body.get("output") or ""
             task.session_id = body.get("session_id") or ""
             task.work_dir = body.get("work_dir") or ""
+            self._bookkeeping(task, body)
         return JSONResponse(task.body())
+
+    @staticmethod
+    def _bookkeeping(task: FakeTask, body: dict[str, Any]) -> None:
+        """`CompleteAgentTask` / `FailAgentTask`: a withheld session clears the row's; the
+        retired session, branch and durable work dir are kept once given."""
+        task.rollout_missing = body.get("session_rollout_missing") is True
+        if task.rollout_missing:
+            task.session_id = ""
+        task.retired_session_id = body.get("retired_session_id") or task.retired_session_id
+        task.branch_name = body.get("branch_name") or task.branch_name
+        task.durable_work_dir = body.get("durable_work_dir") or task.durable_work_dir
 
     async def fail(self, request: Request) -> JSONResponse:
         body, task, refused = await self._task(request)
@@ -467,6 +535,7 @@ class Handlers:
             task.failure_reason = body.get("failure_reason") or classify(task.error)
             task.session_id = body.get("session_id") or task.session_id
             task.work_dir = body.get("work_dir") or task.work_dir
+            self._bookkeeping(task, body)
             self._retry(task)
         return JSONResponse(task.body())
 

@@ -13,6 +13,12 @@ lenient where Multica refuses:
   other task both answer 200 and change nothing; an empty `failure_reason` is classified
   (`taskfailure.Classify`); a failed `agent_error.provider_network` issue task is retried
   (three attempts in all, the last deferred 5 s);
+- a claim first hands out again what it handed out before and was never started, once the
+  claim's answer may be lost (90 s) and the task's prepare lease (45 s, renewed by
+  `prepare-lease`) has run out;
+- `complete` and `fail` keep `retired_session_id` (never offered for resuming again),
+  `branch_name` and `durable_work_dir`; `session_rollout_missing` clears the session and makes
+  the next claim on the issue say `prior_session_resume_unavailable`;
 - `session` pins a running task's session and work dir (204); `recover-orphans` fails what a
   restarted daemon's runtime left in flight (`runtime_recovery`) and retries each issue task
   once, at once, so the retry's claim offers the session that was pinned;
@@ -24,10 +30,9 @@ lenient where Multica refuses:
 - a heartbeat for a deleted runtime is a 404 `runtime not found`, a task route for an
   unknown task a 404 `task not found`; a request queued for a runtime (the model list) is
   handed out by its next heartbeat only;
-- a claim hands out again, first, a task it dispatched to one of the claiming runtimes that
-  nobody started within `reclaim_after` seconds (Go's `ReclaimStaleDispatchedTasksForRuntimes`,
-  90 s: a claim whose answer was lost);
 - `progress` takes `{summary, step, total}` for a known task (`ReportTaskProgress`);
+- comments folded into a queued run come one by one to a daemon naming
+  `coalesced-comments-v1`, else folded into the trigger comment (tests/fakes/multica_comments.py);
 - the control WebSocket pushes `daemon:task_available` when a task is queued,
   `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
   request waits for a runtime's heartbeat, and answers the daemon's heartbeats and claims
@@ -62,6 +67,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
+from tests.fakes import multica_comments
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_control import serve_control
 from tests.fakes.multica_gc import GcHandlers, Record
@@ -125,10 +131,18 @@ class MulticaFake:
     """The most pending-action results the server was answering at once."""
     repos: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     """Each workspace's repository list (`{"url", "description"}`), as register answers it."""
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each workspace's settings (`github_enabled`, `co_authored_by_enabled`, ...), as the
+    register answer and the repository list carry them."""
     skill_imports: list[dict[str, str]] = field(default_factory=list)
     """Local skill imports a user asked for, not yet handed to a runtime: a heartbeat takes
     up to 10 from a daemon that says `supports_batch_import`, else one (Go's
     `processHeartbeat`); once handed out they are running and never handed out again."""
+    claim_recovery: float = 90.0
+    """Seconds after its claim before a task not started may be handed out again
+    (`claimResponseRecoveryWindow`)..."""
+    prepare_lease: float = 45.0
+    """... once its prepare lease, from the claim or its last renewal, has run out."""
     merged_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtimes a register folded into another (old id → new id): registered under a
     `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
@@ -140,8 +154,6 @@ class MulticaFake:
     """Answer requests on the control WebSocket (False: every one a 503, no RPC handler)."""
     progress: list[dict[str, Any]] = field(default_factory=list)
     """Progress posts taken: the task id and the body."""
-    reclaim_after: float = 90.0
-    """Seconds after which a dispatched task nobody started is handed out again."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -236,10 +248,20 @@ class MulticaFake:
         """An issue assigned to the agent (Multica's most common task)."""
         return self.queue(issue_id=issue_id or str(uuid.uuid4()), **options)
 
-    def queue_comment(self, content: str, issue_id: str = "", **options: Any) -> str:
-        """A comment on an issue that mentions the agent."""
+    def queue_comment(
+        self,
+        content: str,
+        issue_id: str = "",
+        coalesced: list[dict[str, str]] | None = None,
+        **options: Any,
+    ) -> str:
+        """A comment on an issue that mentions the agent; `coalesced`: earlier comments folded
+        into its run while queued (`id`, `thread_id`, `author_type`, `author_name`,
+        `content`, `created_at`), handed out as tests/fakes/multica_comments.py says."""
         options.setdefault("trigger_comment_id", str(uuid.uuid4()))
         options.setdefault("trigger_author_type", "member")
+        if coalesced:
+            options["coalesced_comments"] = coalesced
         return self.queue_issue(issue_id, trigger_comment_content=content, **options)
 
     def queue_chat(self, message: str, **options: Any) -> str:
@@ -265,8 +287,8 @@ class MulticaFake:
 
     def shape_claim(self, body: dict[str, Any], capabilities: str) -> dict[str, Any]:
         """A claimed task as the daemon's `X-Client-Capabilities` have it sent (skills by
-        reference)."""
-        return for_claim(self, body, capabilities)
+        reference, folded comments one by one)."""
+        return multica_comments.for_claim(for_claim(self, body, capabilities), capabilities)
 
     def heartbeat_answer(self, runtime: FakeRuntime, batched: bool) -> dict[str, Any]:
         """What a heartbeat of `runtime` answers, over HTTP or the socket (Go's
@@ -375,6 +397,11 @@ class MulticaFake:
         resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
             Route(resolve, skills.resolve, methods=["POST"]),
+            Route(
+                daemon + "/runtimes/{rid}/tasks/{tid}/prepare-lease",
+                h.prepare_lease,
+                methods=["POST"],
+            ),
             Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
             Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
             Route(daemon + "/chat-sessions/{id}/gc-check", gc.chat, methods=["GET"]),

@@ -37,6 +37,15 @@ def require_root() -> None:
         raise AssertionError("this test creates a user: install `useradd` (package passwd)")
 
 
+def agent_python() -> str:
+    """A Python interpreter any user may run (the test's own lives under root's 0700 home):
+    the system's, from the system's directories."""
+    found = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
+    if found is None or not os.stat(found).st_mode & 0o001:
+        raise AssertionError("this test runs Python as an agent user: install python3 system-wide")
+    return found
+
+
 @contextmanager
 def system_user(*, create_home: bool = True) -> Iterator[AgentUser]:
     """A new system user with a unique name (and its home); removed with its home after."""

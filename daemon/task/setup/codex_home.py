@@ -5,10 +5,11 @@ Codex finds skills only in its home, never in the work directory, so each Codex 
 Multica's daemon makes it (`execenv/codex_home.go`):
 
     auth.json                          a link to the user's: a refreshed login reaches every task
-    config.toml config.json            copies (model, provider): a task's changes stay its own
-    instructions.md
+    config.toml                        the user's, with the task's shell environment policy,
+                                       memory and sub-agents off (codex_config.py)
+    config.json instructions.md        copies (model, provider): a task's changes stay its own
     sessions/                          a link to the user's sessions: a thread started in one
-                                       task dir resumes from any other (see README)
+                                       task dir resumes from any other (docs/multica.md)
     skills/<user skill>                a link to each of the user's own skills
     skills/<slug>/SKILL.md ...         the task's skills, written like inline skills elsewhere;
                                        on a name clash the task's skill wins
@@ -28,7 +29,7 @@ import contextlib
 import logging
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from backends.codex.backend import CodexBackend, codex_home
@@ -45,6 +46,7 @@ from daemon.files.beneath import (
     write_at,
 )
 from daemon.protocol.models import Skill
+from daemon.task.setup.codex_config import task_config
 from daemon.task.setup.skills import skill_slug, write_skill_tree
 
 log = logging.getLogger(__name__)
@@ -52,7 +54,8 @@ log = logging.getLogger(__name__)
 CODEX = CodexBackend.name
 HOME_DIR = "codex-home"
 LINKED = ("auth.json", "sessions")
-COPIED = ("config.json", "config.toml", "instructions.md")
+CONFIG = "config.toml"
+COPIED = ("config.json", "instructions.md")
 SKILLS = "skills"
 COPY_LIMIT = 4 * 1024 * 1024
 """Bytes of one copied file; a larger one is not copied."""
@@ -63,11 +66,21 @@ def user_codex_home(base_env: Mapping[str, str]) -> Path:
     return codex_home(base_env)
 
 
+def task_codex_home(env_root: Path) -> Path:
+    """Where the task's Codex home is (made by `prepare_codex_home`)."""
+    return env_root / HOME_DIR
+
+
 def prepare_codex_home(
-    env_root: Path, user_home: Path, skills: list[Skill], owner: Owner | None = None
+    env_root: Path,
+    user_home: Path,
+    skills: list[Skill],
+    owner: Owner | None = None,
+    shell: Sequence[str] = (),
 ) -> Path:
     """Make (or refresh) the task's Codex home from `user_home`; return its path. With `owner`
-    (an agent user's uid and gid) the home and what is written in it are that user's."""
+    (an agent user's uid and gid) the home and what is written in it are that user's; `shell`
+    names the variables Codex's shell tools get (codex_config.py)."""
     # The task's folder sits in the daemon's workspace folder: its path is the anchor.
     with opened_dir(env_root.parent, env_root.name) as task_fd:
         found = stat_at(task_fd, HOME_DIR)
@@ -88,6 +101,7 @@ def prepare_codex_home(
             _mkdir(home_fd, "sessions", owner)  # no user home at all: its own
         for name in COPIED:
             _copy(source, home_fd, name, owner)
+        _config(source, home_fd, owner, shell)
         _user_skills(home_fd, source, user_home / SKILLS, skills, owner)
     write_skill_tree(home, SKILLS, skills, owner)
     return home
@@ -114,15 +128,29 @@ def _mkdir(dir_fd: int, name: str, owner: Owner | None) -> None:
 def _copy(source: int | None, home_fd: int, name: str, owner: Owner | None) -> None:
     """A copy of the user's `name`, when it is a regular file they could read themselves."""
     remove_at(home_fd, name)
+    data = _read(source, name, owner)
+    if data is not None:
+        write_at(home_fd, name, data, owner=owner)
+
+
+def _config(source: int | None, home_fd: int, owner: Owner | None, shell: Sequence[str]) -> None:
+    """The task's config.toml: the user's (or none) as codex_config.py changes it."""
+    remove_at(home_fd, CONFIG)
+    data = _read(source, CONFIG, owner)
+    text = data.decode("utf-8", "replace") if data is not None else ""
+    write_at(home_fd, CONFIG, task_config(text, shell).encode(), owner=owner)
+
+
+def _read(source: int | None, name: str, owner: Owner | None) -> bytes | None:
+    """The user's `name` when it is a regular file they could read themselves, else None."""
     if source is None or stat_at(source, name) is None:
-        return  # the user has none
+        return None  # the user has none
     try:
         # The operator's own config may be a link (a dotfiles checkout); an agent user's not.
-        data = read_at(source, name, COPY_LIMIT, readable_by=owner, follow=owner is None)
+        return read_at(source, name, COPY_LIMIT, readable_by=owner, follow=owner is None)
     except OSError as exc:
         log.warning("codex home: %s not copied: %s", name, exc.strerror or exc)
-        return
-    write_at(home_fd, name, data, owner=owner)
+        return None
 
 
 def _user_skills(

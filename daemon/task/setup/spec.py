@@ -10,12 +10,19 @@ from pathlib import Path
 from backends.base import ReadBeat, RunObserver, RunSpec
 from backends.process import ProcessRegistry
 from backends.process.identity import AgentUser
+from backends.process.unit import Containment
 from daemon.config import Settings
 from daemon.logs import short_id
 from daemon.protocol.models import Task
 from daemon.services import AgentReach
 from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
-from daemon.task.setup.codex_home import CODEX, prepare_codex_home, user_codex_home
+from daemon.task.setup.codex_config import shell_names
+from daemon.task.setup.codex_home import (
+    CODEX,
+    prepare_codex_home,
+    task_codex_home,
+    user_codex_home,
+)
 from daemon.task.setup.prompt import build_prompt
 from daemon.task.setup.runtime_brief import brief_in_prompt, write_brief
 from daemon.task.setup.skills import write_skills
@@ -67,6 +74,7 @@ def agent_spec(
     *,
     processes: ProcessRegistry | None,
     read_beat: ReadBeat | None = None,
+    containment: Containment | None = None,
 ) -> RunSpec:
     """The brief in the work directory, then the prompt, environment and resume choice: the
     one place a task's `RunSpec` is made."""
@@ -84,14 +92,17 @@ def agent_spec(
         require_task_token=True,
     )
     env = agent_env(reach.base_env, task, where)
+    blocked = blocked_custom_keys(task.agent.custom_env)
     if user is not None:
         env = user.environ(env)
     if backend == CODEX:
         # The Codex home the agent would have used: its user's, as its environment names it.
         owner = user.owner if user else None
-        home = prepare_codex_home(dirs.env_root, user_codex_home(env), task.agent.skills, owner)
-        env["CODEX_HOME"] = str(home)
-    blocked = blocked_custom_keys(task.agent.custom_env)
+        mine = user_codex_home(env)
+        env["CODEX_HOME"] = str(task_codex_home(dirs.env_root))
+        custom = {k: v for k, v in task.agent.custom_env.items() if k not in blocked}
+        shell = shell_names(env, reach.base_env, custom)
+        prepare_codex_home(dirs.env_root, mine, task.agent.skills, owner, shell)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
         log.warning("task %s: custom_env may not set %s", short_id(task.id), ", ".join(blocked))
@@ -120,4 +131,5 @@ def agent_spec(
         processes=processes,
         user=user,
         read_beat=read_beat,
+        containment=containment,
     )

@@ -27,6 +27,7 @@ AGENT_TREE_MODULES = (
     "daemon/task/setup/spec.py",
     "daemon/task/setup/workspace.py",
     "daemon/workdirs/checkout.py",
+    "daemon/workdirs/coauthor.py",
     "daemon/workdirs/disk_usage.py",
     "daemon/workdirs/gc.py",
     "daemon/workdirs/gc_meta.py",

@@ -138,6 +138,25 @@ async def test_status_names_the_multica_profile(tmp_path: Path) -> None:
     assert f"daemon     {d.worker.daemon_id} on {d.settings.device_name}  profile work" in out
 
 
+async def test_status_names_the_containment_a_real_daemon_runs_its_agents_in(
+    tmp_path: Path,
+) -> None:
+    """/health and `status` say what makes each run a unit here (as root on Linux: a pid
+    namespace, and cgroups where a tree is writable)."""
+    async with serving_daemon(tmp_path, health=True) as d:
+        code, out, _ = await run_cli("status", "--addr", addr(d.health_url), env=cli_env(tmp_path))
+        named = d.worker.snapshot().containment
+    assert code == 0
+    assert named.startswith("pid namespace")
+    assert f"contained  {named}" in out.splitlines()
+
+
+def test_status_says_which_agent_user_is_held_back_and_why() -> None:
+    """A uid whose processes outlived its sweep is shown with the reason no task gets it."""
+    doc = {"agent_users_held_back": ["agent2 (uid 2001): 1 process(es) outlived the sweep"]}
+    assert "held back  agent2 (uid 2001): 1 process(es) outlived the sweep" in render(doc)
+
+
 def test_status_still_reads_the_older_agent_shape() -> None:
     """A daemon from before Go's shapes listed agents as `{name, version}`: still rendered."""
     old = {"agents": [{"name": "claude", "version": "2.1"}], "workspaces": [{"id": "w1"}]}

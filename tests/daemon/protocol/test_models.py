@@ -206,3 +206,23 @@ def test_skills_and_mcp_config_are_read_leniently() -> None:
     assert [s.name for s in agent.skills] == ["s"] and agent.skills[0].files == []
     assert agent.mcp_config is None
     assert Agent.model_validate({"mcp_config": {}}).mcp_config == {}
+
+
+def test_a_reports_session_bookkeeping_is_sent_only_when_set() -> None:
+    """Branch, durable work dir, withheld and retired sessions ride on `complete` and `fail`
+    when set (a cancel ack carries only the branch and work dir), and survive a refusal."""
+    kept = {
+        "branch_name": "agent/bot/abc",
+        "durable_work_dir": "/home/u/app",
+        "session_rollout_missing": True,
+        "retired_session_id": "old-1",
+    }
+    complete = TerminalReport(kind="complete", output="o", work_dir="/w", **kept)
+    assert complete.body() == {"output": "o", "session_id": "", "work_dir": "/w", **kept}
+    ack = TerminalReport(kind="cancel_ack", **kept)
+    assert ack.body() == {"branch_name": "agent/bot/abc", "durable_work_dir": "/home/u/app"}
+    refused = complete.after_refusal("too large")
+    assert refused is not None and refused.kind == "fail"
+    assert {k: refused.body()[k] for k in kept} == kept
+    stored = TerminalReport.model_validate_json(complete.model_dump_json())
+    assert stored == complete

@@ -361,6 +361,18 @@ async def test_start_of_a_task_not_dispatched_is_400(client: httpx.AsyncClient) 
     assert (shown["status"], shown["started_at"]) == ("cancelled", None)
 
 
+async def test_a_dispatched_tasks_prepare_lease_is_renewed_until_it_starts(
+    client: httpx.AsyncClient,
+) -> None:
+    """As Multica's ExtendTaskPrepareLease: 200 while dispatched, 400 once running."""
+    task, runtime = await _claimed(client)
+    url = f"/api/daemon/runtimes/{runtime}/tasks/{task['id']}/prepare-lease"
+    assert (await client.post(url, json={})).status_code == 200
+    await client.post(_task_url(task["id"], "start"), json={})
+    late = await client.post(url, json={})
+    assert late.status_code == 400 and "running, not dispatched" in late.json()["error"]
+
+
 async def test_claim_skips_unknown_and_foreign_runtimes(client: httpx.AsyncClient) -> None:
     """As Multica's ClaimTasksByRuntime: an unknown runtime id, or another daemon's, is
     skipped (never a 404), and the daemon's own runtimes still get their tasks."""

@@ -8,12 +8,14 @@ from __future__ import annotations
 import os
 import subprocess
 import threading
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from backends.process.identity import AgentUser
 from daemon.agent_user import SHARED_DIR_MODE
+from daemon.task.setup.codex_config import SHELL_POLICY
 from daemon.task.setup.codex_home import prepare_codex_home
 
 pytestmark = pytest.mark.root
@@ -59,7 +61,12 @@ def test_links_to_root_only_files_are_not_copied_into_the_agents_home(
         home = prepare_codex_home(env_root, codex, [], agent_user.owner)
         copied = {p.name: p.read_bytes() for p in home.iterdir() if p.is_file()}
         assert not any(SECRET.encode() in data for data in copied.values()), copied.keys()
-        assert not {"config.toml", "config.json", "instructions.md"} & set(copied)
+        assert not {"config.json", "instructions.md"} & set(copied)
+        assert tomllib.loads(copied["config.toml"].decode()).keys() == {
+            "features",
+            "memories",
+            SHELL_POLICY,
+        }
         environ = Path("/proc/self/environ").read_bytes()
         assert not any(environ[:64] in data for data in copied.values() if data)
     finally:
@@ -82,7 +89,7 @@ def test_a_fifo_for_config_does_not_hang_the_setup(
     setup.join(SETUP_WITHIN)
     try:
         assert not setup.is_alive(), "the setup hangs on the FIFO"
-        assert done and not (done[0] / "config.toml").exists()
+        assert done and "model" not in tomllib.loads((done[0] / "config.toml").read_text())
     finally:
         if setup.is_alive():  # a writer that opens and closes lets the blocked read end
             os.close(os.open(codex / "config.toml", os.O_WRONLY | os.O_NONBLOCK))

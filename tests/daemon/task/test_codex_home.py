@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import stat
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -37,7 +39,7 @@ def test_the_home_carries_login_config_sessions_and_skills(tmp_path: Path) -> No
     assert os.readlink(home / "auth.json") == str(user / "auth.json")
     assert os.readlink(home / "sessions") == str(user / "sessions")
     assert not (home / "config.toml").is_symlink()
-    assert (home / "config.toml").read_text() == 'model = "gpt-test"\n'
+    assert _config(home)["model"] == "gpt-test"
     assert stat.S_IMODE((home / "config.toml").stat().st_mode) == 0o600
     assert os.readlink(home / "skills" / "mine") == str(user / "skills" / "mine")
     assert (home / "skills" / "deploy" / "SKILL.md").read_text().endswith("the task's deploy")
@@ -54,7 +56,7 @@ def test_a_link_left_in_place_of_the_home_is_replaced(tmp_path: Path) -> None:
     env_root.mkdir()
     (env_root / "codex-home").symlink_to(elsewhere)
     home = prepare_codex_home(env_root, user, [])
-    assert not home.is_symlink() and (home / "config.toml").read_text() == 'model = "gpt-test"\n'
+    assert not home.is_symlink() and _config(home)["model"] == "gpt-test"
     assert (elsewhere / "config.toml").read_text() == "precious"
     assert (elsewhere / "skills").is_dir()
 
@@ -89,4 +91,8 @@ def test_the_operators_linked_config_is_still_copied(tmp_path: Path) -> None:
     env_root = tmp_path / "task"
     env_root.mkdir()
     home = prepare_codex_home(env_root, user, [])
-    assert (home / "config.toml").read_text() == 'model = "from-dotfiles"\n'
+    assert _config(home)["model"] == "from-dotfiles"
+
+
+def _config(home: Path) -> dict[str, Any]:
+    return tomllib.loads((home / "config.toml").read_text())

@@ -103,3 +103,16 @@ def test_a_stopped_run_reports_what_it_spent() -> None:
         Ending("s", wall_clock=60.0, usage=USAGE),
     ):
         assert outcome_of(ending, "/w").usage == (UsageEntry.from_usage(USAGE[0]),)
+
+
+def test_a_retired_session_is_named_on_complete_and_fail() -> None:
+    """The session an attempt could not resume is retired whether the run completed or not;
+    a withheld session leaves the report without one and says why."""
+    done = RunResult(RunStatus.COMPLETED, output="ok", session_id="new-1")
+    completed = outcome_of(Ending(result=done, retired_session="old-1"), "/w")
+    assert completed.report is not None and completed.report.retired_session_id == "old-1"
+    failed = outcome_of(Ending(error="boom", retired_session="old-1"), "/w")
+    assert failed.report is not None and failed.report.retired_session_id == "old-1"
+    withheld = completed.without_session().report
+    assert withheld is not None
+    assert (withheld.session_id, withheld.session_rollout_missing) == ("", True)

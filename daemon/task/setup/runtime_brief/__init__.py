@@ -69,7 +69,7 @@ def runtime_brief(task: Task) -> str:
         issue_rules.MENTIONS if on_issue else "",
         issue_rules.ATTACHMENTS if on_issue else "",
         standing.ONLY_THE_CLI,
-        output(kind, leader),
+        output(kind, leader, task.chat_channel_type),
     ]
     return "".join(parts)
 

@@ -3,6 +3,7 @@ a path on this machine is never a deliverable."""
 
 from __future__ import annotations
 
+from daemon.task.setup.chat_prompt import channel_name
 from daemon.task.setup.runtime_brief.kind import BriefKind
 
 _ISSUE = (
@@ -65,11 +66,23 @@ _LOCAL_PATHS = (
 )
 
 
-def output(kind: BriefKind, leader: bool) -> str:
-    """The Output section for this kind of task."""
+def _channel_chat(channel: str) -> str:
+    # Whether a file reaches an IM conversation can change between turns of one resumed
+    # session, and this brief is the cached prefix: the turn's own message says it.
+    return (
+        "Your reply goes straight to the chat the user is reading.\n\n"
+        "Files: whether a file you make can reach this"
+        f" {channel_name(channel)} conversation depends on how this deployment is set up, so"
+        " each turn's message says it. Do what it says, and never call a file delivered unless"
+        " it told you how to deliver one.\n"
+    )
+
+
+def output(kind: BriefKind, leader: bool, channel: str = "") -> str:
+    """The Output section for this kind of task (`channel`: the IM channel behind a chat)."""
     body = {
         BriefKind.ISSUE: _LEADER if leader else _ISSUE,
-        BriefKind.CHAT: _CHAT,
+        BriefKind.CHAT: _channel_chat(channel) if channel else _CHAT,
         BriefKind.QUICK_CREATE: _QUICK_CREATE,
         BriefKind.AUTOPILOT: _AUTOPILOT,
     }[kind]
