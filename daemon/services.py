@@ -25,6 +25,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.task.progress import Progress
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
@@ -87,6 +88,8 @@ class Services:
     (None: no checkouts)."""
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between renewals of a claimed task's lease while its setup runs."""
+    progress: Progress | None = None
+    """Where a run's progress posts go (None: none are sent)."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

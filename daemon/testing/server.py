@@ -41,6 +41,7 @@ TASK_CALLS = (
     "extend_prepare_lease",
     "report_usage",
     "send_report",
+    "report_progress",
 )
 """The calls of `TaskServer`: those a forgotten task answers with `TaskGoneError`."""
 _ENDPOINTS = {
@@ -50,6 +51,7 @@ _ENDPOINTS = {
     "report_usage": "usage",
     "pin_session": "session",
     "extend_prepare_lease": "prepare_lease",
+    "report_progress": "progress",
 }
 """The endpoint each call names in its errors, as the real client's do."""
 _SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
@@ -96,6 +98,8 @@ class FakeTaskServer:
         """The terminal calls taken, per task."""
         self.pins: dict[str, list[tuple[str, str]]] = {}
         """The (session, work dir) pins taken, per task, in order."""
+        self.progress: dict[str, list[tuple[str, int, int]]] = {}
+        """The progress posts (summary, step, total) taken, per task, in order."""
         self.hold: anyio.Event | None = None
         """While set, a transcript send waits for this event before it is answered."""
         self.sending = anyio.Event()
@@ -176,6 +180,11 @@ class FakeTaskServer:
         """Acknowledge the start: the task is running."""
         self._take("start_task", task_id)
         self.statuses[task_id] = "running"
+
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Take a progress post (kept in `progress`)."""
+        self._take("report_progress", task_id)
+        self.progress.setdefault(task_id, []).append((summary, step, total))
 
     async def task_status(self, task_id: str) -> str:
         """The task's status."""

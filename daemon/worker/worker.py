@@ -8,6 +8,7 @@ summary) are already modules beside it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
@@ -29,6 +30,7 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
+from daemon.protocol.control_rpc import GRACE
 from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
 from daemon.services import PREPARE_LEASE_EVERY, AgentReach, Services
@@ -38,11 +40,13 @@ from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
+from daemon.task.progress import Progress
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
+from daemon.worker.claims import BUDGET, Claims
 from daemon.worker.cli_watch import CliWatch
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
@@ -73,6 +77,10 @@ class WorkerOptions:
     outbox_interval: float = OUTBOX_INTERVAL
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between a claimed task's lease renewals while its setup runs."""
+    claim_budget: float = BUDGET
+    """Seconds the server may take over a claim on the control socket (claims.py)."""
+    claim_grace: float = GRACE
+    """Seconds an answer on the control socket is waited for past its budget."""
 
 
 class Worker:
@@ -144,6 +152,7 @@ class Worker:
             workdirs=self.workdirs,
             agent_users=AgentPool(settings.agent_pool),
             prepare_lease_every=options.prepare_lease_every,
+            progress=Progress(client),
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -153,7 +162,21 @@ class Worker:
         self.heartbeats = Heartbeats(self.registration, client, settings)
         self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
-            settings, self.runs, self.registration, url, options.control, self.pushes
+            settings,
+            self.runs,
+            self.registration,
+            url,
+            options.control,
+            self.pushes,
+            self.heartbeats,
+            metrics,
+        )
+        channel = self.pickup.channel
+        self.claims = Claims(
+            client,
+            channel.calls if channel is not None else None,
+            budget=options.claim_budget,
+            grace=options.claim_grace,
         )
         self.gc = GcLoop(
             settings,
@@ -290,7 +313,7 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.heartbeats.run)
+            await tg.start(self.heartbeats.run)
             tg.start_soon(self.registration.sync_loop)
             tg.start_soon(self.cli_watch.run)
             tg.start_soon(
@@ -298,6 +321,8 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             await tg.start(self.pushes.run)
+            if self.services.progress is not None:
+                await tg.start(self.services.progress.run)
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)
@@ -354,12 +379,16 @@ class Worker:
         boundary = RoundBoundary("claim")
         while not self._stopping.is_set():
             free = self.settings.max_concurrent_tasks - len(self.runs)
+            held = math.inf
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 with boundary:
                     for task in self.pickup.claimed(self.runs.admit(await self._claim(free), free)):
                         backend = self.registration.backend_for(task)
                         self.runs.launch(group, task, backend, self.services)
-            await self.pickup.wait()
+                # A claim held back by a lost answer goes the moment its window ends. Asked
+                # only after a claim: one not tried (no slot, circuit open) must not spin.
+                held = self.claims.wait_at_most()
+            await self.pickup.wait(held)
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
@@ -367,7 +396,7 @@ class Worker:
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
                 ids = self.registration.runtime_ids()
-                return await self.client.claim(self.daemon_id, ids, free)
+                return await self.claims.claim(self.daemon_id, ids, free)
             except RuntimeGoneError:
                 await self.registration.register_again("claim")
             except ServerError as exc:
