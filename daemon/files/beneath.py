@@ -237,6 +237,19 @@ def _readable(who: Owner | None) -> Callable[[os.stat_result], bool] | None:
     return check
 
 
+def may_enter(info: os.stat_result, who: Owner) -> bool:
+    """Whether `who` could list and enter the directory `info` describes itself (by its owner,
+    group and mode bits): root walks into no folder of an agent's tree the agent could not."""
+    uid, gid = who
+    if info.st_uid == uid:
+        bits = stat.S_IRUSR | stat.S_IXUSR
+    elif info.st_gid == gid:
+        bits = stat.S_IRGRP | stat.S_IXGRP
+    else:
+        bits = stat.S_IROTH | stat.S_IXOTH
+    return info.st_mode & bits == bits
+
+
 def read_under(anchor: Path, path: str, limit: int = 1 << 20) -> str | None:
     """The text of `anchor/path` when it is a regular file of at most `limit` bytes reached
     without links, else None."""

@@ -58,7 +58,9 @@ def resumable_check(backend: str, spec: RunSpec) -> Callable[[str], bool] | None
     if backend != "codex":
         return None
     home = codex_home(spec.env)
-    return lambda thread: rollout_present(home, thread)
+    reader = spec.user.owner if spec.user else None
+    # The agent's tree: no link in it followed, its user's sessions reached from our side.
+    return lambda thread: rollout_present(home, thread, reader, spec.codex_sessions)
 
 
 class SessionPin:

@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 CODEX = CodexBackend.name
 HOME_DIR = "codex-home"
-LINKED = ("auth.json", "sessions")
+SESSIONS = "sessions"
+LINKED = ("auth.json", SESSIONS)
 CONFIG = "config.toml"
 COPIED = ("config.json", "instructions.md")
 SKILLS = "skills"

@@ -119,6 +119,27 @@ def test_only_a_regular_file_its_user_could_read_is_read(tmp_path: Path) -> None
             read_at(fd, "secret", 10, readable_by=(uid + 1, 12345))
 
 
+def test_a_folder_is_enterable_by_whom_its_bits_let_list_and_search_it(tmp_path: Path) -> None:
+    """Owner, group, then others: each needs both read and search (x) on the folder."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    uid, gid = os.stat(folder).st_uid, os.stat(folder).st_gid
+    for mode, owner, group, other in (
+        (0o700, True, False, False),
+        (0o750, True, True, False),
+        (0o705, True, False, True),
+        (0o600, False, False, False),
+    ):
+        folder.chmod(mode)
+        info = os.stat(folder)
+        seen = (
+            beneath.may_enter(info, (uid, gid)),
+            beneath.may_enter(info, (uid + 1, gid)),
+            beneath.may_enter(info, (uid + 1, gid + 1)),
+        )
+        assert seen == (owner, group, other), oct(mode)
+
+
 def test_entries_are_listed_as_themselves(tmp_path: Path) -> None:
     """A link to a folder is listed as a link, never as the folder."""
     (tmp_path / "dir").mkdir()
