@@ -20,6 +20,7 @@ from daemon.agent_user import refuse_root_agents, take_over
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.embedded import own_token, serve_alone, start_embedded
+from daemon.cli.port_owner import expected_owners
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
 from daemon.collector import settle_collector
@@ -209,7 +210,9 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
     token = await anyio.to_thread.run_sync(own_token, settings)
-    return await status(args.addr or settings.health_addr, as_json=args.json, token=token)
+    owners = expected_owners(settings.state_dir)
+    addr = args.addr or settings.health_addr
+    return await status(addr, as_json=args.json, token=token, owners=owners)
 
 
 async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:

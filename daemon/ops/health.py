@@ -37,7 +37,13 @@ from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal
 
 from daemon.addresses import join_host_port, split_host_port
-from daemon.ops.health_access import bears_token, host_allowed
+from daemon.ops.health_access import (
+    CHALLENGE_PATH,
+    Challenges,
+    bears_token,
+    host_allowed,
+    proves_token,
+)
 from daemon.ops.health_doc import health_document, with_uptime, without_ids
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply, local_refusal
@@ -63,6 +69,7 @@ _HANDOFF_WAIT = 2.0
 _READS_DOCUMENT = frozenset({"/health", "/readyz", PAGE_JSON})
 ROUTES = (
     "GET /health",
+    f"GET {CHALLENGE_PATH}",
     "GET /healthz",
     "GET /readyz",
     "GET /metrics",
@@ -118,6 +125,7 @@ class HealthServer:
         )
         self._public_doc = without_ids(self._doc)
         self._token = ""
+        self._challenges = Challenges(clock=clock)
         self._published_at = self._started
         self._alive_at = self._started
         self._read = True
@@ -242,6 +250,7 @@ class HealthServer:
             return mounted(method, peer, headers or {}, body)
         handlers: dict[tuple[str, str], Callable[[], Reply]] = {
             ("GET", "/health"): lambda: self._health(headers or {}),
+            ("GET", CHALLENGE_PATH): self._challenge,
             ("GET", "/healthz"): self._healthz,
             ("GET", "/readyz"): self._readyz,
             ("GET", "/metrics"): self._scrape,
@@ -263,9 +272,18 @@ class HealthServer:
 
     def _health(self, headers: Mapping[str, str]) -> Reply:
         now = self._clock()
-        shown = self._doc if bears_token(headers, self._token) else self._public_doc
+        token, challenges = self._token, self._challenges
+        full = bears_token(headers, token) or proves_token(
+            headers, token, challenges, "GET", "/health"
+        )
+        shown = self._doc if full else self._public_doc
         doc = with_uptime(shown, now - self._started, now - self._published_at)
         return _doc(200, doc)
+
+    def _challenge(self) -> Reply:
+        """A nonce for `agent-daemon status` to prove it holds the token (health_access.py)."""
+        nonce = self._challenges.issue()
+        return _doc(200, {"nonce": nonce, "expires_in": self._challenges.ttl})
 
     def _healthz(self) -> Reply:
         age = self._clock() - self._alive_at
