@@ -22,7 +22,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from backends.base import RunSpec
-from backends.codex.backend import codex_home, rollout_present
+from backends.codex.backend import codex_home
+from backends.codex.rollouts import rollout_present
 from daemon.errors import ServerError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer

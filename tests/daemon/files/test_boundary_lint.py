@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[3]
 AGENT_TREE_MODULES = (
     "backends/acp/backend.py",
     "backends/codex/backend.py",
+    "backends/codex/rollouts.py",
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",
     "daemon/task/setup/codex_home.py",
@@ -96,7 +97,7 @@ ALLOWED: dict[tuple[str, str], str] = {
         "`subdirs` lists the daemon's own folders only (the root, which may be the operator's "
         "link, a workspace folder, the caches), never a task's folder"
     ),
-    ("backends/codex/backend.py", 'opened_sessions: opened_dir(home / "sessions", follow=True)'): (
+    ("backends/codex/rollouts.py", 'opened_sessions: opened_dir(home / "sessions", follow=True)'): (
         "only without an agent user (`reader` None): every link is then the daemon's own user's"
     ),
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from backends.base import RunSpec
-from backends.codex.backend import rollout_present, rollout_totals
+from backends.codex.rollouts import rollout_present, rollout_totals
 from backends.process.identity import AgentUser
 from daemon.agent_user import SHARED_DIR_MODE
 from daemon.task.setup.codex_config import SHELL_POLICY
