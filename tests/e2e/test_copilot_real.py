@@ -132,19 +132,23 @@ async def test_no_process_of_the_run_shows_the_prompt_in_its_command_line(
     tmp_path: Path,
 ) -> None:
     """While the real CLI runs a tool, no process of the task (the npm loader, the native
-    binary, the shell and its `sleep`) shows the prompt in /proc/<pid>/cmdline, which every
+    binary, the shell) shows the prompt in /proc/<pid>/cmdline, which every
     local user can read; the model got it all the same."""
     prompt = "Rotate the 5d1e-kestrel credentials now."
-    script = [Shell("sleep 1 && echo rotated"), Answer("Rotated.")]
+    go = tmp_path / "go"
+    # The tool waits for the test to have read every command line, then lets the run end.
+    script = [Shell(f"while [ ! -e {go} ]; do sleep 0.05; done; echo rotated"), Answer("Rotated.")]
     async with copilot_daemon(tmp_path, script) as (d, api):
         task_id = await d.submit(prompt, backend="copilot")
         seen: dict[int, bytes] = {}
 
         def tool_running() -> bool:
             seen.update({p.pid: _cmdline(p.pid) for p in task_processes(task_id)})
-            return any(b"sleep\x001" in line for line in seen.values())
+            return any(str(go).encode() in line for line in seen.values())
 
         await eventually(tool_running, within=60, what="the task's shell tool")
+        seen.update({p.pid: _cmdline(p.pid) for p in task_processes(task_id)})
+        go.touch()
         task = await d.wait(task_id, within=120)
     assert task["status"] == "completed", task
     assert len(seen) >= 3, seen  # loader, native binary, shell, ...

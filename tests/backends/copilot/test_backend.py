@@ -51,15 +51,18 @@ def test_configured_arguments_cannot_take_over_the_daemons_flags(tmp_path: Path)
     assert argv == ["copilot", *HEADLESS, "--max-turns", "5"]
 
 
-# A stand-in CLI shaped like the npm package (a loader whose native binary is its child): it
-# answers with what it read on stdin, then both wait to be killed with the run.
+# A stand-in CLI shaped like the npm package (a loader whose native binary is its child, given
+# the loader's argv and stdin): the child answers with what it read on stdin, once it runs, and
+# both wait to be killed with the run.
 _LIVE_CLI = """#!{python}
-import json, subprocess, sys
-prompt = sys.stdin.read()
-child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *sys.argv[1:]])
-data = {{"messageId": "m", "content": "read: " + prompt}}
+import subprocess, sys
+native = '''
+import json, sys, time
+data = {{"messageId": "m", "content": "read: " + sys.stdin.read()}}
 print(json.dumps({{"type": "assistant.message", "data": data}}), flush=True)
-child.wait()
+time.sleep(60)
+'''
+sys.exit(subprocess.call([sys.executable, "-c", native, *sys.argv[1:]]))
 """
 
 
