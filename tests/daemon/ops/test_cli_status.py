@@ -408,9 +408,9 @@ async def test_status_sends_nothing_to_a_port_another_user_holds(
 
 
 async def _line(stream: anyio.abc.ByteReceiveStream) -> str:
-    """One line from the neighbour's stdout (within 10 s)."""
+    """One line from the neighbour's stdout (a safety net of 30 s)."""
     data = b""
-    with anyio.fail_after(10):
+    with anyio.fail_after(30):
         while not data.endswith(b"\n"):
             data += await stream.receive()
     return data.decode().strip()
