@@ -64,7 +64,7 @@ _QUIET = frozenset(
 
 
 class CopilotEventParser(JsonLinesParser):
-    """A `LineParser` for one `copilot -p --output-format json` process."""
+    """A `LineParser` for one `copilot --output-format json` process (prompt mode)."""
 
     cli = "copilot"
     missing_session_markers = SESSION_MISSING
