@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
-from daemon.agent_pool import resolve_pool as resolve_agent_pool
+from daemon.boundary.pool import resolve_pool as resolve_agent_pool
 from daemon.errors import ConfigError
 from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX

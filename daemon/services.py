@@ -15,7 +15,7 @@ from pathlib import Path
 
 from backends.process import ProcessRegistry
 from backends.process.unit import Containment
-from daemon.agent_pool import AgentPool
+from daemon.boundary.pool import AgentPool
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -82,7 +82,7 @@ class Services:
     """The users agents run as, one per running task with a pool (empty: the daemon's own);
     left out, the one pool of `settings.agent_pool`."""
     containment: Containment | None = None
-    """What makes each run a kernel unit here (daemon/containment.py; None: a plain spawn)."""
+    """What makes each run a kernel unit here (boundary/containment.py; None: a plain spawn)."""
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""

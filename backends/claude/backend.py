@@ -13,7 +13,7 @@ the CLI exits.
 
 Instructions in the spec go in through `--append-system-prompt-file`, never on the command
 line (`/proc/<pid>/cmdline` is every local user's to read), in a private folder of the agent
-user's, handed over through handles (daemon/files/beneath.py). The daemon itself gives none:
+user's, handed over through handles (daemon/boundary/beneath.py). The daemon itself gives none:
 as Multica's daemon, it writes the runtime brief into the work directory's `CLAUDE.md`, which
 the CLI loads, so the brief is not sent twice. An MCP configuration in the spec is the
 agent's whole set of servers (`--strict-mcp-config`), and configured arguments may not name
@@ -36,7 +36,7 @@ from backends.cli_args import drop_reserved
 from backends.process import ProcessSpec
 from backends.process.identity import AgentUser
 from backends.resume import Launch, start_session
-from daemon.files.beneath import fresh_dir_under, opened_dir, remove_under, write_at
+from daemon.boundary.beneath import fresh_dir_under, opened_dir, remove_under, write_at
 
 BASE_ARGS = (
     "-p",

@@ -42,7 +42,7 @@ from backends.codex.handshake import HANDSHAKE_TIMEOUT, HandshakeBoundRun
 from backends.codex.rollouts import rollout_totals
 from backends.process import ProcessSpec, run_process
 from backends.resume import Launch, start_session
-from daemon.files.beneath import opened_dir, read_at
+from daemon.boundary.beneath import opened_dir, read_at
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +197,7 @@ def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
     """The `model` of the CLI's config.toml, for usage reports when none is configured here.
 
     With an agent user (`reader`) the home is that user's to change between attempts: the
-    file is read only through a handle (daemon/files/beneath.py), regular, capped and never
+    file is read only through a handle (daemon/boundary/beneath.py), regular, capped and never
     through a link (a FIFO there would hang the attempt's start)."""
     try:
         mine = reader is None  # the daemon's own user's home: its links are its own

@@ -4,7 +4,7 @@
 The folder is the agent's: in a task's Codex home (`codex-home/sessions`), normally the daemon's
 link to its user's own sessions. With an agent user root reads it only through handles that
 follow no link, the daemon's own link resolved from the daemon's side, and enters no folder and
-reads no file the agent could not itself (daemon/files/beneath.py).
+reads no file the agent could not itself (daemon/boundary/beneath.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic_core import from_json
 
 from backends.codex.events import thread_totals
-from daemon.files.beneath import (
+from daemon.boundary.beneath import (
     Owner,
     may_enter,
     opened_at,

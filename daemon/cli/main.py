@@ -15,8 +15,8 @@ import anyio
 import daemon
 from backends.process.child_watch import pidfd_child_watcher
 from backends.process.linux import hide_from_agents
-from daemon.agent_pool import AgentPool
-from daemon.agent_user import refuse_root_agents, take_over
+from daemon.boundary.agent_user import refuse_root_agents, take_over
+from daemon.boundary.pool import AgentPool
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.embedded import own_token, serve_alone, start_embedded

@@ -32,8 +32,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from daemon.boundary.beneath import opened_dir, remove_under
 from daemon.errors import ServerError
-from daemon.files.beneath import opened_dir, remove_under
 from daemon.protocol.gc_check import ParentState
 from daemon.workdirs import gc_meta
 from daemon.workdirs.gc_meta import GcMeta, read_meta

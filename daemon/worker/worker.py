@@ -21,9 +21,9 @@ from anyio.abc import TaskGroup
 
 from backends.base import Backend
 from backends.process import ProcessRegistry
-from daemon.agent_pool import AgentPool
+from daemon.boundary.containment import contain
+from daemon.boundary.pool import AgentPool
 from daemon.config import Settings
-from daemon.containment import contain
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.multica_home import daemon_id, legacy_daemon_ids
 from daemon.ops.metrics import Metrics

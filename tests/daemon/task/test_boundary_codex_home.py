@@ -18,7 +18,7 @@ import pytest
 from backends.base import RunSpec
 from backends.codex.rollouts import rollout_present, rollout_totals
 from backends.process.identity import AgentUser
-from daemon.agent_user import SHARED_DIR_MODE
+from daemon.boundary.agent_user import SHARED_DIR_MODE
 from daemon.task.session_pin import resumable_check
 from daemon.task.setup.codex_config import SHELL_POLICY
 from daemon.task.setup.codex_home import prepare_codex_home

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files import beneath
-from daemon.files.beneath import (
+from daemon.boundary import beneath
+from daemon.boundary.beneath import (
     entries_at,
     opened_dir,
     read_at,

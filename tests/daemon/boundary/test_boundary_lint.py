@@ -1,4 +1,4 @@
-"""The modules that work in an agent's tree touch files only through daemon/files/beneath.py.
+"""The modules that work in an agent's tree touch files only through daemon/boundary/beneath.py.
 
 A call that names a place by path (`open`, `Path.read_text`, `shutil.rmtree`, `os.walk`, an
 `os.unlink` or `os.rename` without its `dir_fd`s, `os.listdir` of a path, a stat by path such

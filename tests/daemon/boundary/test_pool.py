@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.agent_pool import AgentPool, processes_of, resolve_pool
+from daemon.boundary.pool import AgentPool, processes_of, resolve_pool
 from daemon.config import Settings
 from daemon.errors import ConfigError
 from tests.fakes.system_user import agent_python

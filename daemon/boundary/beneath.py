@@ -15,7 +15,7 @@ followed (it is removed as itself), a file is read only when it is regular, neve
 never past a cap, and a walk never crosses onto another file system (a mount point an agent
 could not make, but a misconfigured volume could hold). Where an act is naturally the agent's
 own, it is handed to the agent's identity instead (`remove_as`). Every other module asks here;
-a lint test (tests/daemon/files/test_boundary_lint.py) keeps it so.
+a lint test (tests/daemon/boundary/test_boundary_lint.py) keeps it so.
 
 Removal and sizing are iterative, with an explicit stack and only the deepest `MAX_OPEN`
 handles held: a folder chain thousands deep neither hits the interpreter's recursion limit nor
@@ -39,7 +39,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from daemon.files.untrusted import read_regular
+from daemon.boundary.untrusted import read_regular
 
 if TYPE_CHECKING:
     from backends.process.identity import AgentUser
