@@ -88,6 +88,8 @@ class ClaudeBackend(AgentCli):
     tested_max = "2.1.332"
     session_markers = SESSION_MARKERS
 
+    # AgentCli's signature again, with `is_root` added: spelt out so the type checker sees
+    # every argument, not forwarded through **kwargs.
     def __init__(
         self,
         path: str | None = None,

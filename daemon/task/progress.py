@@ -13,11 +13,11 @@ from __future__ import annotations
 import logging
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
 
 from daemon.errors import ServerError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
+from daemon.task.background import Background
 
 log = logging.getLogger(__name__)
 
@@ -28,22 +28,12 @@ POST_WITHIN = 10.0
 """Seconds one post may take; past it, it is dropped."""
 
 
-class Progress:
+class Progress(Background):
     """Sends the progress posts in the background while `run` holds their task group."""
 
     def __init__(self, client: TaskServer) -> None:
+        super().__init__()
         self._client = client
-        self._tg: TaskGroup | None = None
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Hold the task group the posts go in; until cancelled."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._tg = None
 
     def launching(self, task_id: str, provider: str) -> None:
         """The agent is about to start (step 1)."""

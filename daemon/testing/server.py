@@ -245,6 +245,7 @@ class FakeTaskServer:
         self._take("workspaces")
         return [Workspace(id=w, name=w) for w in self.workspace_ids]
 
+    # The client's own signature, spelt out: the fake stands in for `ServerClient.register`.
     async def register(
         self,
         workspace_id: str,
