@@ -4,8 +4,8 @@ Nothing else in the daemon reads `os.environ` for its own settings. Each field i
 once: its type names its kind (how the text is parsed, what an error asks for) and `_env`
 its variable, default and description. An agent CLI's settings are one field each
 (`_agent_cli`), read from four variables declared once for every CLI (`_cli_variables`).
-The README's configuration table and deploy/systemd/agent-daemon.env are checked against (or
-generated from) them.
+The configuration table (docs/configuration.md) and deploy/systemd/agent-daemon.env are
+checked against (or generated from) them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
-from daemon.agent_pool import resolve_pool as resolve_agent_pool
+from daemon.boundary.pool import resolve_pool as resolve_agent_pool
 from daemon.errors import ConfigError
 from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX
@@ -262,7 +262,7 @@ def _cli_variables(
 
 
 class Settings(BaseModel):
-    """Every setting of the daemon; see the README's configuration table."""
+    """Every setting of the daemon; see docs/configuration.md."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -18,6 +18,9 @@ class TaskServer(Protocol):
     async def start_task(self, task_id: str) -> None:
         """Acknowledge that the task's agent is starting."""
 
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Say where the task is (step of total), for the server's UI."""
+
     async def task_status(self, task_id: str) -> str:
         """The task's status on the server."""
         ...

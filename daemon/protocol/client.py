@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from urllib.parse import quote
 import anyio
 
 from daemon.errors import (
+    MalformedResponseError,
     PermanentServerError,
     ServerError,
     TransientServerError,
@@ -28,6 +30,7 @@ from daemon.errors import (
 from daemon.logs import short_id
 from daemon.protocol.answers import Answered
 from daemon.protocol.caller import Caller, T
+from daemon.protocol.control_rpc import ControlCalls, RpcAnswer
 from daemon.protocol.http_client import make_http_client as make_http_client
 from daemon.protocol.models import (
     ClaimRequest,
@@ -52,6 +55,9 @@ from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     TASK_STATUS_HEADER,
     answer_json,
+    claim_tasks,
+    describe_parse_error,
+    error_for_status,
     ignore_body,
     parse_claim,
     parse_model,
@@ -122,6 +128,37 @@ class ServerClient(Caller):
         tasks, rejected = await self._call(
             "claim", "POST", "/api/daemon/tasks/claim", parse_claim, body
         )
+        return await self._claimed(tasks, rejected)
+
+    async def claim_over(
+        self,
+        calls: ControlCalls,
+        daemon_id: str,
+        runtime_ids: Sequence[str],
+        max_tasks: int,
+        budget: float,
+        grace: float,
+    ) -> list[Task]:
+        """`claim` as a `tasks.claim` request on the control WebSocket, the server given
+        `budget` seconds and the answer `grace` more; its errors as control_rpc.py says, a
+        non-2xx answer as over HTTP."""
+        body = ClaimRequest(daemon_id=daemon_id, runtime_ids=list(runtime_ids), max_tasks=max_tasks)
+        started = time.perf_counter()
+        answer = await calls.call("tasks.claim", body.model_dump(mode="json"), budget, grace)
+        if not answer.ok:
+            self._observe("claim_socket", "refused", started, reached=True)
+            raise error_for_status("claim", answer.status, _rpc_error(answer))
+        try:
+            tasks, rejected = claim_tasks(answer.body)
+        except ValueError as exc:
+            self._observe("claim_socket", "malformed", started, reached=True)
+            raise MalformedResponseError(
+                "claim", describe_parse_error(exc), answer.status
+            ) from None
+        self._observe("claim_socket", "ok", started, reached=True)
+        return await self._claimed(tasks, rejected)
+
+    async def _claimed(self, tasks: list[Task], rejected: list[tuple[str, str]]) -> list[Task]:
         for task_id, reason in rejected:
             log.error("claim: task %s does not fit the protocol: %s", task_id, reason)
             if task_id:
@@ -131,6 +168,12 @@ class ServerClient(Caller):
     async def start_task(self, task_id: str) -> None:
         """Tell the server the task's work directory exists and the agent is starting."""
         await self._call("start", "POST", task_path(task_id, "start"), ignore_body, {})
+
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Tell the server (and so its UI) where the task is (one try)."""
+        body = {"summary": summary, "step": step, "total": total}
+        path = task_path(task_id, "progress")
+        await self._call("progress", "POST", path, ignore_body, body, _SINGLE_TRY)
 
     async def send_messages(
         self,
@@ -346,6 +389,15 @@ def _credential(response: Answered) -> dict[str, str]:
     if any(c in value for c in "\r\n\0"):
         raise ValueError("a credential's value is one line")
     return {header: value}
+
+
+def _rpc_error(answer: RpcAnswer) -> str:
+    """The error text of a non-2xx answer on the socket: its `error`, else the `error` of its
+    body (Multica's claim handler answers as over HTTP, `{"error": "..."}`)."""
+    body = answer.body
+    if not answer.error and isinstance(body, dict) and isinstance(body.get("error"), str):
+        return str(body["error"])
+    return answer.error or f"status {answer.status}"
 
 
 def _one_bundle(response: Answered) -> Skill:

@@ -242,6 +242,10 @@ class TaskRun:
 
     async def _execute(self, dirs: TaskDirs) -> Ending:
         client = self._services.client
+        # The start is acknowledged (in `run`): the agent is about to start.
+        progress = self._services.progress
+        if progress is not None:
+            progress.launching(self.task.id, self.backend.name)
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
         except (TaskInputError, AgentSetupError) as exc:
@@ -268,6 +272,10 @@ class TaskRun:
                     ending = await self._retries.run(spec, pin.learned)
                 tg.cancel_scope.cancel()
             pin.run_ended()
+        # As Multica's daemon: only a run whose agent started and ended on its own is
+        # "finishing"; one the server or a shutdown stopped is not.
+        if progress is not None and not ending.stopped and self._retries.pid is not None:
+            progress.finishing(self.task.id)
         await self.reporter.close()
         return ending
 

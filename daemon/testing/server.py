@@ -46,6 +46,7 @@ TASK_CALLS = (
     "remote_mcp_credential",
     "report_usage",
     "send_report",
+    "report_progress",
 )
 """The calls of `TaskServer`: those a forgotten task answers with `TaskGoneError`."""
 _ENDPOINTS = {
@@ -58,6 +59,7 @@ _ENDPOINTS = {
     "wait_local_directory": "wait_local_directory",
     "invoke_plugin_hook": "plugin_hook",
     "remote_mcp_credential": "mcp_credential",
+    "report_progress": "progress",
 }
 """The endpoint each call names in its errors, as the real client's do."""
 _SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
@@ -104,6 +106,8 @@ class FakeTaskServer:
         """The terminal calls taken, per task."""
         self.pins: dict[str, list[tuple[str, str]]] = {}
         """The (session, work dir) pins taken, per task, in order."""
+        self.progress: dict[str, list[tuple[str, int, int]]] = {}
+        """The progress posts (summary, step, total) taken, per task, in order."""
         self.hold: anyio.Event | None = None
         """While set, a transcript send waits for this event before it is answered."""
         self.sending = anyio.Event()
@@ -193,6 +197,11 @@ class FakeTaskServer:
         self._take("start_task", task_id)
         self.statuses[task_id] = "running"
 
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Take a progress post (kept in `progress`)."""
+        self._take("report_progress", task_id)
+        self.progress.setdefault(task_id, []).append((summary, step, total))
+
     async def task_status(self, task_id: str) -> str:
         """The task's status."""
         self._take("task_status", task_id)
@@ -275,6 +284,7 @@ class FakeTaskServer:
         self._take("workspaces")
         return [Workspace(id=w, name=w) for w in self.workspace_ids]
 
+    # The client's own signature, spelt out: the fake stands in for `ServerClient.register`.
     async def register(
         self,
         workspace_id: str,
@@ -285,6 +295,8 @@ class FakeTaskServer:
         legacy_daemon_ids: Sequence[str] = (),
     ) -> RegisterResponse:
         """One runtime per backend, named `<workspace>/<backend>`."""
+        # The signature is `ServerClient.register`'s, word for word, on purpose: the worker is
+        # handed this fake as its client, so it must take exactly what the worker sends.
         self._take("register")
         answer = [
             RegisteredRuntime(id=f"{workspace_id}/{r.type}", name=r.name, provider=r.type)

@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from starlette.requests import Request
-
 CAPABILITY = "local-worktree-v1"
 WAITING = "waiting_local_directory"
 
@@ -35,10 +33,11 @@ def local_directory(
     return {"resource_type": "local_directory", "resource_ref": ref}
 
 
-def blocked(fields: Mapping[str, Any], daemon_id: str, request: Request) -> str:
+def blocked(fields: Mapping[str, Any], daemon_id: str, capabilities: str) -> str:
     """Why this daemon may not run a task with these claim fields ("" when it may): a
-    worktree resource of its own and a claim without the capability."""
-    wanted = {c.strip() for c in request.headers.get("x-client-capabilities", "").split(",")}
+    worktree resource of its own and a claim without the capability (`capabilities`: the
+    claim's `X-Client-Capabilities`)."""
+    wanted = {c.strip() for c in capabilities.split(",")}
     if CAPABILITY in wanted:
         return ""
     for resource in fields.get("project_resources") or []:

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from daemon.boundary.beneath import Owner
 from daemon.errors import LocalDirectoryError
-from daemon.files.beneath import Owner
 from daemon.protocol.models import Task
 from daemon.task.localdir.locks import DirectoryLocks
 from daemon.task.localdir.resource import LocalDirectory

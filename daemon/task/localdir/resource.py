@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.process.identity import AgentUser
+from daemon.boundary.beneath import create_at, opened_real
 from daemon.errors import LocalDirectoryError
-from daemon.files.beneath import create_at, opened_real
 from daemon.protocol.models import Task
 
 RESOURCE_TYPE = "local_directory"

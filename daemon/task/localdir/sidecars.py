@@ -7,7 +7,7 @@ task's takes Go's next name), and each file and folder made is recorded, so that
 they are removed in reverse, a folder only while it is still empty (what the user put in it
 meanwhile stays), and the brief's block is taken out of the user's own file (brief_block.py).
 Every step goes through directory handles walked down from `/` along the folder's real path
-(daemon/files/beneath.py): a link planted in the folder is never followed.
+(daemon/boundary/beneath.py): a link planted in the folder is never followed.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ import logging
 import os
 from pathlib import Path
 
-from daemon.errors import LocalDirectoryError
-from daemon.files.beneath import (
+from daemon.boundary.beneath import (
     Owner,
     create_at,
     made_dirs_at,
@@ -32,6 +31,7 @@ from daemon.files.beneath import (
     stat_at,
     unlink_at,
 )
+from daemon.errors import LocalDirectoryError
 from daemon.task.localdir import brief_block
 
 log = logging.getLogger(__name__)

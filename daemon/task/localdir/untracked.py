@@ -17,7 +17,14 @@ import logging
 import stat
 from pathlib import Path
 
-from daemon.files.beneath import Owner, copy_at, made_dirs_at, opened_dir_at, opened_real, stat_at
+from daemon.boundary.beneath import (
+    Owner,
+    copy_at,
+    made_dirs_at,
+    opened_dir_at,
+    opened_real,
+    stat_at,
+)
 from daemon.workdirs.git import Git
 
 log = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.boundary.beneath import Owner, made_dirs_at, opened_real, remove_under
 from daemon.errors import GitError, LocalDirectoryError
-from daemon.files.beneath import Owner, made_dirs_at, opened_real, remove_under
 from daemon.task.localdir.untracked import MAX_UNTRACKED_BYTES, MAX_UNTRACKED_FILES, copy_untracked
 from daemon.workdirs.git import Git
 from daemon.workdirs.names import branch_name

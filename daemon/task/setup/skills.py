@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from daemon.files.beneath import Owner, UnsafePathError, relative_parts, write_under
+from daemon.boundary.beneath import Owner, UnsafePathError, relative_parts, write_under
 from daemon.protocol.models import Skill
 
 log = logging.getLogger(__name__)

@@ -23,6 +23,7 @@ from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_key
 from daemon.task.setup.codex_config import shell_names
 from daemon.task.setup.codex_home import (
     CODEX,
+    SESSIONS,
     prepare_codex_home,
     task_codex_home,
     user_codex_home,
@@ -128,6 +129,7 @@ def agent_spec(
     blocked = blocked_custom_keys(task.agent.custom_env)
     if user is not None:
         env = user.environ(env)
+    codex_sessions: Path | None = None
     if backend == CODEX:
         # The Codex home the agent would have used: its user's, as its environment names it.
         owner = user.owner if user else None
@@ -136,6 +138,7 @@ def agent_spec(
         custom = {k: v for k, v in task.agent.custom_env.items() if k not in blocked}
         shell = shell_names(env, reach.base_env, custom)
         prepare_codex_home(dirs.env_root, mine, task.agent.skills, owner, shell)
+        codex_sessions = mine / SESSIONS
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
         log.warning("task %s: custom_env may not set %s", short_id(task.id), ", ".join(blocked))
@@ -164,6 +167,7 @@ def agent_spec(
         mcp=task.agent.mcp_config,
         processes=processes,
         user=user,
+        codex_sessions=codex_sessions,
         read_beat=read_beat,
         containment=containment,
     )

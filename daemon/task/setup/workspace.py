@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
-from daemon.files.beneath import Owner, ensure_dir_under, read_under, remove_under, write_under
+from daemon.boundary.agent_user import SHARED_DIR_MODE, open_to_pass
+from daemon.boundary.beneath import Owner, ensure_dir_under, read_under, remove_under, write_under
 from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task

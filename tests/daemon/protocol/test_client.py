@@ -557,7 +557,7 @@ async def test_headers_are_on_every_request() -> None:
         assert headers["X-Client-Version"] == cli_version(VERSION)
         assert headers["User-Agent"] == f"agent-daemon/{VERSION}"
         assert headers["X-Client-OS"] in ("linux", "macos", "windows")
-        capabilities = "skill-bundles-v1,coalesced-comments-v1,local-worktree-v1"
+        capabilities = "skill-bundles-v1,coalesced-comments-v1,rpc-v1,local-worktree-v1"
         assert headers["X-Client-Capabilities"] == capabilities
 
 

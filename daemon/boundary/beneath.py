@@ -15,7 +15,7 @@ followed (it is removed as itself), a file is read only when it is regular, neve
 never past a cap, and a walk never crosses onto another file system (a mount point an agent
 could not make, but a misconfigured volume could hold). Where an act is naturally the agent's
 own, it is handed to the agent's identity instead (`remove_as`). Every other module asks here;
-a lint test (tests/daemon/files/test_boundary_lint.py) keeps it so.
+a lint test (tests/daemon/boundary/test_boundary_lint.py) keeps it so.
 
 Removal and sizing are iterative, with an explicit stack and only the deepest `MAX_OPEN`
 handles held: a folder chain thousands deep neither hits the interpreter's recursion limit nor
@@ -39,7 +39,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from daemon.files.untrusted import read_regular
+from daemon.boundary.untrusted import read_regular
 
 if TYPE_CHECKING:
     from backends.process.identity import AgentUser
@@ -236,6 +236,19 @@ def _readable(who: Owner | None) -> Callable[[os.stat_result], bool] | None:
         return bool(info.st_mode & stat.S_IROTH)
 
     return check
+
+
+def may_enter(info: os.stat_result, who: Owner) -> bool:
+    """Whether `who` could list and enter the directory `info` describes itself (by its owner,
+    group and mode bits): root walks into no folder of an agent's tree the agent could not."""
+    uid, gid = who
+    if info.st_uid == uid:
+        bits = stat.S_IRUSR | stat.S_IXUSR
+    elif info.st_gid == gid:
+        bits = stat.S_IRGRP | stat.S_IXGRP
+    else:
+        bits = stat.S_IROTH | stat.S_IXOTH
+    return info.st_mode & bits == bits
 
 
 def read_under(anchor: Path, path: str, limit: int = 1 << 20) -> str | None:
