@@ -26,7 +26,9 @@ async def dial(host: str, port: int) -> socket.socket:
     """A connected, non-blocking TCP socket to `host`:`port`. Its addresses are tried in turn,
     the families interleaved, the next one `HAPPY_EYEBALLS_DELAY` after the last began or as
     soon as it failed; the first to connect wins. OSError when none does."""
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    infos = _numeric(host, port) or await anyio.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+    )
     opened: list[socket.socket] = []
     errors: list[OSError] = []
     won: socket.socket | None = None
@@ -66,6 +68,23 @@ async def dial(host: str, port: int) -> socket.socket:
             raise errors[0]
         raise OSError(f"no address of {host}:{port} answered: {'; '.join(map(str, errors))}")
     return won
+
+
+def _numeric(host: str, port: int) -> list[_AddrInfo]:
+    """An address written as one (`127.0.0.1`, `::1`), without the resolver's thread that a
+    name needs (asyncio's `create_connection` spares it too); [] for a name."""
+    try:
+        return list(
+            socket.getaddrinfo(
+                host,
+                port,
+                type=socket.SOCK_STREAM,
+                proto=socket.IPPROTO_TCP,
+                flags=socket.AI_NUMERICHOST,
+            )
+        )
+    except (socket.gaierror, UnicodeError):
+        return []
 
 
 async def _connect(sock: socket.socket, address: Any) -> None:

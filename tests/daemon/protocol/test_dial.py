@@ -4,6 +4,7 @@ refusal in asyncio's words."""
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
@@ -40,3 +41,16 @@ async def test_the_socket_handed_back_is_connected() -> None:
         with sock:
             assert sock.getpeername() == listener.getsockname()
             assert not sock.getblocking()
+
+
+@pytest.mark.anyio
+async def test_an_address_written_as_one_needs_no_resolver_thread() -> None:
+    """`127.0.0.1` is connected to from the event loop's own thread: a name's look-up runs in
+    a worker thread, which a daemon's first connection would otherwise start for nothing."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        before = {thread.ident for thread in threading.enumerate()}
+        with await dial("127.0.0.1", listener.getsockname()[1]):
+            started = [t.name for t in threading.enumerate() if t.ident not in before]
+    assert started == []
