@@ -63,6 +63,11 @@ class AgentCli:
 
     async def detect(self) -> str | None:
         """`<cli> --version` within 10 s: the version (also kept in `version`), or None."""
+        if self.fingerprint() is None:
+            # Nothing there to run: no fork. Start-up asks every CLI the daemon knows, and a
+            # spawn forks the daemon in its event loop's thread, one after another: sixteen
+            # CLIs a machine does not have cost it 20-45 ms before registering.
+            return None
         argv = [self.path, "--version"]
         env = {**self.strip_markers(self._env()), **self.probe_env}
         found = await cli_version(argv, env, user=self._detect_as)

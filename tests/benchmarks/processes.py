@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +67,9 @@ def running(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[bytes]
 
 
 @asynccontextmanager
-async def running_async(env: dict[str, str], log: Path, *args: str) -> AsyncIterator[None]:
+async def running_async(
+    env: dict[str, str], log: Path, *args: str
+) -> AsyncIterator[anyio.abc.Process]:
     """`python -m daemon ARGS` (default `run`) beside an event loop that serves its server:
     its log to `log`, SIGTERM at the end and its exit awaited without blocking the loop."""
     with log.open("wb") as sink:
@@ -78,7 +81,7 @@ async def running_async(env: dict[str, str], log: Path, *args: str) -> AsyncIter
             stderr=sink,
         )
         try:
-            yield
+            yield process
         finally:
             with anyio.CancelScope(shield=True):
                 process.send_signal(signal.SIGTERM)
