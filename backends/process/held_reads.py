@@ -18,9 +18,9 @@ When a read waits for the beat (`HeldReads.due`):
   within `STILL_CHATTY` of a beat): an agent printing a line a second is read as it prints,
   and so is a burst shorter than a beat — Claude Code's start-up lines and a quick answer
   (init, the text, the result within 60 ms), or three quick tool calls (12 lines in 300 ms).
-  Held from the second of two close reads, the result of a one-answer task waited for the
-  beat: issue → result went from Go's daemon's 0.4 s to 1-1.5 s
-  (tests/benchmarks/bench_answer.py);
+  Held from the second of two close reads, as they were, a one-answer task's result waited
+  for a beat and the CLI's exit after it for another: issue → result took 1.0-1.5 s, 0.34 s
+  now (tests/benchmarks/bench_answer.py);
 * never once the run is ending: the agent printed the line that ends its run (its parser
   closes its stdin: Claude Code's `result`) or its stderr closed (it exited); a read waiting
   then reads at once. A last line is read on the beat only when it comes in the middle of a
