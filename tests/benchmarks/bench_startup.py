@@ -2,17 +2,18 @@
 already queued, against the Multica-faithful server on loopback.
 
 Run from the repo root: `python -m tests.benchmarks.bench_startup [RUNS] [--vs CHECKOUT]
-[KEY=VALUE ...]` (default 7 runs). Each run starts the Multica-faithful fake (tests/fakes/
-multica_server.py, in this process), queues one issue for the `claude` runtime, then starts a
-fresh daemon (a new state directory and HOME each run) whose `claude` is the real Claude Code
-CLI when `npm install --prefix tests/real_cli` installed it (else a shell script answering
-`--version`), and notes, from just before the exec, when the server read the daemon's first
-`register` and its first `claim` (the one that hands out the task), with the CPU time the
-daemon had spent by then (user + system, from /proc: a figure a busy machine moves less than
-the wall clock). Prints each run and the medians. `--vs CHECKOUT` alternates with the daemon
-of another checkout (this one first); BENCH_PYTHONPATH=CHECKOUT measures another checkout in
-place of this one; `KEY=VALUE` adds a variable to the daemon's environment. The daemon's
-import alone: `python -X importtime -m daemon --version`.
+[--go MULTICA_BINARY] [KEY=VALUE ...]` (default 7 runs). Each run starts the Multica-faithful
+fake (tests/fakes/multica_server.py, in this process), queues one issue for the `claude`
+runtime, then starts a fresh daemon (a new state directory and HOME each run) whose `claude` is
+the real Claude Code CLI when `npm install --prefix tests/real_cli` installed it (else a shell
+script answering `--version`), and notes, from just before the exec, when the server read the
+daemon's first `register` and its first `claim` (the one that hands out the task), with the CPU
+time the daemon had spent by then (user + system, from /proc: a figure a busy machine moves
+less than the wall clock). Prints each run and the medians. `--vs CHECKOUT` alternates with the
+daemon of another checkout (this one first), `--go` with Multica's Go daemon built by hand
+(tests/benchmarks/go_daemon.py); BENCH_PYTHONPATH=CHECKOUT measures another checkout in place
+of this one; `KEY=VALUE` adds a variable to the daemon's environment. The daemon's import
+alone: `python -X importtime -m daemon --version`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import anyio
 
 from daemon.testing import ROOT_AGENTS_ACCEPTED
+from tests.benchmarks.go_daemon import go_daemon
 from tests.benchmarks.processes import ROOT, cpu_seconds, running_async
 from tests.fakes.multica_routes import SeenRequest
 from tests.fakes.multica_server import multica_server
@@ -62,6 +64,7 @@ def _claude(home: Path) -> str:
 
 
 async def _once(checkout: str, extra: dict[str, str]) -> dict[str, float]:
+    """One start of this project's daemon from `checkout`, or (`go:BINARY`) of Multica's."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         async with multica_server() as fake:
@@ -78,10 +81,15 @@ async def _once(checkout: str, extra: dict[str, str]) -> dict[str, float]:
             # The daemon's own intervals, not the tests' short ones.
             for key in ("POLL", "HEARTBEAT", "STATUS_POLL"):
                 env.pop(f"MULTICA_DAEMON_{key}_INTERVAL")
+            argv = None
+            if checkout.startswith("go:"):
+                argv, go_env = go_daemon(checkout[3:], home / "go", fake.url)
+                claude = Path(env["MULTICA_CLAUDE_PATH"]).parent
+                env.update(go_env, PATH=f"{claude}:{os.environ.get('PATH', '')}")
             env.update(extra)
             task_id = fake.queue_issue(provider="claude")
             begun = time.monotonic()
-            async with running_async(env, home / "daemon.log") as process:
+            async with running_async(env, home / "daemon.log", argv=argv) as process:
                 log.pid = process.pid
                 deadline = begun + 30
                 while fake.tasks[task_id].status == "queued":
@@ -124,11 +132,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_startup")
     parser.add_argument("runs", nargs="?", type=int, default=7)
     parser.add_argument("--vs", default="", metavar="CHECKOUT", help="alternate with this one")
+    parser.add_argument("--go", default="", metavar="BINARY", help="and with Multica's daemon")
     parser.add_argument("env", nargs="*", metavar="KEY=VALUE")
     options = parser.parse_args()
     checkouts = {"this": os.environ.get("BENCH_PYTHONPATH", str(ROOT))}
     if options.vs:
         checkouts["vs"] = options.vs
+    if options.go:
+        checkouts["go"] = f"go:{options.go}"
     extra = dict(a.split("=", 1) for a in options.env)
     anyio.run(bench, options.runs, checkouts, extra)
 

@@ -68,13 +68,14 @@ def running(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[bytes]
 
 @asynccontextmanager
 async def running_async(
-    env: dict[str, str], log: Path, *args: str
+    env: dict[str, str], log: Path, *args: str, argv: list[str] | None = None
 ) -> AsyncIterator[anyio.abc.Process]:
-    """`python -m daemon ARGS` (default `run`) beside an event loop that serves its server:
-    its log to `log`, SIGTERM at the end and its exit awaited without blocking the loop."""
+    """`python -m daemon ARGS` (default `run`; or `argv`, another daemon) beside an event loop
+    that serves its server: its log to `log`, SIGTERM at the end and its exit awaited without
+    blocking the loop."""
     with log.open("wb") as sink:
         process = await anyio.open_process(
-            [sys.executable, "-m", "daemon", *(args or ("run",))],
+            argv or [sys.executable, "-m", "daemon", *(args or ("run",))],
             env=env,
             cwd=env["HOME"],
             stdout=sink,
