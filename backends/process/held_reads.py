@@ -20,7 +20,9 @@ When a read waits for the beat (`HeldReads.due`):
   (init, the text, the result within 60 ms), or three quick tool calls (12 lines in 300 ms).
   Held from the second of two close reads, as they were, a one-answer task's result waited
   for a beat and the CLI's exit after it for another: issue → result took 1.0-1.5 s, 0.34 s
-  now (tests/benchmarks/bench_answer.py);
+  now (tests/benchmarks/bench_answer.py). Reading as output comes whenever a read on the beat
+  left the pipe empty was tried too: a steady agent's pipe always is, and 20 agents printing
+  10 lines a second cost 2.5 times the CPU a line (50 µs against 20, bench_held_reads);
 * never once the run is ending: the agent printed the line that ends its run (its parser
   closes its stdin: Claude Code's `result`) or its stderr closed (it exited); a read waiting
   then reads at once. A last line is read on the beat only when it comes in the middle of a
