@@ -6,6 +6,9 @@ Field names and shapes follow the Multica daemon's health endpoint (`status`, `p
 names, `workspaces` as `{id, runtimes}`) so tools written for it keep working; the rest
 (`stage`, `version`, `agent_versions`, a workspace's `name`, `tasks`, `server_circuit`,
 `outbox_depth`, ...) is this daemon's own, as is `provider_failures` (each backend's last).
+It never holds the daemon's token, a task's token or a prompt. Without the daemon's token it is
+served `without_ids`: tasks, workspaces and runtimes by handle (handles.py), since an id leads
+to a work dir.
 
 `status` is the word Multica's CLI and desktop app read: they count a daemon alive only while
 it says `running` or `starting`. This daemon finishes its running tasks before it exits (up to
@@ -15,10 +18,7 @@ start` right after failed on the port. So while it stops, `status` stays `runnin
 `starting`, if it never registered) and Multica's CLI says the daemon is still stopping and may
 be finishing a running task; `stage` says `stopping`. `cli_version` is the version the server
 sees (`0.4.10 (agent-daemon 0.1.0)`, daemon/protocol/release.py), which `multica daemon
-status` prints; `version` this daemon's own. It never holds the
-daemon's token, a task's token or a prompt. Without the daemon's token it is served
-`without_ids`: tasks, workspaces and runtimes by handle (handles.py), since an id leads to a
-work dir.
+status` prints; `version` this daemon's own.
 """
 
 from __future__ import annotations
