@@ -37,6 +37,9 @@ async def test_a_daemon_finishing_its_task_is_still_stopping_for_multicas_cli(
                 lambda: any(m["content"] == "working" for m in fake.messages_of(task_id)),
                 within=30,
             )
+            # A document is published on the health port's tick after the daemon's stage
+            # changes: the CLI reads `running` from then on.
+            await eventually(lambda: _says_running(port), within=10)
             running = await multica_cli.status(port)
             stopping = await multica_cli.stop(port, every=0.05)
             draining = await multica_cli.status(port)
@@ -53,6 +56,10 @@ async def test_a_daemon_finishing_its_task_is_still_stopping_for_multicas_cli(
     assert code == 0 and " stopping " in ours.splitlines()[0]
     assert (gone, after) == (["Daemon is not running."], ["Daemon: stopped"])
     assert fake.tasks[task_id].status == "failed"  # cancelled by the second stop, reported
+
+
+async def _says_running(port: int) -> bool:
+    return (await multica_cli.health(port)).get("status") == "running"
 
 
 async def test_an_idle_daemon_is_stopped_for_multicas_cli(tmp_path: Path) -> None:
