@@ -67,6 +67,11 @@ class AgentCli:
     async def detect(self) -> str | None:
         """`<cli> --version` within 10 s: the version (also kept in `version`), or None.
         Raises `UntrustedCliError` (nothing run) for a CLI an agent user could change."""
+        if self.fingerprint() is None:
+            # Nothing there to run: no fork. Start-up asks every CLI the daemon knows, and a
+            # spawn forks the daemon in its event loop's thread, one after another: sixteen
+            # CLIs a machine does not have cost it 20-45 ms before registering.
+            return None
         if self._detect_as is not None:
             why = await anyio.to_thread.run_sync(self.refusal)
             if why is not None:

@@ -249,6 +249,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
             worker.request_stop,
             token=worker.settings.token,
             lag=worker.runs.transcript_lag,
+            stage=lambda: worker.status,
         )
         worker.watch(server.changed)
         yield f"http://127.0.0.1:{port}"

@@ -13,9 +13,20 @@ included); the whole daemon at that load went from 8.7 % of a core to 3.8
 (tests/benchmarks/bench_load.py).
 
 When a read waits for the beat (`HeldReads.due`):
-* after two reads less than `CHATTY` of a beat apart, and then for as long as each read on the
-  beat finds output waiting (it returns within `STILL_CHATTY` of a beat): an agent printing a
-  line a second is read as it prints;
+* once the agent has printed for a whole beat (`SUSTAINED`) with no two reads `CHATTY` of a
+  beat apart, and then for as long as each read on the beat finds output waiting (it returns
+  within `STILL_CHATTY` of a beat): an agent printing a line a second is read as it prints,
+  and so is a burst shorter than a beat — Claude Code's start-up lines and a quick answer
+  (init, the text, the result within 60 ms), or three quick tool calls (12 lines in 300 ms).
+  Held from the second of two close reads, as they were, a one-answer task's result waited
+  for a beat and the CLI's exit after it for another: issue → result took 1.0-1.5 s, 0.34 s
+  now (tests/benchmarks/bench_answer.py). Reading as output comes whenever a read on the beat
+  left the pipe empty was tried too: a steady agent's pipe always is, and 20 agents printing
+  10 lines a second cost 2.5 times the CPU a line (50 µs against 20, bench_held_reads);
+* never once the run is ending: the agent printed the line that ends its run (its parser
+  closes its stdin: Claude Code's `result`) or its stderr closed (it exited); a read waiting
+  then reads at once. A last line is read on the beat only when it comes in the middle of a
+  stretch of output longer than a beat;
 * never once the agent asked the daemon something (a line that needed an answer on stdin):
   its question must not wait for a beat;
 * not for `COOL_DOWN` seconds after a read found `FULL_READ` bytes or more: that agent writes
@@ -42,7 +53,9 @@ import anyio
 from backends.base import ReadBeat
 
 CHATTY = 0.5
-"""Reads closer together than this share of a beat start holding."""
+"""Reads closer together than this share of a beat are one stretch of output."""
+SUSTAINED = 1.0
+"""Beats a stretch of output lasts before its reads wait for the beat."""
 STILL_CHATTY = 0.2
 """A read on the beat that returns within this share of a beat found output waiting: the next
 read waits for the beat again. One that took longer waited for the agent, which slowed down."""
@@ -103,23 +116,32 @@ class HeldReads:
         self._valve = valve
         self._clock = clock
         self._last_read = -math.inf
-        self._gap = math.inf
-        """Seconds between the last two reads that found output."""
+        self._stretch_since = -math.inf
+        """When the stretch of output the last read belongs to began (its first read)."""
         self._held = False
         """Whether the last read waited for the beat."""
         self._beat_at = -math.inf
         """When the last held read's beat came."""
         self._cool_until = -math.inf
+        self._waiting: anyio.CancelScope | None = None
+        """The wait for the beat under way, if any."""
         self.asked = False
         """Set once the agent asked something: its reads never wait again."""
+        self.ending = False
+        """Set once the run is ending (`end`): no read waits again."""
 
     def due(self) -> bool:
         """Whether the next read waits for the beat."""
-        if self.asked or self._clock() < self._cool_until:
+        if self.asked or self.ending or self._clock() < self._cool_until:
             return False
-        if self._held:  # it found output waiting if it returned soon after its beat
-            return self._last_read - self._beat_at < self._beat.interval() * STILL_CHATTY
-        return self._gap < self._beat.interval() * CHATTY
+        return self._last_read - self._stretch_since >= self._beat.interval() * SUSTAINED
+
+    def end(self) -> None:
+        """The run is ending (its last line was read, or the agent exited): no read waits for
+        the beat any more, and one waiting now reads at once."""
+        self.ending = True
+        if self._waiting is not None:
+            self._waiting.cancel()
 
     async def before_read(self) -> None:
         """Wait for the beat, the pipe unread, if the next read is due to."""
@@ -130,8 +152,10 @@ class HeldReads:
             return
         self._valve.pause_reading()
         try:
-            await self._beat.hold()
+            with anyio.CancelScope() as self._waiting:
+                await self._beat.hold()
         finally:
+            self._waiting = None
             self._valve.resume_reading()
         self._beat_at = self._clock()
 
@@ -151,6 +175,13 @@ class HeldReads:
                 self._beat.release()
             return
         now = self._clock()
-        self._gap, self._last_read = now - self._last_read, now
+        interval = self._beat.interval()
+        if self._held:
+            # A read on the beat that had to wait for output: the agent slowed down.
+            if now - self._beat_at >= interval * STILL_CHATTY:
+                self._stretch_since = now
+        elif now - self._last_read >= interval * CHATTY:
+            self._stretch_since = now
+        self._last_read = now
         if len(chunk) >= FULL_READ:
             self._cool_until = now + COOL_DOWN

@@ -236,6 +236,8 @@ class ProcessRun:
                 await self._queue_stdin(reply if reply.endswith(b"\n") else reply + b"\n")
             if step.close_stdin:
                 await self._queue_stdin(None)
+                if self._held is not None:
+                    self._held.end()  # its last line: what follows must not wait a beat
             batch += step.messages
         return batch
 
@@ -273,6 +275,8 @@ class ProcessRun:
                     break
         finally:
             self._stderr_done.set()
+            if self._held is not None:
+                self._held.end()  # it exited: its last output must not wait for the beat
 
     async def _shutdown(self) -> None:
         """Kill the tree, then stop the pumps and close the pipes; always bounded."""

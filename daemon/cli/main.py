@@ -198,7 +198,11 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             if embedded:
                 embedded.hub.subscribe(worker.pickup)
             health.attach(
-                worker.snapshot, worker.request_stop, token=token, lag=worker.runs.transcript_lag
+                worker.snapshot,
+                worker.request_stop,
+                token=token,
+                lag=worker.runs.transcript_lag,
+                stage=lambda: worker.status,
             )
             worker.watch(health.changed)  # registered, running, stopping: shown at once
             settle_collector()  # what exists now lives as long as the daemon

@@ -167,7 +167,7 @@ def render(doc: Mapping[str, Any]) -> str:
         for w in doc.get("workspaces") or []
     )
     lines = [
-        f"agent-daemon {doc.get('cli_version', '?')}  {doc.get('status', '?')}  "
+        f"agent-daemon {doc.get('version', '?')}  {doc.get('stage') or doc.get('status', '?')}  "
         f"pid {doc.get('pid', '?')}  up {doc.get('uptime', '?')}",
         f"daemon     {doc.get('daemon_id') or '-'} on {doc.get('device_name') or '-'}"
         + (f"  profile {doc['profile']}" if doc.get("profile") else ""),

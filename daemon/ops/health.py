@@ -116,6 +116,7 @@ class HealthServer:
         self.page = Page(started_wall=self._started_wall, clock=clock)
         self._snapshot: Callable[[], DaemonSnapshot] | None = None
         self._lag: Callable[[], float] | None = None
+        self._stage: Callable[[], str] | None = None
         self._stop: Callable[[], None] | None = None
         self._portal: BlockingPortal | None = None
         # Written by the loop only, read by the HTTP thread: each is replaced whole, never
@@ -144,16 +145,19 @@ class HealthServer:
         stop: Callable[[], None],
         token: str = "",
         lag: Callable[[], float] | None = None,
+        stage: Callable[[], str] | None = None,
     ) -> None:
         """Show what `snapshot` returns from the next tick on; `POST /shutdown` calls `stop`;
         a request bearing `token` (the daemon's own) reads `/health` with full ids; `lag`
         (the longest transcript lag now) samples the page's chart on ticks that build no
-        document.
+        document; `stage` (the worker's: starting, running, stopping) builds one on the tick
+        after it changes.
 
         All are called on the event loop. Call `attach` on the event loop too.
         """
         self._snapshot = snapshot
         self._lag = lag
+        self._stage = stage
         self._stop = stop
         self._token = token
         self.tick(publish=True)
@@ -209,9 +213,13 @@ class HealthServer:
         self._systemd.tell(self._doc, now)
 
     def _due(self, now: float) -> bool:
-        """A request read the last document, it is `REFRESH_TICKS` old, or systemd awaits
-        READY."""
+        """A request read the last document, it is `REFRESH_TICKS` old, the worker's stage
+        changed, or systemd awaits READY."""
         if self._read or now - self._published_at >= self._refresh:
+            return True
+        # A document up to two seconds old told Multica's CLI, which reads once, a daemon
+        # running for a second was still starting.
+        if self._stage is not None and self._stage() != self._doc["stage"]:
             return True
         return self._systemd.awaiting_ready
 

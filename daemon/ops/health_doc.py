@@ -4,11 +4,21 @@ Field names and shapes follow the Multica daemon's health endpoint (`status`, `p
 `uptime`, `profile`, `daemon_id`, `device_name`, `server_url`, `cli_version`,
 `active_task_count`, `running_task_count`, `resource_wait_task_count`, `agents` as provider
 names, `workspaces` as `{id, runtimes}`) so tools written for it keep working; the rest
-(`agent_versions`, a workspace's `name`, `tasks`, `server_circuit`, `outbox_depth`, ...) is
-this daemon's own, as is `provider_failures` (each backend's last). It never holds the
-daemon's token, a task's token or a prompt. Without the daemon's token it is served
-`without_ids`: tasks, workspaces and runtimes by handle (handles.py), since an id leads to a
-work dir.
+(`stage`, `version`, `agent_versions`, a workspace's `name`, `tasks`, `server_circuit`,
+`outbox_depth`, ...) is this daemon's own, as is `provider_failures` (each backend's last).
+It never holds the daemon's token, a task's token or a prompt. Without the daemon's token it is
+served `without_ids`: tasks, workspaces and runtimes by handle (handles.py), since an id leads
+to a work dir.
+
+`status` is the word Multica's CLI and desktop app read: they count a daemon alive only while
+it says `running` or `starting`. This daemon finishes its running tasks before it exits (up to
+the shutdown grace); said as `stopping`, `multica daemon stop` printed "Daemon stopped." and
+removed its pid file half a second in while the daemon and its agents ran on, and a `daemon
+start` right after failed on the port. So while it stops, `status` stays `running` (or
+`starting`, if it never registered) and Multica's CLI says the daemon is still stopping and may
+be finishing a running task; `stage` says `stopping`. `cli_version` is the version the server
+sees (`0.4.10 (agent-daemon 0.1.0)`, daemon/protocol/release.py), which `multica daemon
+status` prints; `version` this daemon's own.
 """
 
 from __future__ import annotations
@@ -21,10 +31,20 @@ from typing import Any
 import daemon
 from daemon.addresses import without_credentials
 from daemon.ops.handles import runtime_handle, task_handle, workspace_handle
+from daemon.protocol.release import cli_version
 from daemon.snapshot import DaemonSnapshot, RunSnapshot
 from daemon.times import format_duration, utc_iso
 
 OS_NAME = platform.system().lower()
+CLI_VERSION = cli_version()
+
+
+def multica_status(stage: str, registered: bool) -> str:
+    """What `status` says for the worker's `stage`: `starting` or `running`, the words Multica's
+    CLI counts a daemon alive by; a daemon stopping is alive until it exits."""
+    if stage == "stopping":
+        return "running" if registered else "starting"
+    return stage
 
 
 @functools.lru_cache(maxsize=4096)
@@ -61,10 +81,11 @@ def health_document(
     """What the health port shows now; before the worker exists, a `starting` stub."""
     doc: dict[str, Any] = {
         "status": "starting",
+        "stage": "starting",
         "pid": pid,
         "os": OS_NAME,
         "started_at": utc_iso(started_wall),
-        "cli_version": daemon.__version__,
+        "cli_version": CLI_VERSION,
         "version": daemon.__version__,
         "profile": "",
         "daemon_id": "",
@@ -94,7 +115,8 @@ def health_document(
     runs = snapshot.runs
     quietest = min(round(run.activity.idle_seconds, 1) for run in runs) if runs else 0.0
     doc.update(
-        status=snapshot.status,
+        status=multica_status(snapshot.status, snapshot.registered),
+        stage=snapshot.status,
         profile=snapshot.profile,
         daemon_id=snapshot.daemon_id,
         device_name=snapshot.device_name,

@@ -141,12 +141,12 @@ class ServiceState:
         n = self.notifier
         if not n.enabled:
             return
-        status, line = doc["status"], status_line(doc)
-        if status == "running" and not self._sent_ready:
+        stage, line = doc["stage"], status_line(doc)
+        if stage == "running" and not self._sent_ready:
             self._sent_ready = True
             self._sent_status = line
             n.ready(line)
-        elif status == "stopping":
+        elif stage == "stopping":
             self.stopping()
         if self._sent_ready and line != self._sent_status:
             self._sent_status = line
@@ -166,6 +166,6 @@ class ServiceState:
 def status_line(doc: Mapping[str, Any]) -> str:
     """The line `systemctl status` shows for a health document."""
     return (
-        f"{doc['status']}: {doc['active_task_count']}/{doc['max_concurrent_tasks']} tasks, "
+        f"{doc['stage']}: {doc['active_task_count']}/{doc['max_concurrent_tasks']} tasks, "
         f"server circuit {doc['server_circuit']}, outbox {doc['outbox_depth']}"
     )

@@ -29,6 +29,7 @@ connection asyncio's 256 KiB buffer.
 from __future__ import annotations
 
 import asyncio
+import functools
 import select
 import ssl
 from asyncio import sslproto
@@ -36,12 +37,11 @@ from asyncio import sslproto
 import anyio
 import httpx
 
+from daemon.protocol.dial import dial
+
 READ_AHEAD = 256 * 1024
 """Bytes read and not yet taken before the transport stops reading (a slow reader of a long
 streamed body)."""
-HAPPY_EYEBALLS_DELAY = 0.25
-"""Seconds before the next address of a host is tried while one is still connecting (RFC 8305;
-anyio's `connect_tcp` waits as long)."""
 TLS_READ_SIZE = 16 * 1024
 """The TLS layer's read buffer: a TLS record carries at most 16 KiB. asyncio's layer keeps a
 256 KiB buffer for each connection's life, and the pool keeps every connection its bursts
@@ -127,30 +127,27 @@ class _TlsLayer(sslproto.SSLProtocol):
 
 
 async def connect(host: str, port: int, tls: ssl.SSLContext | None) -> Connection:
-    """A connection to `host`:`port` (over TLS with `tls`), its addresses tried as anyio's
-    `connect_tcp` tries them. OSError (ssl's errors among them) when none answers."""
+    """A connection to `host`:`port` (over TLS with `tls`), its addresses raced as anyio's
+    `connect_tcp` races them (dial.py). OSError (ssl's errors among them) when none answers."""
     loop = asyncio.get_running_loop()
+    sock = await dial(host, port)
+    # From here the socket is the transport's: asyncio closes it when making the transport
+    # fails or is cancelled, and `raw.close()` below when the handshake does.
     if tls is None:
-        transport, protocol = await loop.create_connection(
-            _Protocol, host, port, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY
-        )
+        transport, protocol = await loop.create_connection(_Protocol, sock=sock)
         assert isinstance(transport, asyncio.Transport)
         return Connection(transport, protocol)
     protocol = _Protocol()
     handshake = loop.create_future()
-    # The layer is made once the socket has connected, as asyncio makes its own: made before,
-    # a connect that fails leaves its TLS transport never opened nor closed, and the garbage
-    # collector warns of it (a ResourceWarning) later, anywhere.
-    raw, _ = await loop.create_connection(
-        lambda: _TlsLayer(loop, protocol, tls, handshake, server_hostname=host),
-        host,
-        port,
-        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
-    )
+    # The layer makes its transport for the application as it is made, and only the loss of
+    # a connection it was given closes that; made before a connect that failed it warned when
+    # collected. asyncio calls this once the transport has the socket.
+    layer = functools.partial(_TlsLayer, loop, protocol, tls, handshake, server_hostname=host)
+    raw, _ = await loop.create_connection(layer, sock=sock)
     try:
         await handshake  # the layer hands `protocol` its transport once the handshake is done
     except BaseException:
-        raw.close()
+        raw.close()  # the layer hears the connection is lost and marks its transport closed
         raise
     assert protocol.transport is not None
     return Connection(protocol.transport, protocol)

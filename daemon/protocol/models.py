@@ -46,9 +46,13 @@ is finished, and nothing more is reported or run for it."""
 
 
 class WireModel(BaseModel):
-    """Base of every protocol body: unknown fields ignored, numeric ids read as strings."""
+    """Base of every protocol body: unknown fields ignored, numeric ids read as strings.
 
-    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True)
+    Each body's validator is built when the body is first read or written, not on import:
+    built on import they cost start-up 35 ms of CPU, most of it for bodies no call needs
+    before the first claim (tests/benchmarks/bench_startup.py)."""
+
+    model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True, defer_build=True)
 
 
 class Workspace(WireModel):

@@ -89,7 +89,8 @@ class TerminalReport(BaseModel):
     back strictly (an unknown field is damage), and a field added later needs only a default.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built when first used (a task's end), not at start-up: models.WireModel says why.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     kind: ReportKind
     output: Annotated[str, AfterValidator(lambda text: fit(text, RESULT_CAP))] = ""

@@ -42,7 +42,8 @@ class Leftover(BaseModel):
     """What of one task's end the server has not taken yet: its terminal report (None once
     delivered), and its undelivered transcript messages (in their wire shape) and usage."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Built when first used, not at start-up: protocol/models.py's WireModel says why.
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     format: int = FORMAT
     task_id: str

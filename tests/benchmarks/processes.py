@@ -9,10 +9,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
+import anyio
+import anyio.abc
 import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +64,33 @@ def running(env: dict[str, str], *args: str) -> Iterator[subprocess.Popen[bytes]
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@asynccontextmanager
+async def running_async(
+    env: dict[str, str], log: Path, *args: str, argv: list[str] | None = None
+) -> AsyncIterator[anyio.abc.Process]:
+    """`python -m daemon ARGS` (default `run`; or `argv`, another daemon) beside an event loop
+    that serves its server: its log to `log`, SIGTERM at the end and its exit awaited without
+    blocking the loop."""
+    with log.open("wb") as sink:
+        process = await anyio.open_process(
+            argv or [sys.executable, "-m", "daemon", *(args or ("run",))],
+            env=env,
+            cwd=env["HOME"],
+            stdout=sink,
+            stderr=sink,
+        )
+        try:
+            yield process
+        finally:
+            with anyio.CancelScope(shield=True):
+                process.send_signal(signal.SIGTERM)
+                with anyio.move_on_after(30):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
 
 
 def server_client(url: str, timeout: float = 30.0) -> httpx.Client:

@@ -13,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import ROOT
+import pytest
+
+from backends.scripted import Script
+from tests.fakes.multica_server import multica_server
+from tests.helpers import ROOT, daemon_env, daemon_process
 
 SERVER_ONLY = ("uvicorn", "starlette", "sqlite3", "daemon.server.serve", "daemon.server.app")
 
@@ -120,3 +124,29 @@ def test_a_circle_is_found(tmp_path: Path) -> None:
     (package / "b.py").write_text(typed_only + "class B: ...\n")
     (package / "c.py").write_text("from . import a\n")
     assert _circles(tmp_path, ("pkg",)) == [["pkg.a", "pkg.b"]]
+
+
+@pytest.mark.anyio
+async def test_a_daemon_serving_a_remote_server_never_loads_the_servers_libraries(
+    tmp_path: Path,
+) -> None:
+    """Up, registered, a task run and reported against the Multica-faithful server, stopped:
+    no module of the embedded server was imported on the way (`-X importtime` lists each)."""
+    log = tmp_path / "daemon.log"
+    python = (sys.executable, "-X", "importtime")
+    script = Script().text("hi").result("done").dumps()
+    async with (
+        multica_server() as fake,
+        daemon_process(daemon_env(tmp_path, fake.url), log=log, python=python) as run,
+    ):
+        task_id = fake.queue_comment(script)
+        assert (await fake.finished(task_id, within=30)).status == "completed"
+        run.terminate()
+        await run.wait()
+    imported = {
+        line.split("|")[2].strip()
+        for line in log.read_text().splitlines()
+        if line.startswith("import time:") and "|" in line
+    }
+    assert "daemon.task.run" in imported  # the whole run was seen
+    assert _server_modules(imported) == []

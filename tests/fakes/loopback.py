@@ -34,7 +34,11 @@ async def serve_app(
 ) -> AsyncIterator[str]:
     """Run `app` on a loopback port picked by the kernel; yield its base URL. `options` go to
     uvicorn's `Config` (e.g. `http=` a protocol class)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio sets TCP_NODELAY only on sockets that say TCP,
+    # and accepted ones inherit the listener's protocol. Without it an answer written as head
+    # then body waited for the client's delayed ACK: 40 ms a request from the second on (Go's
+    # servers, Multica's among them, set TCP_NODELAY on every connection).
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -22,7 +22,7 @@ from daemon.logs import short_id
 from daemon.protocol.models import Task
 from daemon.protocol.pacing import Beat
 from daemon.services import Services
-from daemon.task.localdir.place import LocalPlace
+from daemon.task.localdir.placed import LocalPlace
 from daemon.task.localdir.resource import LocalDirectory, check_path, find
 from daemon.task.status_poll import poll_status
 from daemon.wakeup import Wakeup

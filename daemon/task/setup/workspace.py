@@ -33,7 +33,7 @@ from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
 
 if TYPE_CHECKING:
-    from daemon.task.localdir.place import LocalPlace
+    from daemon.task.localdir.placed import LocalPlace
 from daemon.workdirs.names import task_dir_name
 
 ENV_MARKER = ".managed_env.json"

@@ -95,6 +95,42 @@ async def test_plain_answer_completes_with_output_session_and_usage(
     assert [r.path for r in api.requests] == ["/v1/messages?beta=true"]
 
 
+class _Beat:
+    """The transcript's beat, every half second, counting the reads held for it."""
+
+    def __init__(self) -> None:
+        self.holds = 0
+
+    def interval(self) -> float:
+        return 0.5
+
+    async def hold(self) -> None:
+        self.holds += 1
+        await anyio.sleep(0.5)
+
+    def release(self) -> None:
+        pass
+
+
+@ON_EVERY_CLAUDE_PIN
+async def test_a_quick_answer_is_read_as_it_is_printed(
+    claude: ClaudeBackend, tmp_path: Path, workdir: Path
+) -> None:
+    """The start-up lines, the answer and the result come within a beat: no read waits for
+    the beat the agent's reads share with its transcript, so the result is read as it is
+    printed, and the CLI's exit after it as it exits."""
+    beat = _Beat()
+    async with (
+        fake_anthropic([Text("Quick.")]) as api,
+        claude.start(make_spec(api.url, tmp_path, workdir, read_beat=beat)) as run,
+    ):
+        messages = await drain(run)
+        result = await run.result()
+    assert kinds(messages) == [MessageType.STATUS, MessageType.TEXT, MessageType.RESULT]
+    assert result.status is RunStatus.COMPLETED
+    assert beat.holds == 0
+
+
 async def test_instructions_reach_the_system_prompt(
     claude: ClaudeBackend, tmp_path: Path, workdir: Path
 ) -> None:

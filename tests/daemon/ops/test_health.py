@@ -17,11 +17,13 @@ import anyio.to_thread
 import httpx
 import pytest
 
+import daemon
 from daemon.cli.tasks_api import TasksApi
 from daemon.errors import AlreadyRunningError
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
 from daemon.ops.sdnotify import Notifier
+from daemon.protocol.release import cli_version
 from daemon.snapshot import DaemonSnapshot
 from tests.daemon_child import daemon_child, run_cli
 from tests.helpers import (
@@ -95,13 +97,14 @@ async def test_health_document_describes_the_daemon_and_its_running_task(tmp_pat
     doc = response.json()
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
-    assert doc["status"] == "running"
+    assert doc["status"] == doc["stage"] == "running"
     assert doc["pid"] == os.getpid()
     assert doc["os"] == "linux"
     assert doc["daemon_id"] == d.worker.daemon_id
     assert doc["device_name"] == d.settings.device_name
     assert doc["server_url"] == d.settings.server_url
-    assert doc["cli_version"] and doc["version"] == doc["cli_version"]
+    # The version the server sees (`multica daemon status` prints it); this daemon's own apart.
+    assert doc["cli_version"] == cli_version() and doc["version"] == daemon.__version__
     assert isinstance(doc["uptime"], str) and doc["uptime_seconds"] >= 0
     assert doc["registered"] is True
     assert (doc["active_task_count"], doc["running_task_count"]) == (1, 1)
@@ -215,7 +218,8 @@ async def test_readyz_is_200_when_registered_and_503_while_the_circuit_is_open(
 
 
 async def test_post_shutdown_stops_the_worker_gracefully(tmp_path: Path) -> None:
-    """POST /shutdown asks the worker to stop, like SIGTERM; /health then says stopping."""
+    """POST /shutdown asks the worker to stop, like SIGTERM; /health then says stopping in
+    `stage`, and `running` in Multica's `status` while the daemon lives."""
     async with (
         embedded_server(tmp_path / "server.db") as url,
         running_daemon(tmp_path, url, health=True) as d,
@@ -227,7 +231,7 @@ async def test_post_shutdown_stops_the_worker_gracefully(tmp_path: Path) -> None
         wrong_method = await http.get("/shutdown")
     assert answer.status_code == 202 and answer.json() == {"status": "stopping"}
     assert status_now == "stopping"
-    assert doc["status"] == "stopping"
+    assert (doc["status"], doc["stage"]) == ("running", "stopping")
     assert wrong_method.status_code == 405
 
 

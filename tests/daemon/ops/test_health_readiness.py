@@ -56,11 +56,13 @@ async def test_readyz_and_the_status_follow_registration_with_no_tick_in_between
         await eventually(lambda: daemon.status == "running", what="start-up done")
         running = (await http.get("/health")).json()["status"]
         daemon.request_stop()
-        stopping = (await http.get("/health")).json()["status"]
+        stopping = (await http.get("/health")).json()
+        stopping = (stopping["status"], stopping["stage"])
     assert before.status_code == 503 and before.json()["reason"] == "not registered yet"
     assert ready.status_code == 200, ready.json()
     assert (registered["status"], registered["registered"]) == ("starting", True)
-    assert (running, stopping) == ("running", "stopping")
+    # Multica's CLI counts a daemon alive while `status` says running; `stage` says it stops.
+    assert (running, stopping) == ("running", ("running", "stopping"))
 
 
 async def test_agent_daemon_run_is_ready_on_the_first_probe_after_it_started(

@@ -68,6 +68,28 @@ def test_the_tick_after_a_read_shows_what_changed() -> None:
     assert shown_slots(server) == 4
 
 
+def test_a_new_stage_is_shown_from_the_next_tick_unread() -> None:
+    """Starting, running, stopping: each shows a tick after the worker reaches it, not at the
+    next refresh (Multica's CLI reads once, and a daemon running for a second said starting)."""
+    clock, daemon = Clock(), Daemon()
+    stages = ["starting"]
+
+    def snapshot() -> DaemonSnapshot:
+        return dataclasses.replace(daemon.snapshot(), status=stages[-1])
+
+    server = HealthServer("127.0.0.1:0", Metrics(), clock=clock, tick=0.5)
+    server.attach(snapshot, lambda: None, stage=lambda: stages[-1])
+    shown = []
+    for stage in ("running", "running", "stopping"):
+        stages.append(stage)
+        clock.now += 0.5
+        server.tick()
+        doc = json.loads(server.route("GET", "/health", "127.0.0.1", LOCAL).body)
+        shown.append((doc["status"], doc["stage"]))
+    assert shown == [("running", "running"), ("running", "running"), ("running", "stopping")]
+    assert daemon.taken == 4  # the attach, two new stages, the read in between
+
+
 def test_liveness_and_the_chart_go_on_every_tick() -> None:
     """`/healthz` stays fresh and the chart samples the lag on ticks that build nothing."""
     clock, daemon = Clock(), Daemon()

@@ -1,0 +1,148 @@
+"""Start-up: `exec` of `python -m daemon run` → its first register, and → its claim of a task
+already queued, against the Multica-faithful server on loopback.
+
+Run from the repo root: `python -m tests.benchmarks.bench_startup [RUNS] [--vs CHECKOUT]
+[--go MULTICA_BINARY] [KEY=VALUE ...]` (default 7 runs). Each run starts the Multica-faithful
+fake (tests/fakes/multica_server.py, in this process), queues one issue for the `claude`
+runtime, then starts a fresh daemon (a new state directory and HOME each run) whose `claude` is
+the real Claude Code CLI when `npm install --prefix tests/real_cli` installed it (else a shell
+script answering `--version`), and notes, from just before the exec, when the server read the
+daemon's first `register` and its first `claim` (the one that hands out the task), with the CPU
+time the daemon had spent by then (user + system, from /proc: a figure a busy machine moves
+less than the wall clock). Prints each run and the medians. `--vs CHECKOUT` alternates with the
+daemon of another checkout (this one first), `--go` with Multica's Go daemon built by hand
+(tests/benchmarks/go_daemon.py); BENCH_PYTHONPATH=CHECKOUT measures another checkout in place
+of this one; `KEY=VALUE` adds a variable to the daemon's environment. The daemon's import
+alone: `python -X importtime -m daemon --version`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from daemon.testing import ROOT_AGENTS_ACCEPTED
+from tests.benchmarks.go_daemon import go_daemon
+from tests.benchmarks.processes import ROOT, cpu_seconds, running_async
+from tests.fakes.multica_routes import SeenRequest
+from tests.fakes.multica_server import multica_server
+from tests.fakes.real_cli import CLAUDE_PINS
+from tests.helpers import daemon_env
+
+
+class _Stamped(list[SeenRequest]):
+    """The fake's request log, noting when each route was first read and the daemon's CPU
+    time then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first: dict[str, tuple[float, float]] = {}
+        self.pid = 0
+
+    def append(self, request: SeenRequest) -> None:
+        if request.route not in self.first:
+            self.first[request.route] = (time.monotonic(), cpu_seconds(self.pid))
+        super().append(request)
+
+
+def _claude(home: Path) -> str:
+    """The real Claude Code CLI if installed, else a stand-in that answers `--version`."""
+    installed = CLAUDE_PINS[0]._installed()
+    if installed is not None:
+        return installed
+    stand_in = home / "claude"
+    stand_in.write_text("#!/bin/sh\necho '2.1.332 (Claude Code)'\n")
+    stand_in.chmod(0o755)
+    return str(stand_in)
+
+
+async def _once(checkout: str, extra: dict[str, str]) -> dict[str, float]:
+    """One start of this project's daemon from `checkout`, or (`go:BINARY`) of Multica's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp)
+        async with multica_server() as fake:
+            log = _Stamped()
+            fake.requests = log
+            env: dict[str, Any] = {
+                **daemon_env(home, fake.url),
+                **ROOT_AGENTS_ACCEPTED,
+                "PYTHONPATH": checkout,
+                "MULTICA_SCRIPTED_BACKEND": "0",
+                "MULTICA_CLAUDE_PATH": _claude(home),
+                "LOG_LEVEL": "WARNING",
+            }
+            # The daemon's own intervals, not the tests' short ones.
+            for key in ("POLL", "HEARTBEAT", "STATUS_POLL"):
+                env.pop(f"MULTICA_DAEMON_{key}_INTERVAL")
+            argv = None
+            if checkout.startswith("go:"):
+                argv, go_env = go_daemon(checkout[3:], home / "go", fake.url)
+                claude = Path(env["MULTICA_CLAUDE_PATH"]).parent
+                env.update(go_env, PATH=f"{claude}:{os.environ.get('PATH', '')}")
+            env.update(extra)
+            task_id = fake.queue_issue(provider="claude")
+            begun = time.monotonic()
+            async with running_async(env, home / "daemon.log", argv=argv) as process:
+                log.pid = process.pid
+                deadline = begun + 30
+                while fake.tasks[task_id].status == "queued":
+                    if time.monotonic() > deadline:
+                        raise SystemExit((home / "daemon.log").read_text())
+                    await anyio.sleep(0.005)
+            # The task was queued before the exec: the first claim hands it out.
+            (registered, register_cpu), (claimed, claim_cpu) = (
+                log.first["register"],
+                log.first["claim"],
+            )
+            return {
+                "register": registered - begun,
+                "claim": claimed - begun,
+                "register CPU": register_cpu,
+                "claim CPU": claim_cpu,
+            }
+
+
+async def bench(runs: int, checkouts: dict[str, str], extra: dict[str, str]) -> None:
+    got: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
+    for checkout in checkouts.values():  # a warm-up each: byte code compiled, caches
+        await _once(checkout, extra)
+    for _ in range(runs):
+        for name, checkout in checkouts.items():
+            run = await _once(checkout, extra)
+            got[name].append(run)
+            print(f"  {name}: " + ", ".join(f"{k} {v:.3f} s" for k, v in run.items()), flush=True)
+    for name, rows in got.items():
+        medians = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        print(
+            f"{name}: exec → first register median {medians['register']:.3f} s "
+            f"(CPU {medians['register CPU']:.3f} s), → claim {medians['claim']:.3f} s "
+            f"(CPU {medians['claim CPU']:.3f} s) over {runs}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks.bench_startup")
+    parser.add_argument("runs", nargs="?", type=int, default=7)
+    parser.add_argument("--vs", default="", metavar="CHECKOUT", help="alternate with this one")
+    parser.add_argument("--go", default="", metavar="BINARY", help="and with Multica's daemon")
+    parser.add_argument("env", nargs="*", metavar="KEY=VALUE")
+    options = parser.parse_args()
+    checkouts = {"this": os.environ.get("BENCH_PYTHONPATH", str(ROOT))}
+    if options.vs:
+        checkouts["vs"] = options.vs
+    if options.go:
+        checkouts["go"] = f"go:{options.go}"
+    extra = dict(a.split("=", 1) for a in options.env)
+    anyio.run(bench, options.runs, checkouts, extra)
+
+
+if __name__ == "__main__":
+    main()
