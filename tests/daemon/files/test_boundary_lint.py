@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 AGENT_TREE_MODULES = (
     "backends/acp/backend.py",
+    "backends/antigravity/backend.py",
     "backends/codex/backend.py",
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",
