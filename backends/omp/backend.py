@@ -9,8 +9,14 @@ session markers differ. Its project skills go to `.omp/skills/`.
 
 from __future__ import annotations
 
+import re
+
 from backends.pi.backend import PiBackend
 from backends.pi.events import PiEventParser
+
+
+# What `omp --session ID` says (stderr, exit 1) when it has no such session (18.2.3).
+_SESSION_MISSING = re.compile(r'Session "[^"]*" not found')
 
 
 class OmpEventParser(PiEventParser):
@@ -18,6 +24,10 @@ class OmpEventParser(PiEventParser):
 
     cli = "omp"
     provider = "omp"
+
+    def says_session_missing(self, text: str) -> bool:
+        """Whether `text` is omp saying the session to resume does not exist."""
+        return _SESSION_MISSING.search(text) is not None
 
 
 class OmpBackend(PiBackend):

@@ -37,6 +37,7 @@ from tests.fakes.openai_api import (
     serve_fake,
     sse_data,
 )
+from tests.fakes.real_cli import find_cli
 
 MODEL = "fake-chat"
 PROVIDER = "fake"
@@ -233,6 +234,22 @@ def pi_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "PI_OFFLINE": "1",
     }
     env.update(extra)
+    return env
+
+
+def omp_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Oh-My-Pi: Pi's, its files in omp's agent directory (`~/.omp/agent`),
+    and the folder of the installed `omp` first on PATH — it runs on the `bun` npm installed
+    beside it (`#!/usr/bin/env bun`)."""
+    env = pi_env(root, base_url, **extra)
+    pi_dir = root / "home" / ".pi" / "agent"
+    omp_dir = root / "home" / ".omp" / "agent"
+    omp_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("models.json", "settings.json"):
+        (omp_dir / name).write_text((pi_dir / name).read_text())
+    found = find_cli("omp", "MULTICA_TEST_OMP_PATH")
+    if found is not None:
+        env["PATH"] = f"{Path(found).parent}:{env['PATH']}"
     return env
 
 
