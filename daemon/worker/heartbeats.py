@@ -12,6 +12,7 @@ from anyio.abc import TaskGroup
 
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
+from daemon.local_skills.reader import LocalInventory
 from daemon.protocol.client import ServerClient
 from daemon.protocol.runtime_actions import PendingActions
 from daemon.worker.registration import Registration, Runtime
@@ -23,12 +24,17 @@ class Heartbeats:
     """Keeps every registered runtime alive on the server and answers what its beats carry."""
 
     def __init__(
-        self, registration: Registration, client: ServerClient, settings: Settings
+        self,
+        registration: Registration,
+        client: ServerClient,
+        settings: Settings,
+        inventory: LocalInventory | None = None,
     ) -> None:
+        """`inventory` reads this machine's local skills for the server (None: none)."""
         self._registration = registration
         self._client = client
         self._interval = settings.heartbeat_interval
-        self.actions = PendingActions(client)
+        self.actions = PendingActions(client, inventory)
 
     async def run(self) -> None:
         """One heartbeat loop per runtime, started and stopped as the runtime set changes."""

@@ -20,6 +20,7 @@ AGENT_TREE_MODULES = (
     "backends/acp/backend.py",
     "backends/antigravity/backend.py",
     "backends/codex/backend.py",
+    "daemon/local_skills/reader.py",
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",
     "daemon/task/setup/codex_home.py",
