@@ -126,6 +126,8 @@ class ClaudeBackend(AgentCli):
         argv = [self.path, *self.base_args]
         if spec.mcp_config is not None:
             argv += ["--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
+        if spec.settings_file is not None:
+            argv += ["--settings", str(spec.settings_file)]
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

@@ -14,7 +14,6 @@ import re
 from backends.pi.backend import PiBackend
 from backends.pi.events import PiEventParser
 
-
 # What `omp --session ID` says (stderr, exit 1) when it has no such session (18.2.3).
 _SESSION_MISSING = re.compile(r'Session "[^"]*" not found')
 
