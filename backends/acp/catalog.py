@@ -6,7 +6,8 @@ its quirks) has a folder of its own. Each needs its settings field in daemon/con
 and `_IDLE_WATCHDOG`) to be found by discovery.
 
 Hermes and the entries after it are the ACP agents Multica's daemon runs, with the command
-lines it starts them with. None of their CLIs can be installed and run offline here, so each
+lines it starts them with. Hermes Agent runs in the tests (PyPI's `hermes-agent`, against the
+fake Chat Completions API); the others' CLIs cannot be installed and run offline here, so each
 is marked `untested`: the daemon offers it and says so when it finds the CLI. Each picks its
 model through `session/set_model` (as in Multica) and is resumed where it offers
 `session/resume` or `session/load`. What Multica does beyond the command line for some of
@@ -21,6 +22,8 @@ from backends.opencode import OPENCODE
 
 UNTESTED = "no CLI available offline: its entry follows Multica's command line"
 
+# Hermes Agent (PyPI `hermes-agent[acp]`, 0.19.0 in the tests): its shell tool is `terminal`,
+# and it reads the brief from AGENTS.md.
 HERMES = AcpAgent(
     name="hermes",
     label="Hermes Agent",
@@ -28,7 +31,6 @@ HERMES = AcpAgent(
     acp_args=("acp",),
     # Without it Hermes asks before every dangerous shell command, outside ACP.
     env={"HERMES_YOLO_MODE": "1"},
-    untested=UNTESTED,
 )
 
 # Kimi Code CLI (MoonshotAI): permissions are asked over ACP and granted by the client; its

@@ -42,8 +42,9 @@ from tests.fakes.real_cli import find_cli
 MODEL = "fake-chat"
 PROVIDER = "fake"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
-SHELL_TOOLS = ("bash", "run_shell_command")
-"""The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own)."""
+SHELL_TOOLS = ("bash", "run_shell_command", "terminal")
+"""The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own;
+Hermes Agent's `terminal`)."""
 
 __all__ = ["MODEL", "USAGE", "Answer", "ApiError", "FakeChat", "Shell", "Stall", "fake_chat"]
 
@@ -250,6 +251,25 @@ def omp_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     found = find_cli("omp", "MULTICA_TEST_OMP_PATH")
     if found is not None:
         env["PATH"] = f"{Path(found).parent}:{env['PATH']}"
+    return env
+
+
+def hermes_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Hermes Agent with a fresh HOME under `root`, its model the fake.
+
+    Hermes reads its provider from `~/.hermes/config.yaml`: a `custom` (OpenAI-compatible)
+    endpoint at the fake, its key from the environment."""
+    home = root / "home"
+    (home / ".hermes").mkdir(parents=True, exist_ok=True)
+    config = f"model:\n  default: {MODEL}\n  provider: custom\n  base_url: {base_url}/v1\n"
+    (home / ".hermes" / "config.yaml").write_text(config)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "OPENAI_API_KEY": "sk-fake-key-for-tests",
+    }
+    env.update(extra)
     return env
 
 

@@ -18,16 +18,22 @@ import pytest
 from backends import process
 
 REAL_CLI_DIR = Path(__file__).resolve().parent.parent / "real_cli"
-INSTALL_HINT = "npm install --prefix tests/real_cli"
+INSTALL_HINT = (
+    "npm install --prefix tests/real_cli; python3 -m venv tests/real_cli/venv && "
+    "tests/real_cli/venv/bin/pip install -r tests/real_cli/requirements.txt"
+)
 
 
 def find_cli(name: str, env_var: str) -> str | None:
-    """`$env_var` if set, else `tests/real_cli/node_modules/.bin/<name>` if installed."""
+    """`$env_var` if set, else the CLI installed from npm (`tests/real_cli/node_modules/.bin`)
+    or PyPI (`tests/real_cli/venv/bin`), if it is."""
     override = os.environ.get(env_var)
     if override:
         return override
-    path = REAL_CLI_DIR / "node_modules" / ".bin" / name
-    return str(path) if path.exists() else None
+    for folder in (REAL_CLI_DIR / "node_modules" / ".bin", REAL_CLI_DIR / "venv" / "bin"):
+        if (folder / name).exists():
+            return str(folder / name)
+    return None
 
 
 def require_cli(name: str, env_var: str) -> str:
