@@ -42,9 +42,12 @@ from tests.fakes.real_cli import find_cli
 MODEL = "fake-chat"
 PROVIDER = "fake"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
-SHELL_TOOLS = ("bash", "run_shell_command", "terminal")
+SHELL_TOOLS = ("bash", "run_shell_command", "terminal", "run_terminal_command")
 """The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own;
-Hermes Agent's `terminal`)."""
+Hermes Agent's `terminal`; Grok Build's `run_terminal_command`)."""
+SIDE_TOOLS = frozenset({"session_title"})
+"""Tools only a side request offers (Grok Build names its session with one): such a request is
+not the conversation, and does not take the script's next step."""
 
 __all__ = ["MODEL", "USAGE", "Answer", "ApiError", "FakeChat", "Shell", "Stall", "fake_chat"]
 
@@ -58,7 +61,8 @@ class FakeChat(FakeOpenAI):
         except ValueError:
             body = {}
         messages = body.get("messages") or []
-        main = bool(body.get("tools"))
+        offered = [str((t.get("function") or {}).get("name")) for t in body.get("tools") or []]
+        main = bool(set(offered) - SIDE_TOOLS)
         step: Step = self.next_step() if main else Answer("Fake title")
         self.record(
             self.call(
@@ -80,7 +84,6 @@ class FakeChat(FakeOpenAI):
         if isinstance(step, Stall) and step.when == "no-bytes":
             await self.closing.wait()
             return Response(status_code=503)
-        offered = [str((t.get("function") or {}).get("name")) for t in body.get("tools") or []]
         shell = next((name for name in offered if name in SHELL_TOOLS), "bash")
         return StreamingResponse(self._chunks(step, shell), media_type="text/event-stream")
 
@@ -268,6 +271,29 @@ def hermes_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "OPENAI_API_KEY": "sk-fake-key-for-tests",
+    }
+    env.update(extra)
+    return env
+
+
+def grok_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Grok Build with a fresh HOME under `root`, its default model the
+    fake: a custom model of its `~/.grok/config.toml` (Chat Completions, a key of its own, so
+    no `grok login`), auto-update and telemetry off."""
+    home = root / "home"
+    (home / ".grok").mkdir(parents=True, exist_ok=True)
+    config = (
+        '[models]\ndefault = "fake"\n\n'
+        f'[model.fake]\nmodel = "{MODEL}"\nbase_url = "{base_url}/v1"\nname = "Fake"\n'
+        'api_key = "sk-fake-key-for-tests"\ncontext_window = 100000\n\n'
+        "[cli]\nauto_update = false\n\n[features]\ntelemetry = false\n"
+    )
+    (home / ".grok" / "config.toml").write_text(config)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "DISABLE_TELEMETRY": "1",
     }
     env.update(extra)
     return env

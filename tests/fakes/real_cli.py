@@ -24,6 +24,10 @@ INSTALL_HINT = (
 )
 
 
+PYPI_EXECUTABLES = {"grok": "grok_cli_bin/bin/grok"}
+"""CLIs PyPI serves inside a package rather than as a script: the path in site-packages."""
+
+
 def find_cli(name: str, env_var: str) -> str | None:
     """`$env_var` if set, else the CLI installed from npm (`tests/real_cli/node_modules/.bin`)
     or PyPI (`tests/real_cli/venv/bin`), if it is."""
@@ -33,7 +37,10 @@ def find_cli(name: str, env_var: str) -> str | None:
     for folder in (REAL_CLI_DIR / "node_modules" / ".bin", REAL_CLI_DIR / "venv" / "bin"):
         if (folder / name).exists():
             return str(folder / name)
-    return None
+    # A wheel that ships the executable as package data (`grok-cli-bin`) puts it there.
+    inside = PYPI_EXECUTABLES.get(name)
+    found = sorted((REAL_CLI_DIR / "venv" / "lib").glob(f"python*/site-packages/{inside}"))
+    return str(found[0]) if inside and found else None
 
 
 def require_cli(name: str, env_var: str) -> str:
