@@ -6,9 +6,10 @@ its quirks) has a folder of its own. Each needs its settings field in daemon/con
 and `_IDLE_WATCHDOG`) to be found by discovery.
 
 Hermes and the entries after it are the ACP agents Multica's daemon runs, with the command
-lines it starts them with. Hermes Agent and Grok Build run in the tests (PyPI's `hermes-agent`
-and `grok-cli-bin`, against the fake Chat Completions API); the others' CLIs cannot be installed
-and run offline here, so each is marked `untested`: the daemon offers it and says so when it
+lines it starts them with. Hermes Agent, Grok Build and QwenPaw run in the tests (PyPI's
+`hermes-agent`, `grok-cli-bin` and `qwenpaw`, against the fake Chat Completions API); the
+others' CLIs cannot be installed and run offline here (Qoder CLI, which npm serves, will not
+run without a Qoder login), so each is marked `untested`: the daemon offers it and says so when it
 finds the CLI. Each picks its model through `session/set_model` (as in Multica) and is resumed
 where it offers `session/resume` or `session/load`. What Multica does beyond the command line
 for some of them is noted at their entries.
@@ -93,14 +94,14 @@ GROK = AcpAgent(
     min_version="0.2.89",
 )
 
-# QwenPaw 2.x (1.x speaks another protocol); the brief goes in its prompt. Multica also gives
-# it a per-task `--workspace`, which this entry does not.
+# QwenPaw 2.x (1.x speaks another protocol; 2.2.2.post1 in the tests, from PyPI): its shell
+# tool is `execute_shell_command`; the brief goes in its prompt. Multica also gives it a
+# per-task `--workspace`, which this entry does not.
 QWENPAW = AcpAgent(
     name="qwenpaw",
     label="QwenPaw",
     command="qwenpaw",
     acp_args=("acp",),
-    untested=UNTESTED,
 )
 
 # MiniMax Code declares no `loadSession`: a task that names a session starts a fresh one.

@@ -1,8 +1,8 @@
-"""The real OpenCode, Gemini CLI, Hermes Agent and Grok Build through the whole daemon, over ACP,
-against fake model APIs.
+"""The real OpenCode, Gemini CLI, Hermes Agent, Grok Build and QwenPaw through the whole daemon,
+over ACP, against fake model APIs.
 
-Each CLI runs offline against its fake (Chat Completions for OpenCode, Hermes and Grok, the
-Gemini API for Gemini CLI) under a short idle window: a shell command longer than the window is
+Each CLI runs offline against its fake (Chat Completions for all but Gemini CLI, the Gemini API
+for it) under a short idle window: a shell command longer than the window is
 a tool in flight and completes; a model stream that stalls after its first chunk, or after a
 tool, is stopped as `idle_watchdog` within 1.5 windows plus the kill grace, and nothing the agent
 started survives — not even a process its shell tool detached into a session of its own.
@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from backends.acp import AcpAgent, AcpBackend
-from backends.acp.catalog import GROK, HERMES
+from backends.acp.catalog import GROK, HERMES, QWENPAW
 from backends.gemini import GEMINI
 from backends.opencode import OPENCODE
 from tests.e2e.stall_support import (
@@ -34,7 +34,7 @@ from tests.e2e.stall_support import (
     tool_types,
     watched_cli,
 )
-from tests.fakes.chat_api import fake_chat, grok_env, hermes_env, opencode_env
+from tests.fakes.chat_api import fake_chat, grok_env, hermes_env, opencode_env, qwenpaw_env
 from tests.fakes.gemini_api import fake_gemini, gemini_env
 from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall
 from tests.fakes.real_cli import require_cli
@@ -57,6 +57,7 @@ CLIS = [
     Cli(GEMINI, fake_gemini, gemini_env),
     Cli(HERMES, fake_chat, hermes_env),
     Cli(GROK, fake_chat, grok_env),
+    Cli(QWENPAW, fake_chat, qwenpaw_env),
 ]
 
 

@@ -42,9 +42,17 @@ from tests.fakes.real_cli import find_cli
 MODEL = "fake-chat"
 PROVIDER = "fake"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
-SHELL_TOOLS = ("bash", "run_shell_command", "terminal", "run_terminal_command")
+SHELL_TOOLS = (
+    "bash",
+    "run_shell_command",
+    "terminal",
+    "run_terminal_command",
+    "execute_shell_command",
+    "exec",
+)
 """The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own;
-Hermes Agent's `terminal`; Grok Build's `run_terminal_command`)."""
+Hermes Agent's `terminal`; Grok Build's `run_terminal_command`; QwenPaw's
+`execute_shell_command`; OpenClaw's `exec`)."""
 SIDE_TOOLS = frozenset({"session_title"})
 """Tools only a side request offers (Grok Build names its session with one): such a request is
 not the conversation, and does not take the script's next step."""
@@ -85,9 +93,13 @@ class FakeChat(FakeOpenAI):
             await self.closing.wait()
             return Response(status_code=503)
         shell = next((name for name in offered if name in SHELL_TOOLS), "bash")
-        return StreamingResponse(self._chunks(step, shell), media_type="text/event-stream")
+        described = _takes_description(body.get("tools") or [], shell)
+        chunks = self._chunks(step, shell, described)
+        return StreamingResponse(chunks, media_type="text/event-stream")
 
-    async def _chunks(self, step: Step, shell: str = "bash") -> AsyncIterator[bytes]:
+    async def _chunks(
+        self, step: Step, shell: str = "bash", described: bool = True
+    ) -> AsyncIterator[bytes]:
         chunk_id = "chatcmpl-" + uuid.uuid4().hex[:20]
         if isinstance(step, Stall):
             yield _chunk(chunk_id, {"role": "assistant", "content": "Working on it"})
@@ -108,6 +120,8 @@ class FakeChat(FakeOpenAI):
                     "name": shell,
                     "arguments": json.dumps(
                         {"command": step.command, "description": "Run the scripted command"}
+                        if described
+                        else {"command": step.command}
                     ),
                 },
             }
@@ -257,6 +271,18 @@ def omp_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     return env
 
 
+def _takes_description(tools: list[Any], shell: str) -> bool:
+    """Whether the offered shell tool declares a `description` argument (or declares none):
+    QwenPaw's refuses an argument it does not declare."""
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == shell:
+            schema = function.get("parameters")
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            return not isinstance(properties, dict) or "description" in properties
+    return True
+
+
 def hermes_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     """An environment for Hermes Agent with a fresh HOME under `root`, its model the fake.
 
@@ -295,6 +321,55 @@ def grok_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "DISABLE_TELEMETRY": "1",
     }
+    env.update(extra)
+    return env
+
+
+def qwenpaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for QwenPaw with a fresh HOME under `root`, its active model the fake:
+    a custom provider (its secret store, `~/.qwenpaw.secret/providers/`) with the key."""
+    home = root / "home"
+    providers = home / ".qwenpaw.secret" / "providers"
+    (providers / "custom").mkdir(parents=True, exist_ok=True)
+    provider = {
+        "id": "fake",
+        "name": "Fake",
+        "base_url": f"{base_url}/v1",
+        "api_key": "sk-fake-key-for-tests",
+        "chat_model": "OpenAIChatModel",
+        "is_custom": True,
+        "extra_models": [{"id": MODEL, "name": "Fake"}],
+    }
+    (providers / "custom" / "fake.json").write_text(json.dumps(provider))
+    (providers / "active_model.json").write_text(
+        json.dumps({"provider_id": "fake", "model": MODEL})
+    )
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+def openclaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for OpenClaw with a fresh HOME under `root`, its default model the fake:
+    a provider of `~/.openclaw/openclaw.json` (OpenAI Chat Completions, a key of its own), and
+    the Node 24 it needs first on PATH (the one installed beside it, if any)."""
+    home = root / "home"
+    (home / ".openclaw").mkdir(parents=True, exist_ok=True)
+    provider = {
+        "baseUrl": f"{base_url}/v1",
+        "apiKey": "sk-fake-key-for-tests",
+        "api": "openai-completions",
+        "models": [{"id": MODEL, "name": "Fake"}],
+    }
+    config = {
+        "models": {"providers": {PROVIDER: provider}},
+        "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{MODEL}"}}},
+    }
+    (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config))
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    node = find_cli("node", "MULTICA_TEST_OPENCLAW_NODE")
+    if node is not None:
+        env["PATH"] = f"{Path(node).parent}:{env['PATH']}"
     env.update(extra)
     return env
 
