@@ -8,6 +8,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+import anyio.to_thread
+
+from backends.cli_trust import UntrustedCliError, refusal
 from backends.process.identity import AgentUser
 from backends.version import cli_version
 
@@ -57,20 +60,32 @@ class AgentCli:
         self.model = model
         # `detect` runs the CLI with the daemon's own environment unless told otherwise.
         self._detect_env = detect_env
-        # The version probe runs the CLI's own code, so it runs as the agents do: an agent
-        # user's CLI (one it may have replaced) never runs as root.
+        # The version probe runs the CLI's own code, so it runs as the agents do, and with an
+        # agent user only a CLI nobody but root can change is run at all (backends/cli_trust).
         self._detect_as = detect_as
         self.version = ""
         """What the CLI last answered to `--version` ("" before it did)."""
 
     async def detect(self) -> str | None:
-        """`<cli> --version` within 10 s: the version (also kept in `version`), or None."""
+        """`<cli> --version` within 10 s: the version (also kept in `version`), or None.
+        Raises `UntrustedCliError` (nothing run) for a CLI an agent user could change."""
+        if self._detect_as is not None:
+            why = await anyio.to_thread.run_sync(self.refusal)
+            if why is not None:
+                raise UntrustedCliError(why)
         argv = [self.path, "--version"]
         env = {**self.strip_markers(self._env()), **self.probe_env}
         found = await cli_version(argv, env, user=self._detect_as)
         if found:
             self.version = found
         return found
+
+    def refusal(self, search_path: str | None = None) -> str | None:
+        """Why someone other than root could change what runs as this CLI (its file, the
+        directories to it, its interpreter), or None; `search_path` is the PATH it is run
+        with (default: the probe's)."""
+        path = self._env().get("PATH", os.defpath) if search_path is None else search_path
+        return refusal(self.path, path)
 
     def fingerprint(self) -> Fingerprint | None:
         """The executable as it is on disk now, or None when the path finds none: one

@@ -181,6 +181,10 @@ class RunSpec:
     skills the agent turned off), or None."""
     user: AgentUser | None = None
     """The user every process of the run starts as (None: the daemon's own)."""
+    codex_sessions: Path | None = None
+    """The user's own Codex sessions folder, which the task's `codex-home/sessions` is the
+    daemon's link to (None: no link): read there, never through the link, which the agent
+    can replace with one to a folder it could not read itself."""
     read_beat: ReadBeat | None = None
     """The beat a chatty agent's output is read on (None: every line as it comes)."""
     containment: Containment | None = None

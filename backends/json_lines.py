@@ -47,10 +47,16 @@ class JsonLinesParser:
     missing_session_markers: tuple[str, ...] = ()
     """What the CLI prints when the session to resume does not exist."""
 
-    def __init__(self, resuming: str = "", version: str = "", tested_max: str = "") -> None:
+    def __init__(
+        self, resuming: str = "", version: str = "", tested_max: str = "", *, model: str = ""
+    ) -> None:
         """`version` is what the CLI last answered to `--version` (named in errors);
-        `tested_max` is the newest version the project's tests run ("" = no ceiling)."""
+        `tested_max` is the newest version the project's tests run ("" = no ceiling); `model`
+        is the one usage is reported under when the CLI names none."""
         self.resuming = resuming
+        self.model = model
+        self.session_id = ""
+        """The session the CLI named for this run ("" until it names one)."""
         self.version = version
         self.tested_max = tested_max
         self.session_not_found = False

@@ -4,8 +4,8 @@ Nothing else in the daemon reads `os.environ` for its own settings. Each field i
 once: its type names its kind (how the text is parsed, what an error asks for) and `_env`
 its variable, default and description. An agent CLI's settings are one field each
 (`_agent_cli`), read from four variables declared once for every CLI (`_cli_variables`).
-The README's configuration table and deploy/systemd/agent-daemon.env are checked against (or
-generated from) them.
+The configuration table (docs/configuration.md) and deploy/systemd/agent-daemon.env are
+checked against (or generated from) them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from backends.process.identity import AgentUser
 from daemon.addresses import split_host_port
-from daemon.agent_pool import resolve_pool as resolve_agent_pool
+from daemon.boundary.pool import resolve_pool as resolve_agent_pool
 from daemon.errors import ConfigError
 from daemon.multica_home import default_workspaces_root, fill_from_config, profile_dir
 from daemon.times import SYNTAX as DURATION_SYNTAX
@@ -93,6 +93,16 @@ def _patterns(raw: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p and "/" not in p and "\\" not in p)
 
 
+def _origins(raw: str) -> tuple[str, ...]:
+    # Exact origins, compared as written: `scheme://host[:port]`, nothing after.
+    found = tuple(p.strip() for p in raw.split(",") if p.strip())
+    for origin in found:
+        scheme, _, rest = origin.partition("://")
+        if scheme not in ("http", "https") or not rest or "/" in rest or "@" in rest:
+            raise ValueError(origin)
+    return found
+
+
 def _address(raw: str) -> str:
     split_host_port(raw)
     return raw.strip()
@@ -157,6 +167,7 @@ ADDRESS = Kind(_address, "host:port")
 WORDS = Kind(_words, "shell words")
 FLAG = Kind(_flag, "1 or 0")
 PATTERNS = Kind(_patterns, "comma-separated directory names")
+ORIGINS = Kind(_origins, "comma-separated origins (http[s]://host[:port])")
 LOG_FORMAT = Kind(_log_format, "text or json")
 CODEX_MODE = Kind(_codex_mode, "exec or app-server")
 LEVEL = Kind(_level, "DEBUG, INFO, WARNING or ERROR")
@@ -174,6 +185,7 @@ Address = Annotated[str, ADDRESS]
 Words = Annotated[tuple[str, ...], WORDS]
 Flag = Annotated[bool, FLAG]
 Patterns = Annotated[tuple[str, ...], PATTERNS]
+Origins = Annotated[tuple[str, ...], ORIGINS]
 LogFormat = Annotated[str, LOG_FORMAT]
 CodexMode = Annotated[str, CODEX_MODE]
 Level = Annotated[str, LEVEL]
@@ -250,7 +262,7 @@ def _cli_variables(
 
 
 class Settings(BaseModel):
-    """Every setting of the daemon; see the README's configuration table."""
+    """Every setting of the daemon; see docs/configuration.md."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -433,6 +445,14 @@ class Settings(BaseModel):
     )
     gc_repo_ttl: Duration = _env(
         "MULTICA_GC_REPO_TTL", "720h", "A repo cache no checkout used this long goes; 0 = never"
+    )
+    plugin_dev_origins: Origins = _env(
+        "MULTICA_PLUGIN_DEV_ORIGINS",
+        "",
+        "Origins of plugin MCP servers allowed off the public internet (plugin development)",
+    )
+    plugin_dev_ca: str = _env(
+        "MULTICA_PLUGIN_DEV_CA", "", "CA bundle trusted for those origins (else the system's)"
     )
     home: Path = _derived("The home directory (HOME): where ~/.multica is read", Path("~"))
     token_source: str = _derived("Where `token` came from: the variable, a file, or ''", "")

@@ -9,11 +9,17 @@
     │   └── TaskTokenError           the claimed task has no task-scoped token
     ├── AgentSetupError          the agent's setup on this machine cannot be made (a Codex
     │                            config.toml it cannot edit): that task fails
+    ├── LocalDirectoryError      a project's local directory cannot be worked in as asked (not
+    │                            absolute, a system root, not writable, not a repository for a
+    │                            worktree): that task fails `local_directory_error`
     ├── GitError                 a git command failed: that checkout or cache sync fails
     │   └── RepoBusyError            a repository stayed locked past the wait: 503, retry later
     └── ServerError              a call to the server did not succeed
         ├── TransientServerError     transport error, 5xx, 408, 429 — retried, then raised
-        │   └── UnconfirmedError         a transcript batch may have been stored, its answer lost
+        │   ├── UnconfirmedError         the request may have been acted on, its answer lost
+        │   │                            (a transcript batch, a claim over the control socket)
+        │   └── SocketUnavailableError   the control socket could not carry a request (none
+        │                                open, `rpc-v1` not said): it never left, go by HTTP
         ├── PermanentServerError     any other 4xx — never retried
         │   ├── TaskGoneError            404 "task not found": interrupt the agent
         │   └── RuntimeGoneError         404 "runtime not found": register again
@@ -64,6 +70,11 @@ class AgentSetupError(DaemonError):
     user's config it cannot edit): the task fails, nothing starts."""
 
 
+class LocalDirectoryError(DaemonError):
+    """The task's local directory cannot be used as its project asks; the message says what
+    the user can change (the path, the mode, the folder's owner)."""
+
+
 class GitError(DaemonError):
     """A git command failed, timed out or could not start; the message says which and why."""
 
@@ -87,9 +98,16 @@ class TransientServerError(ServerError):
 
 
 class UnconfirmedError(TransientServerError):
-    """A transcript request may have reached the server, but its answer was lost (a read
-    timeout, a connection dropped after sending, a 5xx), and the server did not say it stores
-    each `seq` once: sending it again could store its messages twice."""
+    """A request may have reached the server, but its answer was lost (a read timeout, a
+    connection dropped after sending, a 5xx): a transcript batch sent again could be stored
+    twice where the server does not store each `seq` once; a claim made again at once could
+    bring more tasks than there are free slots."""
+
+
+class SocketUnavailableError(TransientServerError):
+    """The control WebSocket could not carry a request: none is open, the server has not said
+    `rpc-v1` on it, or it closed before the frame was written. The request never left, so it
+    may be made over HTTP at once."""
 
 
 class PermanentServerError(ServerError):

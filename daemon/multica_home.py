@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from daemon.boundary.untrusted import read_regular
 from daemon.errors import ConfigError
-from daemon.files.untrusted import read_regular
 from daemon.protocol import jsonin
 
 DAEMON_ID_FILE = "daemon.id"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from backends.process import ProcessRegistry
 from backends.process.unit import Containment
-from daemon.agent_pool import AgentPool
+from daemon.boundary.pool import AgentPool
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -25,6 +25,8 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
+from daemon.task.localdir.locks import DirectoryLocks
+from daemon.task.progress import Progress
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.service import Workdirs
@@ -81,12 +83,19 @@ class Services:
     """The users agents run as, one per running task with a pool (empty: the daemon's own);
     left out, the one pool of `settings.agent_pool`."""
     containment: Containment | None = None
-    """What makes each run a kernel unit here (daemon/containment.py; None: a plain spawn)."""
+    """What makes each run a kernel unit here (boundary/containment.py; None: a plain spawn)."""
     workdirs: Workdirs | None = None
     """Repository caches and checkouts: while a task's agent runs, its token may ask for them
     (None: no checkouts)."""
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between renewals of a claimed task's lease while its setup runs."""
+    daemon_id: str = ""
+    """The id this daemon registered under: a project's local directory bound to it is
+    worked in ("": none is)."""
+    folders: DirectoryLocks = field(default_factory=DirectoryLocks)
+    """Which local directories running tasks hold, and who waits for them."""
+    progress: Progress | None = None
+    """Where a run's progress posts go (None: none are sent)."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

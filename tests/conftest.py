@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.agent_pool import sweep
+from daemon.boundary.pool import sweep
 from tests.fakes.real_cli import CLAUDE_PINS, CODEX_PINS, InstalledCli, Pin, pin_id
 from tests.fakes.system_user import passable_dir, system_user
 from tests.ordering import interleaved

@@ -29,6 +29,7 @@ from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
 from daemon.ops.health import HealthServer
 from daemon.ops.metrics import Metrics
+from daemon.protocol import control_rpc
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.protocol.models import TERMINAL_STATUSES
@@ -41,6 +42,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
+from daemon.worker import claims
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,6 +166,8 @@ async def running_daemon(
     control: bool = False,
     in_process: InProcess | None = None,
     prepare_lease_every: float = PREPARE_LEASE_EVERY,
+    claim_budget: float = claims.BUDGET,
+    claim_grace: float = control_rpc.GRACE,
     **env: str,
 ) -> AsyncIterator[RunningDaemon]:
     """Start a real worker against `server_url`; stop it gracefully on exit.
@@ -177,7 +181,8 @@ async def running_daemon(
     `prepare_lease_every` is how often a task's prepare lease is renewed during its setup.
     `control` opens the server's control WebSocket; `in_process` (the embedded server's, started
     with it) subscribes the worker to its hub and sends its requests through the app in this
-    process, as `agent-daemon run` does.
+    process, as `agent-daemon run` does. `claim_budget` and `claim_grace` shorten how long a
+    claim on the control socket waits for its answer (daemon/worker/claims.py).
     """
     settings = Settings.from_env(daemon_env(home, server_url, **env))
     metrics = Metrics()
@@ -214,6 +219,8 @@ async def running_daemon(
                 control=control,
                 outbox_interval=outbox_interval,
                 prepare_lease_every=prepare_lease_every,
+                claim_budget=claim_budget,
+                claim_grace=claim_grace,
             ),
         )
         if in_process is not None:
@@ -223,15 +230,8 @@ async def running_daemon(
         )
         async with port as health_url, anyio.create_task_group() as tg:
             tg.start_soon(worker.run)
+            # The health port shows registration and `running` as they happen (Worker.watch).
             await eventually(lambda: worker.status == "running")
-            if health:
-                # The port publishes what the loop's last tick saw: wait for the registered view.
-                async with httpx.AsyncClient(base_url=health_url) as probe:
-
-                    async def ready() -> bool:
-                        return (await probe.get("/readyz")).status_code == 200
-
-                    await eventually(ready)
             yield RunningDaemon(worker, TasksApi(user_http), metrics, settings, health_url)
             worker.request_stop()
 
@@ -250,6 +250,7 @@ async def serving_health(worker: Worker, metrics: Metrics, **options: float) -> 
             token=worker.settings.token,
             lag=worker.runs.transcript_lag,
         )
+        worker.watch(server.changed)
         yield f"http://127.0.0.1:{port}"
         tg.cancel_scope.cancel()
 

@@ -30,6 +30,7 @@ from backends.acp.session import AcpSession, Turn
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.process import ProcessRun, ProcessSpec, run_process
+from backends.process.identity import AgentUser
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +49,11 @@ class AcpBackend(AgentCli):
         model: str = "",
         *,
         detect_env: Mapping[str, str] | None = None,
+        detect_as: AgentUser | None = None,
     ) -> None:
-        super().__init__(path or agent.command, args, model, detect_env=detect_env)
+        super().__init__(
+            path or agent.command, args, model, detect_env=detect_env, detect_as=detect_as
+        )
         self.agent = agent
         self.name = agent.name
         self.min_version = agent.min_version

@@ -2,15 +2,19 @@
 
 A line from the agent is one of three frames: the answer to one of our requests (`id` plus
 `result` or `error`), a request of its own (`id` plus `method`: it waits for our answer), or
-a notification (`method` without `id`). Anything else is not a frame.
+a notification (`method` without `id`). Anything else is not a frame. `codex app-server` speaks
+the same framing: both sessions (acp/session.py, codex/appserver.py) number their requests
+with `Calls` and hand each line to what it is with `dispatch`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from backends.base import ParseStep
 from backends.json_lines import json_object, str_field
 
 METHOD_NOT_FOUND = -32601
@@ -48,6 +52,46 @@ def read_frame(line: str) -> Frame | None:
     if isinstance(method, str):
         return Frame("notification", method=method, params=params)
     return None
+
+
+def dispatch(
+    line: str,
+    *,
+    answer: Callable[[Frame], ParseStep],
+    request: Callable[[Frame], ParseStep],
+    notification: Callable[[Frame], ParseStep],
+) -> ParseStep:
+    """One line from the other side, handed to what it is; a blank line is nothing, a line
+    that is no frame is counted invalid."""
+    if not line.strip():
+        return ParseStep()
+    frame = read_frame(line)
+    if frame is None:
+        return ParseStep(invalid=True)
+    handler = {"answer": answer, "request": request}.get(frame.kind, notification)
+    return handler(frame)
+
+
+class Calls:
+    """Our requests in flight: each gets the next id, and an answer is matched to the method
+    it answers."""
+
+    def __init__(self) -> None:
+        self._next_id = 0
+        self._pending: dict[int, str] = {}
+
+    def request(self, method: str, params: dict[str, Any]) -> bytes:
+        """The line of a new request, noted as waiting for its answer."""
+        request_id = self._next_id
+        self._next_id += 1
+        self._pending[request_id] = method
+        return request(request_id, method, params)
+
+    def answered(self, frame: Frame) -> tuple[str, dict[str, Any]]:
+        """The method `frame` answers ("" for an id we never sent or already had answered)
+        and its result (`{}` unless an object)."""
+        method = self._pending.pop(frame.id, "") if isinstance(frame.id, int) else ""
+        return method, frame.result if isinstance(frame.result, dict) else {}
 
 
 def request(request_id: int, method: str, params: dict[str, Any]) -> bytes:

@@ -72,8 +72,7 @@ class AcpSession:
         self._resumes = agent.resumes
         self._mcp = list(turn.mcp_servers)
         self._capabilities: dict[str, Any] = {}
-        self._pending: dict[int, str] = {}
-        self._next_id = 0
+        self._calls = rpc.Calls()
         self._updates = SessionUpdates(pending_runs=agent.pending_runs)
         self._result: RunResult | None = None
         self._held: list[Message] = []
@@ -81,7 +80,7 @@ class AcpSession:
 
     def first_line(self) -> bytes:
         """The `initialize` request, written to stdin when the agent starts."""
-        return self._request(
+        return self._calls.request(
             "initialize",
             {
                 "protocolVersion": PROTOCOL_VERSION,
@@ -114,15 +113,11 @@ class AcpSession:
         return step
 
     def _handle(self, line: str) -> ParseStep:
-        if not line.strip():
-            return ParseStep()
-        frame = rpc.read_frame(line)
-        if frame is None:
-            return ParseStep(invalid=True)
-        if frame.kind == "answer":
-            return self._on_answer(frame)
-        if frame.kind == "request":
-            return self._on_request(frame)
+        return rpc.dispatch(
+            line, answer=self._on_answer, request=self._on_request, notification=self._on_update
+        )
+
+    def _on_update(self, frame: rpc.Frame) -> ParseStep:
         if frame.method == "session/update" and self.prompting:
             update = frame.params.get("update")
             if isinstance(update, dict):
@@ -139,15 +134,8 @@ class AcpSession:
             self.label, what, exit_code, stderr_tail, self._updates.answer(), self.session_id
         )
 
-    def _request(self, method: str, params: dict[str, Any]) -> bytes:
-        request_id = self._next_id
-        self._next_id += 1
-        self._pending[request_id] = method
-        return rpc.request(request_id, method, params)
-
     def _on_answer(self, frame: rpc.Frame) -> ParseStep:
-        method = self._pending.pop(frame.id, "") if isinstance(frame.id, int) else ""
-        result = frame.result if isinstance(frame.result, dict) else {}
+        method, result = self._calls.answered(frame)
         if method == "initialize":
             if frame.error is not None:
                 return self._fail(f"initialize failed: {rpc.describe_error(frame.error)}")
@@ -188,15 +176,16 @@ class AcpSession:
         sessions = self._capabilities.get("sessionCapabilities")
         base = {"sessionId": self.resume, "cwd": self._cwd, "mcpServers": self._mcp}
         if self._resumes and isinstance(sessions, dict) and "resume" in sessions:
-            return ParseStep(replies=[self._request("session/resume", base)])
+            return ParseStep(replies=[self._calls.request("session/resume", base)])
         if self._resumes and self._capabilities.get("loadSession") is True:
-            return ParseStep(replies=[self._request("session/load", base)])
+            return ParseStep(replies=[self._calls.request("session/load", base)])
         text = f"{self.label} cannot resume session {self.resume}; started a fresh session instead."
         return self._new_session([fresh_session_message(self.resume, text)])
 
     def _new_session(self, notice: list[Message] | None = None) -> ParseStep:
         params = {"cwd": self._cwd, "mcpServers": self._mcp}
-        return ParseStep(messages=notice or [], replies=[self._request("session/new", params)])
+        opening = self._calls.request("session/new", params)
+        return ParseStep(messages=notice or [], replies=[opening])
 
     def _not_found(self) -> list[Message]:
         return [fresh_session_message(self.resume)]
@@ -211,7 +200,7 @@ class AcpSession:
         )
         if self._set_model and requested and requested != _current_model(result):
             method, params = _model_switch(result, self.session_id, requested)
-            return ParseStep(messages=[status], replies=[self._request(method, params)])
+            return ParseStep(messages=[status], replies=[self._calls.request(method, params)])
         step = self._send_prompt()
         step.messages.insert(0, status)
         return step
@@ -219,7 +208,7 @@ class AcpSession:
     def _send_prompt(self) -> ParseStep:
         self.prompting = True
         params = {"sessionId": self.session_id, "prompt": self._prompt}
-        return ParseStep(replies=[self._request("session/prompt", params)])
+        return ParseStep(replies=[self._calls.request("session/prompt", params)])
 
     def _on_prompt_answer(self, frame: rpc.Frame, result: Mapping[str, Any]) -> ParseStep:
         messages = self._updates.flush()

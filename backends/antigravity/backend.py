@@ -32,7 +32,7 @@ from backends.base import AgentRun, Message, MessageType, ParseStep, RunResult, 
 from backends.cli_args import ArgRules, filter_args
 from backends.json_lines import ended_early
 from backends.process import ProcessSpec, run_process
-from daemon.files.beneath import fresh_dir_under, read_under, remove_under
+from daemon.boundary.beneath import fresh_dir_under, read_under, remove_under
 
 LOG_NAME = "agy.log"
 NO_CAP = 24 * 3600

@@ -3,7 +3,7 @@
     claude -p --output-format stream-json --input-format stream-json --verbose
            --permission-mode bypassPermissions --disallowedTools AskUserQuestion
            [--mcp-config FILE --strict-mcp-config]
-           [--model M] [--resume SESSION] [--append-system-prompt INSTRUCTIONS]
+           [--model M] [--resume SESSION] [--append-system-prompt-file FILE]
            [configured args] [task args]
 
 The prompt goes in as one stream-json user message, written by the process helper while it is
@@ -11,10 +11,11 @@ already reading stdout (writing first deadlocks the CLI at start-up). Stdin stay
 `control_request` lines can be answered; the parser closes it after the `result` line, and
 the CLI exits.
 
-Instructions in the spec go in with `--append-system-prompt` (very long ones, over the
-kernel's per-argument limit, through `--append-system-prompt-file`). The daemon itself gives
-none: as Multica's daemon, it writes the runtime brief into the work directory's `CLAUDE.md`,
-which the CLI loads, so the brief is not sent twice. An MCP configuration in the spec is the
+Instructions in the spec go in through `--append-system-prompt-file`, never on the command
+line (`/proc/<pid>/cmdline` is every local user's to read), in a private folder of the agent
+user's, handed over through handles (daemon/boundary/beneath.py). The daemon itself gives none:
+as Multica's daemon, it writes the runtime brief into the work directory's `CLAUDE.md`, which
+the CLI loads, so the brief is not sent twice. An MCP configuration in the spec is the
 agent's whole set of servers (`--strict-mcp-config`), and configured arguments may not name
 another one.
 """
@@ -35,6 +36,7 @@ from backends.cli_args import drop_reserved
 from backends.process import ProcessSpec
 from backends.process.identity import AgentUser
 from backends.resume import Launch, start_session
+from daemon.boundary.beneath import fresh_dir_under, opened_dir, remove_under, write_at
 
 BASE_ARGS = (
     "-p",
@@ -75,8 +77,7 @@ SESSION_MARKERS = frozenset(
 # The daemon parses stream-json and owns the MCP set; configured arguments may not change them.
 _RESERVED_FLAGS = ("--output-format", "--input-format", "--mcp-config")
 
-# Linux refuses a single argument over 128 KiB (MAX_ARG_STRLEN); stay well below it.
-_MAX_INLINE_INSTRUCTIONS = 100 * 1024
+_INSTRUCTIONS = "instructions.md"
 
 
 class ClaudeBackend(AgentCli):
@@ -90,6 +91,8 @@ class ClaudeBackend(AgentCli):
     tested_max = "2.1.332"
     session_markers = SESSION_MARKERS
 
+    # AgentCli's signature again, with `is_root` added: spelt out so the type checker sees
+    # every argument, not forwarded through **kwargs.
     def __init__(
         self,
         path: str | None = None,
@@ -168,16 +171,18 @@ def filter_args(args: Sequence[str]) -> list[str]:
 def _instruction_args(
     instructions: str, scratch: ExitStack, user: AgentUser | None = None
 ) -> list[str]:
-    """The instruction arguments; a file (removed with `scratch`) when too long for argv, the
-    agent user's when there is one (the folder is the daemon's, in sticky /tmp: no swap)."""
+    """The instruction arguments: a file (removed with `scratch`) in a fresh 0700 folder, the
+    agent user's when there is one."""
     if not instructions:
         return []
-    if len(instructions.encode()) <= _MAX_INLINE_INSTRUCTIONS:
-        return ["--append-system-prompt", instructions]
-    folder = scratch.enter_context(tempfile.TemporaryDirectory(prefix="agent-daemon-claude-"))
-    path = Path(folder) / "instructions.md"
-    path.write_text(instructions)
-    if user is not None:
-        for mine in (folder, path):
-            os.chown(mine, user.uid, user.gid)
-    return ["--append-system-prompt-file", str(path)]
+    temp = Path(tempfile.gettempdir())
+    folder = fresh_dir_under(temp, "agent-daemon-claude-")
+    scratch.callback(remove_under, temp, folder.name)
+    owner = user.owner if user is not None else None
+    with opened_dir(folder) as fd:
+        # The file is the user's before the folder is: once the folder is, the user's agents
+        # (another task's, watching /tmp) could swap a name in it for a link.
+        write_at(fd, _INSTRUCTIONS, instructions.encode(), owner=owner)
+        if owner is not None:
+            os.fchown(fd, *owner)
+    return ["--append-system-prompt-file", str(folder / _INSTRUCTIONS)]

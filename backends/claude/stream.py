@@ -65,7 +65,6 @@ class ClaudeStreamParser(JsonLinesParser):
 
     def __init__(self, resuming: str = "", version: str = "", tested_max: str = "") -> None:
         super().__init__(resuming, version, tested_max)
-        self.session_id = ""
         self._result: dict[str, Any] | None = None
         self._last_text = ""
         self._api_error: dict[str, Any] | None = None

@@ -66,15 +66,14 @@ class AppServerSession:
         """The handshake request not answered yet ("" once the turn runs)."""
         self.turn_started = anyio.Event()
         self._turn_id = ""
-        self._pending: dict[int, str] = {}
-        self._next_id = 0
+        self._calls = rpc.Calls()
         self._items = TurnItems()
         self._result: RunResult | None = None
 
     def first_line(self) -> bytes:
         """The `initialize` request, written to stdin when the server starts."""
         params = {"clientInfo": _CLIENT, "capabilities": {"experimentalApi": True}}
-        return self._request("initialize", params)
+        return self._calls.request("initialize", params)
 
     def timed_out(self, seconds: float) -> RunResult:
         """The result of a handshake the server did not answer within `seconds`."""
@@ -101,26 +100,15 @@ class AppServerSession:
         return replace(early, failure_reason=failure_reason(self._items.last_error))
 
     def _handle(self, line: str) -> ParseStep:
-        if not line.strip():
-            return ParseStep()
-        frame = rpc.read_frame(line)
-        if frame is None:
-            return ParseStep(invalid=True)
-        if frame.kind == "answer":
-            return self._on_answer(frame)
-        if frame.kind == "request":
-            return ParseStep(replies=[answer_request(frame)])
-        return self._on_notification(frame.method, frame.params)
-
-    def _request(self, method: str, params: dict[str, Any]) -> bytes:
-        request_id = self._next_id
-        self._next_id += 1
-        self._pending[request_id] = method
-        return rpc.request(request_id, method, params)
+        return rpc.dispatch(
+            line,
+            answer=self._on_answer,
+            request=lambda frame: ParseStep(replies=[answer_request(frame)]),
+            notification=lambda frame: self._on_notification(frame.method, frame.params),
+        )
 
     def _on_answer(self, frame: rpc.Frame) -> ParseStep:
-        method = self._pending.pop(frame.id, "") if isinstance(frame.id, int) else ""
-        result = frame.result if isinstance(frame.result, dict) else {}
+        method, result = self._calls.answered(frame)
         if frame.error is not None and method == "thread/resume":
             error = rpc.describe_error(frame.error)
             log.warning("codex: thread/resume of %s refused: %s", self.thread.resume, error)
@@ -161,12 +149,12 @@ class AppServerSession:
 
     def _start_thread(self) -> ParseStep:
         self.waiting_for = "thread/start"
-        return ParseStep(replies=[self._request("thread/start", self._thread_params())])
+        return ParseStep(replies=[self._calls.request("thread/start", self._thread_params())])
 
     def _resume_thread(self) -> ParseStep:
         self.waiting_for = "thread/resume"
         params = {"threadId": self.thread.resume, **self._thread_params()}
-        return ParseStep(replies=[self._request("thread/resume", params)])
+        return ParseStep(replies=[self._calls.request("thread/resume", params)])
 
     def _start_turn(self) -> ParseStep:
         self.waiting_for = "turn/start"
@@ -177,7 +165,7 @@ class AppServerSession:
             "threadId": self.thread_id,
             "input": [{"type": "text", "text": self.thread.prompt}],
         }
-        return ParseStep(messages=[status], replies=[self._request("turn/start", params)])
+        return ParseStep(messages=[status], replies=[self._calls.request("turn/start", params)])
 
     def _on_notification(self, method: str, params: Mapping[str, Any]) -> ParseStep:
         thread = params.get("threadId")

@@ -26,25 +26,23 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import stat
 import tomllib
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
-from pydantic_core import from_json
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.codex.appserver import AppServerSession, Thread
-from backends.codex.events import CodexEventParser, thread_totals
+from backends.codex.events import CodexEventParser
 from backends.codex.handshake import HANDSHAKE_TIMEOUT, HandshakeBoundRun
+from backends.codex.rollouts import rollout_totals
 from backends.process import ProcessSpec, run_process
 from backends.resume import Launch, start_session
-from daemon.files.beneath import opened_at, opened_dir, read_at, walk_at
+from daemon.boundary.beneath import opened_dir, read_at
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +72,6 @@ SESSION_MARKERS = frozenset(
 
 # Given twice, a clap flag is an error; the daemon already asks for JSON.
 _RESERVED_FLAGS = ("--json",)
-_ROLLOUT_TAIL_BYTES = 1024 * 1024
 _CONFIG_LIMIT = 1024 * 1024
 
 
@@ -118,7 +115,9 @@ class CodexBackend(AgentCli):
         thread = spec.resume_session_id
         baseline = {}
         if thread:
-            baseline = await anyio.to_thread.run_sync(rollout_totals, home, thread, reader)
+            baseline = await anyio.to_thread.run_sync(
+                rollout_totals, home, thread, reader, spec.codex_sessions
+            )
 
         def launch(resume: str) -> Launch:
             # A fresh thread's usage starts at zero: the baseline is the resumed thread's.
@@ -155,6 +154,12 @@ class CodexBackend(AgentCli):
         if model:
             argv += ["--model", model]
         if spec.instructions:
+            # exec mode takes them nowhere else (the app-server mode takes them in-band); the
+            # daemon gives Codex none, its brief is AGENTS.md: say so when someone does.
+            log.warning(
+                "codex: instructions on the command line, readable by every local user in "
+                "/proc/<pid>/cmdline (mount /proc with hidepid=2, or MULTICA_CODEX_MODE=app-server)"
+            )
             # JSON string syntax is valid TOML basic-string syntax, escapes included.
             argv += ["-c", f"developer_instructions={json.dumps(spec.instructions)}"]
         argv += filter_args(self.args)
@@ -192,7 +197,7 @@ def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
     """The `model` of the CLI's config.toml, for usage reports when none is configured here.
 
     With an agent user (`reader`) the home is that user's to change between attempts: the
-    file is read only through a handle (daemon/files/beneath.py), regular, capped and never
+    file is read only through a handle (daemon/boundary/beneath.py), regular, capped and never
     through a link (a FIFO there would hang the attempt's start)."""
     try:
         mine = reader is None  # the daemon's own user's home: its links are its own
@@ -203,77 +208,3 @@ def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
         return "codex-default"
     model = config.get("model")
     return model if isinstance(model, str) and model else "codex-default"
-
-
-def rollout_present(home: Path, thread: str) -> bool:
-    """Whether the thread's rollout file exists: until it does, `codex exec resume` cannot
-    find the thread, so a session named before it is not yet one a later run can resume.
-
-    Multica's two layouts, flat and by date (`YYYY/MM/DD`), plain or compressed; the newest
-    dates first, as a new thread's file is there. Only names are read, through handles that
-    follow no link below the sessions directory (the agent's to change)."""
-    if not thread:
-        return False
-    marker = f"-{thread}.jsonl"
-
-    def holds(fd: int) -> bool:
-        return any(n.startswith("rollout-") and marker in n for n in os.listdir(fd))
-
-    try:
-        with opened_dir(home / "sessions", follow=True) as sessions:
-            return holds(sessions) or _dated_holds(sessions, holds, 3)
-    except OSError:
-        return False
-
-
-def _dated_holds(fd: int, holds: Callable[[int], bool], depth: int) -> bool:
-    for name in sorted((n for n in os.listdir(fd) if n.isdigit()), reverse=True):
-        try:
-            with opened_at(fd, name) as below:
-                if holds(below) if depth == 1 else _dated_holds(below, holds, depth - 1):
-                    return True
-        except OSError:
-            continue
-    return False
-
-
-def rollout_totals(
-    home: Path, thread: str, reader: tuple[int, int] | None = None
-) -> dict[str, int]:
-    """The thread's usage totals so far, from the last token count in its rollout file.
-
-    Best effort: the rollout layout is the CLI's own; when it cannot be read the whole
-    thread's usage is reported for this run. The sessions are the agent's (a link to its
-    user's): they are walked without following any link below, and with an agent user
-    (`reader`) a file is read only when that user could read it itself.
-    """
-    suffix = f"{thread}.jsonl"
-    last: tuple[str, bytes] | None = None
-
-    def visit(parent: int, name: str, info: os.stat_result) -> None:
-        nonlocal last
-        wanted = name.startswith("rollout-") and name.endswith(suffix)
-        if wanted and stat.S_ISREG(info.st_mode) and (last is None or name > last[0]):
-            last = (name, read_at(parent, name, _ROLLOUT_TAIL_BYTES, reader, tail=True))
-
-    try:
-        # The daemon's own link to the user's sessions is followed, nothing below it.
-        with opened_dir(home / "sessions", follow=True) as fd:
-            walk_at(fd, lambda *_: True, visit)
-    except OSError:
-        return {}
-    if last is None:
-        return {}
-    lines = last[1].decode("utf-8", errors="replace").splitlines()
-    for line in reversed(lines):
-        if '"token_count"' not in line:
-            continue
-        try:
-            # pydantic-core's parser refuses deep nesting (ValueError, never RecursionError).
-            payload = from_json(line).get("payload") or {}
-            totals = (payload.get("info") or {}).get("total_token_usage")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(totals, dict):
-            return thread_totals(totals)
-    return {}

@@ -53,14 +53,17 @@ class CodexEventParser(JsonLinesParser):
         version: str = "",
         tested_max: str = "",
     ) -> None:
-        super().__init__(resuming, version, tested_max)
-        self.model = model
+        super().__init__(resuming, version, tested_max, model=model)
         self.baseline = dict(baseline or {})
-        self.thread_id = ""
         self._last_text = ""
         self._started: set[str] = set()
         self._final: Message | None = None
         self._last_error = ""
+
+    @property
+    def thread_id(self) -> str:
+        """The session, by Codex's name for it."""
+        return self.session_id
 
     def event(self, event: dict[str, Any]) -> ParseStep:
         """One `exec --json` event as messages, or the turn's end."""
@@ -83,7 +86,7 @@ class CodexEventParser(JsonLinesParser):
 
     def result(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result: the turn's end decides; without one the run failed."""
-        if self.resuming and not self.thread_id and self.says_session_missing(stderr_tail):
+        if self.resuming and not self.session_id and self.says_session_missing(stderr_tail):
             self.session_not_found = True
         final = self._final
         if final is None:
@@ -93,7 +96,7 @@ class CodexEventParser(JsonLinesParser):
                 exit_code,
                 stderr_tail,
                 self._last_text,
-                self.thread_id,
+                self.session_id,
             )
             return replace(early, failure_reason=failure_reason(self._last_error))
         said = final.content if final.is_error else ""
@@ -101,7 +104,7 @@ class CodexEventParser(JsonLinesParser):
             RunStatus.FAILED if final.is_error else RunStatus.COMPLETED,
             output=final.output,
             error=said,
-            session_id=self.thread_id,
+            session_id=self.session_id,
             usage=final.usage,
             exit_code=exit_code,
             failure_reason=failure_reason(said or self._last_error) if said else "",
@@ -109,15 +112,15 @@ class CodexEventParser(JsonLinesParser):
         )
 
     def _thread_started(self, event: Mapping[str, Any]) -> list[Message]:
-        self.thread_id = str_field(event.get("thread_id"))
+        self.session_id = str_field(event.get("thread_id"))
         messages = [
             Message(
                 MessageType.STATUS,
-                content=f"Codex thread {self.thread_id}",
-                session_id=self.thread_id,
+                content=f"Codex thread {self.session_id}",
+                session_id=self.session_id,
             )
         ]
-        if self.resuming and self.thread_id != self.resuming:
+        if self.resuming and self.session_id != self.resuming:
             # Given a name it cannot find, the CLI quietly starts a new thread.
             messages.insert(
                 0,
@@ -156,7 +159,7 @@ class CodexEventParser(JsonLinesParser):
                 MessageType.RESULT,
                 content=text or "codex reported a failed turn",
                 output=self._last_text,
-                session_id=self.thread_id,
+                session_id=self.session_id,
                 is_error=True,
             )
         else:
@@ -164,7 +167,7 @@ class CodexEventParser(JsonLinesParser):
                 MessageType.RESULT,
                 content=self._last_text,
                 output=self._last_text,
-                session_id=self.thread_id,
+                session_id=self.session_id,
                 usage=self._usage(event.get("usage")),
             )
         return self._final

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 
+# The names of Claude's reasons, the taxonomy every backend maps its own words to.
 from backends.claude.failure import (
     AUTH,
     CAPACITY,

@@ -1,4 +1,4 @@
-"""GitHub Copilot CLI (`@github/copilot` on npm): `copilot -p PROMPT --output-format json`."""
+"""GitHub Copilot CLI (`@github/copilot` on npm): the prompt on stdin, JSON events out."""
 
 from backends.copilot.backend import CopilotBackend
 

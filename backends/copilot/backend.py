@@ -1,14 +1,18 @@
-"""The Copilot backend: `copilot -p` printing its session events as JSON lines.
+"""The Copilot backend: `copilot` in prompt mode, printing its session events as JSON lines.
 
-    copilot -p PROMPT --output-format json --allow-all --no-ask-user
-            [--model MODEL] [--resume SESSION] [configured args] [task args]
+    copilot --output-format json --allow-all --no-ask-user
+            [--model MODEL] [--resume SESSION] [configured args] [task args]  < PROMPT
 
-The CLI takes its prompt only on the command line (it has no stdin channel for it), so the
-prompt is an argument and stdin is closed at once. `--allow-all` lets every tool, path and URL
-through and `--no-ask-user` keeps the agent from asking anything back: a headless run must
-never wait, and isolation is the deployment's job, as for the other backends. The runtime brief
-is the work directory's `AGENTS.md`, which the CLI loads; instructions in the spec go first in
-the prompt (the CLI has no system-prompt flag).
+The prompt is written to stdin, which is then closed: with stdin not a terminal and no `-p`,
+the CLI reads it to its end as the prompt and runs headless ("provide a prompt with -p or via
+standard in", its own words for an empty one). Never `-p PROMPT`: `/proc/<pid>/cmdline` is
+world-readable, and every local user would read the task's instructions (the npm package's
+loader passes its argv on to the native binary, so both processes would show it).
+
+`--allow-all` lets every tool, path and URL through and `--no-ask-user` keeps the agent from
+asking anything back: a headless run must never wait, and isolation is the deployment's job, as
+for the other backends. The runtime brief is the work directory's `AGENTS.md`, which the CLI
+loads; instructions in the spec go first in the prompt (the CLI has no system-prompt flag).
 
 A session the CLI does not know makes `--resume` fail at once ("No session, task, or name
 matched"); the run then falls back to a fresh session (see `backends.resume`).
@@ -28,8 +32,9 @@ from backends.resume import Launch, start_session
 
 BASE_ARGS = ("--output-format", "json", "--allow-all", "--no-ask-user")
 
-# Flags the daemon owns: the prompt, the output it parses, the session it resumes, headless
-# mode (and not ACP, which prints no JSON events). A value-taking flag drops its value too.
+# Flags the daemon owns: the prompt (a `-p` would take it off stdin), the output it parses,
+# the session it resumes, headless mode (and not ACP, which prints no JSON events). A
+# value-taking flag drops its value too.
 _RESERVED_WITH_VALUE = ("-p", "--prompt", "--output-format", "--resume")
 _RESERVED = ("--acp",)
 
@@ -53,15 +58,16 @@ class CopilotBackend(AgentCli):
         def launch(resume: str) -> Launch:
             parser = CopilotEventParser(model, resume, self.version, self.tested_max)
             argv = self.argv(spec, resume)
-            return ProcessSpec.for_run(spec, argv, self.strip_markers(spec.env), b""), parser
+            env = self.strip_markers(spec.env)
+            return ProcessSpec.for_run(spec, argv, env, prompt_text(spec).encode()), parser
 
         async with start_session(self.name, spec.resume_session_id, launch) as run:
             yield run
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
-        """The command line for one run (configured and task arguments filtered)."""
-        prompt = f"{spec.instructions}\n\n{spec.prompt}" if spec.instructions else spec.prompt
-        argv = [self.path, "-p", prompt, *BASE_ARGS]
+        """The command line for one run (configured and task arguments filtered); it holds
+        no word of the prompt."""
+        argv = [self.path, *BASE_ARGS]
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
@@ -70,6 +76,11 @@ class CopilotBackend(AgentCli):
         argv += filter_args(self.args)
         argv += filter_args(spec.extra_args)
         return argv
+
+
+def prompt_text(spec: RunSpec) -> str:
+    """What the CLI reads on stdin: the instructions first (it has no system-prompt flag)."""
+    return f"{spec.instructions}\n\n{spec.prompt}" if spec.instructions else spec.prompt
 
 
 def filter_args(args: Sequence[str]) -> list[str]:

@@ -64,7 +64,7 @@ _QUIET = frozenset(
 
 
 class CopilotEventParser(JsonLinesParser):
-    """A `LineParser` for one `copilot -p --output-format json` process."""
+    """A `LineParser` for one `copilot --output-format json` process (prompt mode)."""
 
     cli = "copilot"
     missing_session_markers = SESSION_MISSING
@@ -72,9 +72,7 @@ class CopilotEventParser(JsonLinesParser):
     def __init__(
         self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
     ) -> None:
-        super().__init__(resuming, version, tested_max)
-        self.model = model or "copilot"
-        self.session_id = ""
+        super().__init__(resuming, version, tested_max, model=model or "copilot")
         self.usage = CopilotUsage(resumed=bool(resuming))
         self._last_text = ""
         self._streaming = ""

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+# The names of Claude's reasons, the taxonomy every backend maps its own words to.
 from backends.claude.failure import (
     AUTH,
     BY_STATUS,

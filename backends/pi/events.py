@@ -65,9 +65,7 @@ class PiEventParser(JsonLinesParser):
     def __init__(
         self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
     ) -> None:
-        super().__init__(resuming, version, tested_max)
-        self.model = model
-        self.session_id = ""
+        super().__init__(resuming, version, tested_max, model=model)
         self.ended = False
         self._turn = _Turn()
         self._usage: dict[str, dict[str, int]] = {}

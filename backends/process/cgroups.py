@@ -135,9 +135,10 @@ class CgroupHome:
     _made: int = 0
 
     @property
-    def kills(self) -> bool:
-        """Whether a run's group can be killed whole by the kernel (cgroup v2's `cgroup.kill`)."""
-        return any(t.v2 and (self.parents[t.name] / "cgroup.kill").exists() for t in self.trees)
+    def _v2_enabled(self) -> frozenset[str]:
+        """The controllers the v2 parent hands to each run's group."""
+        parent = self.parents.get(V2)
+        return frozenset(_v2_enabled(parent)) if parent is not None else frozenset()
 
     def describe(self) -> str:
         """`cgroup v2 (kill) + v1 pids, memory` and the like, for the start-up line."""
@@ -162,7 +163,7 @@ class CgroupHome:
                 path = self.parents[tree.name] / name
                 path.mkdir(mode=0o755)
                 dirs[tree.name] = path
-                _write_limits(tree, path, self.limits)
+                _write_limits(tree, path, self.limits, self._v2_enabled)
         except OSError:
             RunGroup(dirs).remove()
             raise
@@ -270,7 +271,9 @@ def prepare(
     trees: list[Tree] = []
     parents: dict[str, Path] = {}
     refused: list[str] = []
-    for name, own in sorted(found.items()):
+    # The v2 tree first: its `cgroup.kill` takes a crashed run's group at once, where a v1
+    # kill, one process at a time, could let a parent run on as its children die.
+    for name, own in sorted(found.items(), key=lambda item: (item[0] != V2, item[0])):
         tree = Tree(name, own)
         parent = _make_parent(tree, key, limits, may_move_self)
         if parent is None:
@@ -349,7 +352,8 @@ def _v2_available(path: Path) -> list[str]:
 
 def _v2_enabled(path: Path) -> list[str]:
     try:
-        return (path / "cgroup.subtree_control").read_text().split()
+        # The kernel lists them bare; a "+" is what was written (a tree of plain files).
+        return [c.lstrip("+") for c in (path / "cgroup.subtree_control").read_text().split()]
     except OSError:
         return []
 
@@ -365,17 +369,17 @@ def _enforced(trees: Iterable[Tree], parents: dict[str, Path], limits: Limits) -
     return frozenset(have & _needed_controllers(limits))
 
 
-def _write_limits(tree: Tree, path: Path, limits: Limits) -> None:
-    """Write the limits this tree enforces into one run's group."""
+def _write_limits(tree: Tree, path: Path, limits: Limits, v2_enabled: frozenset[str]) -> None:
+    """Write the limits this tree enforces into one run's group (on v2, those of the
+    controllers its parent hands down: `v2_enabled`)."""
     if tree.v2:
-        enabled = set(_v2_available(path))
         writes = {
             "memory": [("memory.max", limits.memory_bytes), ("memory.swap.max", 0)],
             "pids": [("pids.max", limits.pids)],
             "cpu": [("cpu.weight", limits.cpu_weight)],
         }
         for controller, files in writes.items():
-            if controller in enabled and controller in _needed_controllers(limits):
+            if controller in v2_enabled and controller in _needed_controllers(limits):
                 for name, value in files:
                     _write_optional(path / name, value, required=name != "memory.swap.max")
         return

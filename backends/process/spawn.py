@@ -341,7 +341,10 @@ async def run_process(spec: ProcessSpec, parser: LineParser) -> AsyncIterator[Pr
         pumps = (run._pump_stdout, run._pump_stderr, run._pump_stdin)
         for scope, pump in zip(run._io_scopes, pumps, strict=True):
             tg.start_soon(run._guarded, scope, pump)
-        tg.start_soon(run._guarded, run._tracking, run._registry.track)
+        if not run._in_namespace:
+            # In a namespace of its own nothing of the run can leave the leader's tree: the
+            # kill finds all of it from the leader, with no walk every half second.
+            tg.start_soon(run._guarded, run._tracking, run._registry.track)
         try:
             yield run
         except BaseException as exc:

@@ -54,9 +54,7 @@ class QwenStreamParser(JsonLinesParser):
     def __init__(
         self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
     ) -> None:
-        super().__init__(resuming, version, tested_max)
-        self.model = model
-        self.session_id = ""
+        super().__init__(resuming, version, tested_max, model=model)
         self._last_text = ""
         self._result: dict[str, Any] | None = None
         self._error = ""

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import anyio
 
 from backends.base import Backend
+from backends.cli_trust import UntrustedCliError
 from backends.version import version_at_least
 from daemon.config import Settings
 
@@ -66,9 +67,10 @@ def candidates(settings: Settings) -> list[Backend]:
         found.append(kind(cli.path, cli.args, cli.model, detect_as=user))
     for agent in AGENTS:
         cli = settings.agent_cli(agent.name)
-        found.append(AcpBackend(agent, cli.path, cli.args, cli.model))
+        found.append(AcpBackend(agent, cli.path, cli.args, cli.model, detect_as=user))
     if settings.command_path:
-        found.append(CommandBackend(settings.command_path, settings.command_args))
+        strict = user is not None
+        found.append(CommandBackend(settings.command_path, settings.command_args, strict=strict))
     if settings.scripted_backend:
         found.append(ScriptedBackend())
     return found
@@ -83,6 +85,9 @@ async def detect(backends: list[Backend], bound: float = DETECT_TIMEOUT) -> dict
         with anyio.move_on_after(bound) as scope:
             try:
                 version = await backend.detect()
+            except UntrustedCliError as exc:
+                log.warning("backend %s: refused, not offered: %s", backend.name, exc)
+                return
             except Exception as exc:  # a broken CLI must never stop the daemon starting
                 log.warning("backend %s: detection failed: %s", backend.name, exc)
         if scope.cancelled_caught:

@@ -15,11 +15,12 @@ import anyio
 import daemon
 from backends.process.child_watch import pidfd_child_watcher
 from backends.process.linux import hide_from_agents
-from daemon.agent_pool import AgentPool
-from daemon.agent_user import refuse_root_agents, take_over
+from daemon.boundary.agent_user import refuse_root_agents, take_over
+from daemon.boundary.pool import AgentPool
 from daemon.cli.discovery import available
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.embedded import own_token, serve_alone, start_embedded
+from daemon.cli.port_owner import expected_owners
 from daemon.cli.status_view import check, status
 from daemon.cli.submit import submit as submit_task
 from daemon.collector import settle_collector
@@ -199,6 +200,7 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             health.attach(
                 worker.snapshot, worker.request_stop, token=token, lag=worker.runs.transcript_lag
             )
+            worker.watch(health.changed)  # registered, running, stopping: shown at once
             settle_collector()  # what exists now lives as long as the daemon
             await worker.run()
         tg.cancel_scope.cancel()
@@ -208,7 +210,9 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
     token = await anyio.to_thread.run_sync(own_token, settings)
-    return await status(args.addr or settings.health_addr, as_json=args.json, token=token)
+    owners = expected_owners(settings.state_dir)
+    addr = args.addr or settings.health_addr
+    return await status(addr, as_json=args.json, token=token, owners=owners)
 
 
 async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, TextIO
 
+import anyio.to_thread
 import httpx
 
 from backends.acp.catalog import AGENTS
 from daemon.addresses import is_loopback, join_host_port, split_host_port
+from daemon.cli import port_owner
 from daemon.logs import short_id
 from daemon.ops.handles import LENGTH
-from daemon.ops.health_access import view_key
+from daemon.ops.health_access import CHALLENGE_PATH, proof_header
 from daemon.protocol import jsonin
 from daemon.times import format_duration
 from daemon.workdirs.sizes import format_bytes
@@ -47,22 +49,32 @@ async def status(
     *,
     as_json: bool = False,
     token: str = "",
+    owners: Collection[int] = frozenset({0}),
     out: TextIO | None = None,
     err: TextIO | None = None,
 ) -> int:
     """Print the daemon and its running tasks; 1 with one line on stderr when unreachable.
 
     With the daemon's `token` the health port names tasks and workspaces by their ids, else
-    by handles. Only a key made from the token is sent (`view_key`), and to a loopback
-    address only: `--addr` may name another host, and the port speaks plain HTTP.
+    by handles. The token is never sent, nor anything a listener could use again: the port
+    hands out a nonce and gets an HMAC of it (daemon/ops/health_access.py) — and only from a
+    loopback port that root or one of `owners` holds (`--addr` may name another host, the port
+    speaks plain HTTP, and a neighbour's port could relay the exchange).
     """
     out = out or sys.stdout
     try:
         base = base_url(addr)
-        shown = token and _is_loopback(base)
-        headers = {"Authorization": f"Bearer {view_key(token)}"} if shown else {}
-        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT, headers=headers) as http:
-            code, doc = await _get(http, "/health")
+        url = httpx.URL(base)
+        shown = bool(token) and is_loopback(url.host)
+        if shown:
+            refused = await anyio.to_thread.run_sync(
+                port_owner.refusal, url.host, url.port or 80, owners
+            )
+            if refused is not None:
+                raise ProbeError(refused)
+        async with httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as http:
+            headers = await _proof(http, token) if shown else {}
+            code, doc = await _get(http, "/health", headers)
         if code != 200:
             raise ProbeError(f"{base}/health answered HTTP {code}")
     except ProbeError as exc:
@@ -70,6 +82,16 @@ async def status(
         return 1
     print(json.dumps(doc, indent=2) if as_json else render(doc), file=out)
     return 0
+
+
+async def _proof(http: httpx.AsyncClient, token: str) -> dict[str, str]:
+    """The header proving `token` for one `GET /health`, over a nonce the port hands out; none
+    from a daemon too old to hand one out (it then shows handles)."""
+    code, answer = await _get(http, CHALLENGE_PATH)
+    nonce = answer.get("nonce")
+    if code != 200 or not isinstance(nonce, str) or not nonce.isalnum():
+        return {}
+    return {"Authorization": proof_header(token, nonce, "GET", "/health")}
 
 
 async def check(addr: str, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
@@ -100,10 +122,12 @@ async def check(addr: str, *, out: TextIO | None = None, err: TextIO | None = No
     return 0
 
 
-async def _get(http: httpx.AsyncClient, path: str) -> tuple[int, dict[str, Any]]:
+async def _get(
+    http: httpx.AsyncClient, path: str, headers: Mapping[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
     where = f"{http.base_url}".rstrip("/") + path
     try:
-        response = await http.get(path)
+        response = await http.get(path, headers=headers)
     except httpx.ConnectError as exc:
         raise ProbeError(
             f"nothing answers on {http.base_url.host}:{http.base_url.port} "
@@ -120,11 +144,6 @@ async def _get(http: httpx.AsyncClient, path: str) -> tuple[int, dict[str, Any]]
     if not isinstance(doc, dict):
         raise ProbeError(f"{where} answered HTTP {response.status_code} with unexpected JSON")
     return response.status_code, doc
-
-
-def _is_loopback(base: str) -> bool:
-    host = httpx.URL(base).host
-    return is_loopback(host)
 
 
 def _cause(exc: BaseException) -> str:

@@ -3,7 +3,7 @@
 For the daemon's own user, the inventory (`inventory.answer`) runs in a worker thread. With
 an agent user (`MULTICA_AGENT_USER`), the homes to read are that user's, and a root daemon
 that walked them would follow whatever links the user planted: so the read is handed to the
-user's identity (`daemon.files.beneath.run_as`), a Python child started with `-I` that is
+user's identity (`daemon.boundary.beneath.run_as`), a Python child started with `-I` that is
 given this package's source on stdin — it needs no access to the daemon's own files — and
 answers with the body as JSON. That answer is the agent user's to shape: it is read with the
 daemon's JSON limits and sent on only when it is a result Multica knows.
@@ -14,19 +14,16 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-import os
-import shutil
-import stat
-import sys
 from collections.abc import Mapping
 from typing import Any
 
 import anyio
 
 from backends.process.identity import AgentUser
+from daemon.boundary.beneath import run_as
 from daemon.errors import MalformedInputError
-from daemon.files.beneath import run_as
 from daemon.local_skills import inventory, mcp, roots, skills
+from daemon.local_skills.interpreter import interpreter_for
 from daemon.protocol.jsonin import loads
 
 log = logging.getLogger(__name__)
@@ -85,39 +82,6 @@ class LocalInventory:
             return None
         env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "HOME": user.home}
         return run_as(user, [python, "-I", "-c", _BOOT], given, env, READ_TIMEOUT, ANSWER_LIMIT)
-
-
-def interpreter_for(user: AgentUser) -> str | None:
-    """A Python the agent user may run: the daemon's own (the file itself, not a virtual
-    environment's link to it), else the system's `python3`; `-I` keeps the user's own Python
-    paths out. The package needs Python 3.9 (3.11 to read Codex's TOML)."""
-    system = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin")
-    for found in (sys.executable, system):
-        if found and _runnable_by(os.path.realpath(found), user):
-            return os.path.realpath(found)
-    return None
-
-
-def _runnable_by(path: str, user: AgentUser) -> bool:
-    """Whether `user` may execute `path`: every folder on the way searchable, the file
-    executable, by its owner, group or other bits (the kernel's order)."""
-    place = path
-    while True:
-        try:
-            info = os.stat(place)
-        except OSError:
-            return False
-        if info.st_uid == user.uid:
-            bit = stat.S_IXUSR
-        elif info.st_gid in (user.gid, *user.groups):
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if not info.st_mode & bit:
-            return False
-        if place == "/":
-            return True
-        place = os.path.dirname(place)
 
 
 def _checked(raw: bytes | None, who: str) -> dict[str, Any]:

@@ -11,6 +11,9 @@ ran and, when the document is due, builds a new one from the daemon's snapshot a
 reference the threads read (one atomic assignment). A document is due on the tick after a
 request read it or the status page's JSON (the flag), and at least every `REFRESH_TICKS` ticks:
 a port nobody reads costs a snapshot of every run every two seconds, not twice a second.
+What readiness rests on is not left to that schedule: the worker tells the port when its
+runtimes or its status change (`changed`), and the document is built then, so `/readyz` and
+`/health`'s status follow registration at once rather than up to a refresh later.
 
 A second daemon on the same address gets `AlreadyRunningError`. The same loop tick drives
 systemd's notify protocol: READY=1 once the worker runs, WATCHDOG=1 while the loop ticks,
@@ -34,7 +37,13 @@ from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal
 
 from daemon.addresses import join_host_port, split_host_port
-from daemon.ops.health_access import bears_token, host_allowed
+from daemon.ops.health_access import (
+    CHALLENGE_PATH,
+    Challenges,
+    bears_token,
+    host_allowed,
+    proves_token,
+)
 from daemon.ops.health_doc import health_document, with_uptime, without_ids
 from daemon.ops.health_http import MAX_CONNECTIONS, REQUEST_DEADLINE, HttpPort, bind
 from daemon.ops.health_request import Reply, local_refusal
@@ -60,6 +69,7 @@ _HANDOFF_WAIT = 2.0
 _READS_DOCUMENT = frozenset({"/health", "/readyz", PAGE_JSON})
 ROUTES = (
     "GET /health",
+    f"GET {CHALLENGE_PATH}",
     "GET /healthz",
     "GET /readyz",
     "GET /metrics",
@@ -115,6 +125,7 @@ class HealthServer:
         )
         self._public_doc = without_ids(self._doc)
         self._token = ""
+        self._challenges = Challenges(clock=clock)
         self._published_at = self._started
         self._alive_at = self._started
         self._read = True
@@ -145,6 +156,11 @@ class HealthServer:
         self._lag = lag
         self._stop = stop
         self._token = token
+        self.tick(publish=True)
+
+    def changed(self) -> None:
+        """What the document shows changed (the daemon registered, its status moved): build
+        it now, not at the next read or refresh. Call it on the event loop."""
         self.tick(publish=True)
 
     async def serve(self, *, task_status: TaskStatus[int] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -234,6 +250,7 @@ class HealthServer:
             return mounted(method, peer, headers or {}, body)
         handlers: dict[tuple[str, str], Callable[[], Reply]] = {
             ("GET", "/health"): lambda: self._health(headers or {}),
+            ("GET", CHALLENGE_PATH): self._challenge,
             ("GET", "/healthz"): self._healthz,
             ("GET", "/readyz"): self._readyz,
             ("GET", "/metrics"): self._scrape,
@@ -255,9 +272,18 @@ class HealthServer:
 
     def _health(self, headers: Mapping[str, str]) -> Reply:
         now = self._clock()
-        shown = self._doc if bears_token(headers, self._token) else self._public_doc
+        token, challenges = self._token, self._challenges
+        full = bears_token(headers, token) or proves_token(
+            headers, token, challenges, "GET", "/health"
+        )
+        shown = self._doc if full else self._public_doc
         doc = with_uptime(shown, now - self._started, now - self._published_at)
         return _doc(200, doc)
+
+    def _challenge(self) -> Reply:
+        """A nonce for `agent-daemon status` to prove it holds the token (health_access.py)."""
+        nonce = self._challenges.issue()
+        return _doc(200, {"nonce": nonce, "expires_in": self._challenges.ttl})
 
     def _healthz(self) -> Reply:
         age = self._clock() - self._alive_at

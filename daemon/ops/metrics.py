@@ -92,6 +92,14 @@ class Metrics:
             buckets=_REQUEST_BUCKETS,
             registry=r,
         )
+        self.control_frames = Counter(
+            f"{p}control_frames",
+            "Frames read on the control WebSocket, by type (heartbeat_ack, rpc_response, "
+            "task_available, workspaces_changed, pending_work, other) and outcome (read, "
+            "malformed: dropped)",
+            ["type", "outcome"],
+            registry=r,
+        )
         self.server_retries = Counter(
             f"{p}server_retries", "Server requests retried", ["endpoint"], registry=r
         )

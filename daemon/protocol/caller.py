@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _JSON_HEADERS = [(b"Content-Type", b"application/json")]
+_AUTHORIZATION = b"authorization"
 _URLS_KEPT = 4096
 """Parsed URLs kept (a few per running task); past it the cache starts again."""
 # Failures that leave no doubt the server never read the whole request: no connection, or the
@@ -119,9 +120,11 @@ class Caller:
         policy: RetryPolicy | None = None,
         *,
         resend: bool = True,
+        token: str | None = None,
     ) -> T:
         """One call with retries; `resend=False`: a request that may have reached the server
-        is not sent again (`UnconfirmedError`), only one that surely did not."""
+        is not sent again (`UnconfirmedError`), only one that surely did not. `token` sends
+        this bearer token instead of the client's own (a task-scoped daemon token)."""
         policy = policy or self._policy
         payload = (
             body.model_dump(mode="json", exclude_none=True) if isinstance(body, WireModel) else body
@@ -129,6 +132,8 @@ class Caller:
         # pydantic-core serialises a 1,000-message batch several times faster than json.
         content = None if payload is None else to_json(payload)
         headers = None if payload is None else _JSON_HEADERS
+        if token is not None:
+            headers = [*(headers or ()), (_AUTHORIZATION, f"Bearer {token}".encode())]
         failures = 0
         while True:
             started = time.perf_counter()
@@ -206,6 +211,8 @@ class Caller:
         new set twice over."""
         client = self._http
         raw = client.headers.raw
+        if headers and any(name == _AUTHORIZATION for name, _ in headers):
+            raw = [(k, v) for k, v in raw if k.lower() != _AUTHORIZATION]
         url, sent = self._url(path), raw + headers if headers else raw
         limits = client.timeout.as_dict()
         direct = client.direct if isinstance(client, ProtocolClient) else None

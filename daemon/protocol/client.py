@@ -10,14 +10,19 @@ then as a `fail` saying why.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
+import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import anyio
 
 from daemon.errors import (
+    MalformedResponseError,
     PermanentServerError,
     ServerError,
     TransientServerError,
@@ -25,6 +30,7 @@ from daemon.errors import (
 from daemon.logs import short_id
 from daemon.protocol.answers import Answered
 from daemon.protocol.caller import Caller, T
+from daemon.protocol.control_rpc import ControlCalls, RpcAnswer
 from daemon.protocol.http_client import make_http_client as make_http_client
 from daemon.protocol.models import (
     ClaimRequest,
@@ -49,6 +55,9 @@ from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     TASK_STATUS_HEADER,
     answer_json,
+    claim_tasks,
+    describe_parse_error,
+    error_for_status,
     ignore_body,
     parse_claim,
     parse_model,
@@ -119,6 +128,37 @@ class ServerClient(Caller):
         tasks, rejected = await self._call(
             "claim", "POST", "/api/daemon/tasks/claim", parse_claim, body
         )
+        return await self._claimed(tasks, rejected)
+
+    async def claim_over(
+        self,
+        calls: ControlCalls,
+        daemon_id: str,
+        runtime_ids: Sequence[str],
+        max_tasks: int,
+        budget: float,
+        grace: float,
+    ) -> list[Task]:
+        """`claim` as a `tasks.claim` request on the control WebSocket, the server given
+        `budget` seconds and the answer `grace` more; its errors as control_rpc.py says, a
+        non-2xx answer as over HTTP."""
+        body = ClaimRequest(daemon_id=daemon_id, runtime_ids=list(runtime_ids), max_tasks=max_tasks)
+        started = time.perf_counter()
+        answer = await calls.call("tasks.claim", body.model_dump(mode="json"), budget, grace)
+        if not answer.ok:
+            self._observe("claim_socket", "refused", started, reached=True)
+            raise error_for_status("claim", answer.status, _rpc_error(answer))
+        try:
+            tasks, rejected = claim_tasks(answer.body)
+        except ValueError as exc:
+            self._observe("claim_socket", "malformed", started, reached=True)
+            raise MalformedResponseError(
+                "claim", describe_parse_error(exc), answer.status
+            ) from None
+        self._observe("claim_socket", "ok", started, reached=True)
+        return await self._claimed(tasks, rejected)
+
+    async def _claimed(self, tasks: list[Task], rejected: list[tuple[str, str]]) -> list[Task]:
         for task_id, reason in rejected:
             log.error("claim: task %s does not fit the protocol: %s", task_id, reason)
             if task_id:
@@ -128,6 +168,12 @@ class ServerClient(Caller):
     async def start_task(self, task_id: str) -> None:
         """Tell the server the task's work directory exists and the agent is starting."""
         await self._call("start", "POST", task_path(task_id, "start"), ignore_body, {})
+
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Tell the server (and so its UI) where the task is (one try)."""
+        body = {"summary": summary, "step": step, "total": total}
+        path = task_path(task_id, "progress")
+        await self._call("progress", "POST", path, ignore_body, body, _SINGLE_TRY)
 
     async def send_messages(
         self,
@@ -176,6 +222,43 @@ class ServerClient(Caller):
             f"/tasks/{quote(task_id, safe='')}/prepare-lease"
         )
         await self._call("prepare_lease", "POST", path, ignore_body, {}, _SINGLE_TRY)
+
+    async def wait_local_directory(self, task_id: str, reason: str) -> None:
+        """Tell the server the task waits for its local directory (one try): the UI shows it
+        `waiting_local_directory`, with `reason`, until `start`."""
+        body = {"reason": reason}
+        path = task_path(task_id, "wait-local-directory")
+        await self._call("wait_local_directory", "POST", path, ignore_body, body, _SINGLE_TRY)
+
+    async def invoke_plugin_hook(
+        self, token: str, task_id: str, installation_id: str, hook_key: str, arguments: Any
+    ) -> HookAnswer:
+        """One plugin hook call the agent made as a tool (one try): the server calls the
+        plugin. `token` is the claim's task-scoped daemon token ("": the daemon's own)."""
+        body: dict[str, Any] = {"installation_id": installation_id, "hook_key": hook_key}
+        if arguments is not None:
+            body["input"] = arguments
+        path = task_path(task_id, "plugin-hooks")
+        return await self._call(
+            "plugin_hook", "POST", path, _hook_answer, body, _SINGLE_TRY, token=token or None
+        )
+
+    async def remote_mcp_credential(
+        self, token: str, task_id: str, contribution_id: str
+    ) -> dict[str, str]:
+        """The header a remote MCP connection's requests carry (name → value; empty when it
+        needs none), asked at the moment it is needed, never kept in a claim. A plugin's
+        connection (`plugin:` id) is served by the plugin route."""
+        route = "plugin-mcp" if contribution_id.startswith(PLUGIN_CONTRIBUTION) else "remote-mcp"
+        # Escaped as Go's `url.PathEscape` escapes a segment: Multica's router reads the id
+        # from the raw path, so a `plugin:` id must keep its colons.
+        path = (
+            f"/api/daemon/tasks/{quote(task_id, safe='')}/{route}"
+            f"/{quote(contribution_id, safe=':@&=+$')}/credential"
+        )
+        return await self._call(
+            "mcp_credential", "GET", path, _credential, None, _SINGLE_TRY, token=token or None
+        )
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
@@ -264,6 +347,57 @@ class ServerClient(Caller):
             await self._call("fail", "POST", task_path(task_id, "fail"), ignore_body, report.body())
         except ServerError as exc:
             log.error("claim: could not fail invalid task %s: %s", task_id, exc)
+
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+PLUGIN_CONTRIBUTION = "plugin:"
+"""The prefix of a remote MCP connection a plugin contributed (its credential is the plugin's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HookAnswer:
+    """What a plugin hook call came back with: its output as text, or why it did not work."""
+
+    ok: bool
+    text: str
+
+
+def _hook_answer(response: Answered) -> HookAnswer:
+    body = answer_json(response)
+    if not isinstance(body, dict):
+        raise ValueError("a plugin hook answer is an object")
+    if body.get("status") != "ok":
+        # A hook refused or failed comes back as a 200 with its status: a tool error.
+        error = body.get("error")
+        text = error if isinstance(error, str) and error else "the plugin hook did not succeed"
+        return HookAnswer(False, text)
+    output = body.get("output")
+    if output is None or output == "":
+        return HookAnswer(True, "")
+    return HookAnswer(True, json.dumps(output, ensure_ascii=False, separators=(",", ":")))
+
+
+def _credential(response: Answered) -> dict[str, str]:
+    body = answer_json(response)
+    if not isinstance(body, dict):
+        raise ValueError("a credential answer is an object")
+    header, value = body.get("credential_header"), body.get("credential")
+    if not header:
+        return {}
+    if not isinstance(header, str) or not isinstance(value, str) or not _TOKEN.match(header):
+        raise ValueError("a credential is a header name and a text value")
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError("a credential's value is one line")
+    return {header: value}
+
+
+def _rpc_error(answer: RpcAnswer) -> str:
+    """The error text of a non-2xx answer on the socket: its `error`, else the `error` of its
+    body (Multica's claim handler answers as over HTTP, `{"error": "..."}`)."""
+    body = answer.body
+    if not answer.error and isinstance(body, dict) and isinstance(body.get("error"), str):
+        return str(body["error"])
+    return answer.error or f"status {answer.status}"
 
 
 def _one_bundle(response: Answered) -> Skill:

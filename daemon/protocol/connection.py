@@ -15,6 +15,15 @@ a server 50 ms away cost 17.0 % of a core against 36.5 % (bench_load --tls). Its
 made here rather than by `loop.create_connection(ssl=...)` only to give it a read buffer of
 one TLS record (`TLS_READ_SIZE`) in place of asyncio's 256 KiB, which each connection holds for
 its whole life.
+
+`asyncio.sslproto` is private. What this relies on — `SSLProtocol(loop, app_protocol, context,
+waiter, server_hostname=...)` and its class attribute `max_size`, the size of the buffer its
+`get_buffer` hands the transport — is the same in Python 3.11, 3.12 and 3.13, and CI runs the
+TLS tests (tests/daemon/protocol/test_connection_tls.py, which measure the buffer a connection
+holds) on the oldest and the newest of them. Should a later Python change it, the public path
+replaces `_TlsLayer`: `loop.create_connection(_Protocol, host, port, ssl=tls,
+server_hostname=host, happy_eyeballs_delay=...)`, which works the same and costs each
+connection asyncio's 256 KiB buffer.
 """
 
 from __future__ import annotations
@@ -129,9 +138,14 @@ async def connect(host: str, port: int, tls: ssl.SSLContext | None) -> Connectio
         return Connection(transport, protocol)
     protocol = _Protocol()
     handshake = loop.create_future()
-    layer = _TlsLayer(loop, protocol, tls, handshake, server_hostname=host)
+    # The layer is made once the socket has connected, as asyncio makes its own: made before,
+    # a connect that fails leaves its TLS transport never opened nor closed, and the garbage
+    # collector warns of it (a ResourceWarning) later, anywhere.
     raw, _ = await loop.create_connection(
-        lambda: layer, host, port, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY
+        lambda: _TlsLayer(loop, protocol, tls, handshake, server_hostname=host),
+        host,
+        port,
+        happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY,
     )
     try:
         await handshake  # the layer hands `protocol` its transport once the handshake is done

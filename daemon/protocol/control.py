@@ -1,16 +1,16 @@
-"""Multica's control WebSocket, client side: the server says a task waits, the daemon claims.
+"""Multica's control WebSocket, client side: one connection for the current runtimes,
+reopened with backoff, on which the server's news comes (control_frames.py), the runtimes'
+heartbeats go and, once the server says `rpc-v1`, requests (claims) with their answers
+(control_rpc.py).
 
 `GET /api/daemon/ws?runtime_ids=<sorted, comma-separated>` with the HTTP requests' headers.
-Three frames are acted on, anything else is ignored:
+While a connection is open the daemon sends `{"type": "daemon:heartbeat", "payload":
+{"runtime_id", "supports_batch_import": true}}` for each runtime at once and then every
+heartbeat interval, as Multica's daemon does.
 
-- `{"type": "daemon:task_available", "payload": {"runtime_id", "task_id"}}` wakes the claim loop;
-- `{"type": "daemon:workspaces_changed"}`: the account's workspaces changed (`Pushes` syncs);
-- `{"type": "daemon:pending_work", "payload": {"runtime_id", "kind"}}`: a heartbeat answer holds
-  work a user waits on (`Pushes` sends that runtime's heartbeat now).
-
-The channel only brings things forward: claims and heartbeats stay HTTP, and their intervals
-stay the fallback, so a server without the route (404, a refused upgrade) or a dropped
-connection leaves the daemon working exactly as it would without the channel.
+The channel never holds the daemon back: a server without the route (404, a refused upgrade)
+or a dropped connection leaves the HTTP heartbeats and claims to do the same work (an ack
+under two heartbeat intervals old is what keeps a runtime's HTTP heartbeat away).
 """
 
 from __future__ import annotations
@@ -18,36 +18,34 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass
 from urllib.parse import quote
 
 import anyio
-from websockets.asyncio.client import connect
-from websockets.exceptions import InvalidStatus, WebSocketException
+from pydantic_core import to_json
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
 from daemon.errors import RoundBoundary
-from daemon.logs import short_id
-from daemon.protocol import jsonin
+from daemon.ops.metrics import Metrics
+from daemon.protocol.control_frames import FRAME_LIMIT, ControlFrames, PushHandler, SocketBeats
+from daemon.protocol.control_rpc import ControlCalls
 from daemon.wakeup import Wakeup
 
 log = logging.getLogger(__name__)
 
 PATH = "/api/daemon/ws"
-TASK_AVAILABLE = "daemon:task_available"
-WORKSPACES_CHANGED = "daemon:workspaces_changed"
-PENDING_WORK = "daemon:pending_work"
+HEARTBEAT = "daemon:heartbeat"
+HEARTBEAT_INTERVAL = 15.0
 BACKOFF_FIRST = 1.0
 BACKOFF_CAP = 30.0
 RESET_AFTER = 10.0
 """A connection that lasted this long was healthy: the next reconnect starts at BACKOFF_FIRST."""
 PING_INTERVAL = 20.0
 PONG_TIMEOUT = 60.0
-"""Seconds without a pong after which the connection counts as dead (and is reopened)."""
 NO_RUNTIMES_WAIT = 1.0
 """How often to look again while the daemon has no runtimes yet."""
 OPEN_TIMEOUT = 10.0
-FRAME_LIMIT = 64 * 1024
-"""Bytes of one frame read: the one frame acted on is a few hundred bytes."""
 
 
 class _NoRedirects(connect):
@@ -58,18 +56,22 @@ class _NoRedirects(connect):
         return exc
 
 
-class PushHandler(Protocol):
-    """What the daemon does with the pushes that are not a task's wake-up."""
+@dataclass(frozen=True, slots=True)
+class ChannelTiming:
+    """The channel's intervals: pings, how long a pong may take, heartbeats, reconnect jitter."""
 
-    def workspaces_changed(self) -> None:
-        """The account's workspaces changed."""
-
-    def pending_work(self, runtime_id: str, kind: str) -> None:
-        """A heartbeat answer for `runtime_id` holds work of this kind."""
+    ping_interval: float = PING_INTERVAL
+    pong_timeout: float = PONG_TIMEOUT
+    """Seconds without a pong after which the connection counts as dead (and is reopened)."""
+    heartbeat_interval: float = HEARTBEAT_INTERVAL
+    """Seconds between a runtime's heartbeats on the socket (0: Multica's 15 s)."""
+    jitter: Callable[[float, float], float] = random.uniform
+    """Spreads the reconnect backoff (so daemons do not reconnect in step)."""
 
 
 class ControlChannel:
-    """Keeps the control WebSocket open for the current runtimes and sets `wakeup` on news."""
+    """Keeps the control WebSocket open for the current runtimes, sets `wakeup` on news, sends
+    the runtimes' heartbeats and carries requests (`calls`)."""
 
     def __init__(
         self,
@@ -78,21 +80,24 @@ class ControlChannel:
         runtime_ids: Callable[[], Sequence[str]],
         wakeup: Wakeup,
         *,
-        ping_interval: float = PING_INTERVAL,
-        pong_timeout: float = PONG_TIMEOUT,
-        jitter: Callable[[float, float], float] = random.uniform,
+        timing: ChannelTiming = ChannelTiming(),
         pushes: PushHandler | None = None,
+        beats: SocketBeats | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        """`beats`: heartbeats are sent on the socket and their acks go there (None: none are
+        sent)."""
         self._base = ws_url(server_url)
         self._headers = dict(headers)
         self._user_agent = self._headers.pop("User-Agent", None)
         self._runtime_ids = runtime_ids
         self._wakeup = wakeup
-        self._pushes = pushes
-        self._ping_interval = ping_interval
-        self._pong_timeout = pong_timeout
+        self._beats = beats
+        self._timing = timing
+        self.calls = ControlCalls()
+        """The requests this channel carries."""
+        self._frames = ControlFrames(wakeup, self.calls, pushes, beats, metrics)
         self._session_scope = anyio.CancelScope()
-        self._jitter = jitter
         self._quiet = False
         self._boundary = RoundBoundary("control channel")
         self.connected = anyio.Event()
@@ -106,7 +111,7 @@ class ControlChannel:
         """Connect, listen, reconnect with jittered backoff; until cancelled."""
         delay = BACKOFF_FIRST
         while True:
-            ids = sorted(self._runtime_ids())
+            ids = sorted(set(self._runtime_ids()))
             if not ids:
                 await anyio.sleep(NO_RUNTIMES_WAIT)
                 continue
@@ -122,7 +127,7 @@ class ControlChannel:
                     self._failed(exc)
             if anyio.current_time() - began >= RESET_AFTER:
                 delay = BACKOFF_FIRST
-            await anyio.sleep(delay * self._jitter(0.8, 1.2))
+            await anyio.sleep(delay * self._timing.jitter(0.8, 1.2))
             delay = min(delay * 2, BACKOFF_CAP)
 
     async def _session(self, ids: list[str]) -> bool:
@@ -133,8 +138,8 @@ class ControlChannel:
             additional_headers=self._headers,
             user_agent_header=self._user_agent,
             open_timeout=OPEN_TIMEOUT,
-            ping_interval=self._ping_interval,
-            ping_timeout=self._pong_timeout,
+            ping_interval=self._timing.ping_interval,
+            ping_timeout=self._timing.pong_timeout,
             compression=None,
             max_size=FRAME_LIMIT,
         ) as ws:
@@ -144,39 +149,51 @@ class ControlChannel:
             # Tasks queued while we were not listening were announced to nobody: claim once.
             self._wakeup.set()
             self._session_scope = anyio.CancelScope()
-            if sorted(self._runtime_ids()) != ids:  # re-registered while we connected
+            if sorted(set(self._runtime_ids())) != ids:  # re-registered while we connected
                 self._session_scope.cancel()
+            self.calls.attach(ws)
             try:
                 with self._session_scope:
-                    async for frame in ws:
-                        self._handle(frame)
+                    async with anyio.create_task_group() as tg:
+                        if self._beats is not None:
+                            tg.start_soon(self._send_beats, ws, ids)
+                        await self._read(ws)
+                        tg.cancel_scope.cancel()
             finally:
+                # Requests still waiting end unconfirmed; the HTTP heartbeats take over.
+                self.calls.attach(None)
                 self.connected = anyio.Event()
-            changed = self._session_scope.cancel_called
+                changed = self._session_scope.cancel_called
+                if self._beats is not None:
+                    self._beats.socket_closed(dropped=not changed)
             if not changed:
-                log.info("control channel closed; polling until it reopens")
+                log.info("control channel closed; heartbeats and claims over HTTP until it reopens")
             return changed
 
-    def _handle(self, frame: str | bytes) -> None:
+    async def _read(self, ws: ClientConnection) -> None:
+        """Act on each frame until the connection closes (cleanly or not)."""
         try:
-            message = jsonin.loads(frame, limit=FRAME_LIMIT, what="a control frame")
-        except ValueError:
-            return
-        if not isinstance(message, dict):
-            return
-        kind = message.get("type")
-        payload = message.get("payload")
-        payload = payload if isinstance(payload, dict) else {}
-        if kind == TASK_AVAILABLE:
-            log.debug("control channel: task %s available", short_id(str(payload.get("task_id"))))
-            self._wakeup.set()
-        elif kind == WORKSPACES_CHANGED and self._pushes is not None:
-            self._pushes.workspaces_changed()
-        elif kind == PENDING_WORK and self._pushes is not None:
-            # As Multica's daemon: a payload of the wrong shape, or without a runtime, is dropped.
-            runtime_id, work = payload.get("runtime_id"), payload.get("kind", "")
-            if isinstance(runtime_id, str) and runtime_id and isinstance(work, str):
-                self._pushes.pending_work(runtime_id, work)
+            async for frame in ws:
+                self._frames.handle(frame, ws)
+        except ConnectionClosed as exc:
+            log.debug("control channel lost: %s", exc)
+
+    async def _send_beats(self, ws: ClientConnection, ids: list[str]) -> None:
+        """Each runtime's heartbeat at once, then every heartbeat interval, as Multica's
+        daemon sends them on its socket."""
+        frames = [
+            to_json(
+                {"type": HEARTBEAT, "payload": {"runtime_id": i, "supports_batch_import": True}}
+            ).decode()
+            for i in ids
+        ]
+        try:
+            while True:
+                for frame in frames:
+                    await ws.send(frame)
+                await anyio.sleep(self._timing.heartbeat_interval or HEARTBEAT_INTERVAL)
+        except ConnectionClosed:
+            return  # the reader sees the close too and ends the session
 
     def _failed(self, exc: Exception) -> None:
         # One line per outage, not one per retry: a server without the route would otherwise
@@ -186,7 +203,7 @@ class ControlChannel:
         else:
             reason = f"{type(exc).__name__}: {exc}"
         level = logging.DEBUG if self._quiet else logging.INFO
-        log.log(level, "control channel unavailable (%s); claiming by polling", reason)
+        log.log(level, "control channel unavailable (%s); heartbeats and claims over HTTP", reason)
         self._quiet = True
 
 

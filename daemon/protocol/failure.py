@@ -44,10 +44,16 @@ SERVER_REASONS: tuple[str, ...] = (
 
 # Sent by Multica's own daemon outside the taxonomy: the server stores them and the UI shows
 # them apart from real failures (an idle-stopped run is not a timeout, a cancel is no failure).
+# A project's local directory that cannot be used as asked is Go's `local_directory_error`.
 # And one of this daemon's own, stored as sent too: a run its task's memory limit stopped
 # (MULTICA_AGENT_MEMORY_MAX) is neither the agent's error nor the provider's, and classifying
 # its "killed by SIGKILL" text would call it a process failure.
-DAEMON_REASONS: tuple[str, ...] = ("idle_watchdog", "cancelled", "agent_error.out_of_memory")
+DAEMON_REASONS: tuple[str, ...] = (
+    "idle_watchdog",
+    "cancelled",
+    "local_directory_error",
+    "agent_error.out_of_memory",
+)
 
 REASONS: frozenset[str] = frozenset(SERVER_REASONS + DAEMON_REASONS)
 

@@ -292,6 +292,53 @@ class SiblingRun(WireModel):
     started_at: Text = ""
 
 
+class PluginHookTool(WireModel):
+    """A plugin hook the agent may call as a tool (`plugin_hook_tools`): the daemon's MCP
+    server lists it and sends each call to the server, which calls the plugin."""
+
+    installation_id: Text = ""
+    hook_key: Text = ""
+    name: Text = ""
+    description: Text = ""
+    input_schema: Any = None
+
+
+class RemoteMcpTool(WireModel):
+    """One tool of a remote MCP connection an administrator approved, its schema pinned."""
+
+    name: Text = ""
+    description: Text = ""
+    input_schema: Any = None
+    schema_digest: Text = ""
+
+
+class RemoteMcpConnection(WireModel):
+    """A remote MCP server the task may use through the daemon's broker; its credential is
+    fetched by the daemon, never sent in the claim."""
+
+    installation_id: Text = ""
+    contribution_id: Text = ""
+    contribution_key: Text = ""
+    endpoint: Text = ""
+    transport: Text = ""
+    protocol_versions: TextList = Field(default_factory=list)
+    endpoint_allowed_hosts: TextList = Field(default_factory=list)
+    credential_header: Text = ""
+    approved_tools: Annotated[list[RemoteMcpTool], BeforeValidator(_object_entries)] = Field(
+        default_factory=list
+    )
+    failure_policy: Text = ""
+
+
+class ConnectedApp(WireModel):
+    """An app whose tools reach the agent through an MCP server of this run's config."""
+
+    provider: Text = ""
+    server_name: Text = ""
+    toolkit_slug: Text = ""
+    toolkit_name: Text = ""
+
+
 def _entries(model: type[WireModel]) -> Any:
     def keep(value: Any) -> Any:
         # Anything but an object in the list is skipped rather than failing the whole claim.
@@ -388,6 +435,18 @@ class Task(WireModel):
     prior_work_dir: Text = ""
     # The repositories this task may check out (a project's, else the workspace's).
     repos: RepoList = Field(default_factory=list)
+    # Plugin hooks offered as tools, remote MCP servers behind the daemon's broker, and the
+    # apps whose MCP servers this run has; the broker's token never reaches the agent.
+    plugin_hook_tools: Annotated[list[PluginHookTool], _entries(PluginHookTool)] = Field(
+        default_factory=list
+    )
+    remote_mcp_connections: Annotated[list[RemoteMcpConnection], _entries(RemoteMcpConnection)] = (
+        Field(default_factory=list)
+    )
+    remote_mcp_daemon_token: Text = Field(default="", repr=False)
+    connected_apps: Annotated[list[ConnectedApp], _entries(ConnectedApp)] = Field(
+        default_factory=list
+    )
     # Reference-server extension: the backend name the task asks for (empty = any).
     backend: Text = ""
 

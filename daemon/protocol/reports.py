@@ -78,7 +78,7 @@ _BODY_FIELDS: dict[str, set[str]] = {
 _OPTIONAL: dict[str, set[str]] = {
     "complete": _BOOKKEEPING,
     "fail": _BOOKKEEPING,
-    "cancel_ack": {"branch_name", "durable_work_dir"},
+    "cancel_ack": {"branch_name", "durable_work_dir", "failure_reason"},
 }
 
 
@@ -114,6 +114,9 @@ class TerminalReport(BaseModel):
         """The request body of this kind's endpoint (its optional fields only when set)."""
         body = self.model_dump(include=_BODY_FIELDS[self.kind])
         optional = self.model_dump(include=_OPTIONAL[self.kind])
+        if self.kind == "cancel_ack" and self.error:
+            # Go's name: a cancelled run whose worktree kept the agent's work says where.
+            optional["error_message"] = self.error
         return body | {k: v for k, v in optional.items() if v}
 
     def after_refusal(self, why: str) -> TerminalReport | None:

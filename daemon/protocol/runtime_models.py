@@ -1,5 +1,6 @@
 """Bodies of the runtime-level calls besides registration: a heartbeat's answer with the
-actions the server hands the runtime, and the token renewal's answer."""
+actions the server hands the runtime (over HTTP, or as the control WebSocket's ack), and the
+token renewal's answer."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field
 
-from daemon.protocol.models import Text, WireModel
+from daemon.protocol.models import Text, TextList, WireModel
+
+RUNTIME_GONE = "runtime_gone"
+"""The status of a heartbeat answer for a runtime the server no longer has."""
 
 
 def _none_is_empty(value: Any) -> Any:
@@ -27,6 +31,7 @@ class HeartbeatResponse(WireModel):
     """Answer to a heartbeat, with the pending actions the server hands this runtime."""
 
     status: Text = ""
+    runtime_gone: bool = False
     pending_update: PendingAction | None = None
     pending_model_list: PendingAction | None = None
     pending_local_skills: PendingAction | None = None
@@ -34,6 +39,19 @@ class HeartbeatResponse(WireModel):
     pending_local_skill_imports: Annotated[list[PendingAction], BeforeValidator(_none_is_empty)] = (
         Field(default_factory=list)
     )
+
+    @property
+    def gone(self) -> bool:
+        """The server deleted the runtime (the socket's twin of a 404 `runtime not found`)."""
+        return self.runtime_gone or self.status == RUNTIME_GONE
+
+
+class HeartbeatAck(HeartbeatResponse):
+    """`daemon:heartbeat_ack`: a heartbeat sent over the control WebSocket answered, naming
+    its runtime and what the server can do on that connection (`rpc-v1`: requests over it)."""
+
+    runtime_id: Text = ""
+    server_capabilities: TextList = Field(default_factory=list)
 
 
 class RenewResponse(WireModel):

@@ -51,16 +51,20 @@ def client_os() -> str:
     return "linux" if sys.platform.startswith("linux") else sys.platform
 
 
-CAPABILITIES = ("skill-bundles-v1", "coalesced-comments-v1")
+CAPABILITIES = ("skill-bundles-v1", "coalesced-comments-v1", "rpc-v1", "local-worktree-v1")
 """What this daemon tells the server it handles (`X-Client-Capabilities`, as Multica's daemon
-sends it on every request and the control WebSocket). Each name changes what a claim carries,
-so only what is implemented is named: `skill-bundles-v1` — skills by reference, resolved
-through `skill-bundles/resolve` (daemon/task/setup/skill_bundles.py); `coalesced-comments-v1`
-— the comments folded into a queued run come one by one with their threads
-(`coalesced_comments`), each answered in its own thread (daemon/task/setup/comment_prompt.py);
-without it the server folds them into the one trigger comment. Not named: `local-worktree-v1`
-(a user's local directory in worktree mode), `rpc-v1` (claims over the WebSocket), and
-Multica's ungated `execution-manifest-v1`, `agent-skill-v1`, `remote-mcp-v1`. No capability
+sends it on every request and the control WebSocket). Each name changes what a claim carries
+or how it travels, so only what is implemented is named: `skill-bundles-v1` — skills by
+reference, resolved through `skill-bundles/resolve` (daemon/task/setup/skill_bundles.py);
+`coalesced-comments-v1` — the comments folded into a queued run come one by one with their
+threads (`coalesced_comments`), each answered in its own thread
+(daemon/task/setup/comment_prompt.py); without it the server folds them into the one trigger
+comment; `rpc-v1` — requests (claims) on the control WebSocket (daemon/protocol/control_rpc.py),
+made only once the server's own heartbeat ack says it too; `local-worktree-v1` — a project's
+local directory in worktree mode runs in a worktree of its own (daemon/task/localdir/); without
+it the server cancels such a task rather than let it run in place. Not named: Multica's
+ungated `execution-manifest-v1`, `agent-skill-v1` and `remote-mcp-v1` (the server sends plugin
+tools and remote MCP connections to every daemon; daemon/task/mcp/ serves them). No capability
 names the repository checkout route."""
 
 
@@ -81,8 +85,12 @@ def protocol_headers(token: str, version: str) -> dict[str, str]:
 
 def error_for_response(endpoint: str, response: Answered) -> ServerError:
     """The `ServerError` a non-2xx response stands for (daemon/errors.py)."""
-    status = response.status_code
-    text = error_text(response)
+    return error_for_status(endpoint, response.status_code, error_text(response))
+
+
+def error_for_status(endpoint: str, status: int, text: str) -> ServerError:
+    """The `ServerError` a non-2xx status with this error text stands for, however it came."""
+    text = " ".join(text.split())[:_ERROR_TEXT_LIMIT] or "no error text"
     if status >= 500 or status in (408, 429):
         return TransientServerError(endpoint, text, status)
     if status == 404:
@@ -170,7 +178,12 @@ def parse_workspaces(response: Answered) -> list[Workspace]:
 
 def parse_claim(response: Answered) -> tuple[list[Task], list[tuple[str, str]]]:
     """The tasks of a claim answer, and (id, reason) for each task that does not parse."""
-    data = answer_json(response)
+    return claim_tasks(answer_json(response))
+
+
+def claim_tasks(data: Any) -> tuple[list[Task], list[tuple[str, str]]]:
+    """The tasks of a claim answer's decoded body (over HTTP or the control WebSocket), and
+    (id, reason) for each task that does not parse."""
     if not isinstance(data, dict) or "tasks" not in data:
         raise ValueError("a claim answer is an object with `tasks`")
     raw = data["tasks"]

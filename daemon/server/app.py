@@ -85,6 +85,7 @@ def create_app(
             Route(task + "/complete", routes.complete, methods=["POST"]),
             Route(task + "/fail", routes.fail, methods=["POST"]),
             Route(task + "/cancel-ack", routes.cancel_ack, methods=["POST"]),
+            Route(task + "/progress", routes.progress, methods=["POST"]),
             Route(task + "/gc-check", gc.task, methods=["GET"]),
             Route(
                 daemon + "/workspaces/{workspace_id}/issues/gc-check", gc.issues, methods=["POST"]
@@ -217,11 +218,11 @@ class _Routes:
         return JSONResponse({"id": task, "status": await in_thread(self._store.start, task)})
 
     async def prepare_lease(self, request: Request) -> Response:
-        # Multica's ExtendTaskPrepareLease: 400 unless the task is still `dispatched`. This
-        # server never hands a claimed task out again, so there is no lease to move on.
+        # Multica's ExtendTaskPrepareLease: 400 unless the task is still `dispatched`; while
+        # the lease holds, the claim does not hand the task out again.
         await parse(request, bodies.EmptyIn, self._max_body)
         task = await self._held(request)
-        status = await in_thread(self._store.status, task)
+        status = await in_thread(self._store.extend_lease, task)
         if status != "dispatched":
             raise StateError(f"prepare lease: the task is {status}, not dispatched")
         return JSONResponse({"id": task, "status": status})
@@ -300,6 +301,14 @@ class _Routes:
             if not retried["fire_at"]:  # a deferred retry is found by the next poll
                 await self._hub.task_queued(await in_thread(self._store.task, retried["id"]))
         return JSONResponse({"id": task["id"], "status": task["status"]})
+
+    async def progress(self, request: Request) -> Response:
+        # Multica's ReportTaskProgress: the UI is told, nothing is stored; 200 for any task
+        # the caller may see.
+        body = await parse(request, bodies.ProgressIn, self._max_body)
+        task = await self._held(request)
+        log.debug("task %s: %s (%d/%d)", short_id(task), body.summary[:200], body.step, body.total)
+        return JSONResponse({"status": "ok"})
 
     async def cancel_ack(self, request: Request) -> Response:
         await parse(request, bodies.EmptyIn, self._max_body)

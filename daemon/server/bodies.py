@@ -62,6 +62,15 @@ class DeregisterIn(_Body):
     runtime_ids: list[str] = Field(min_length=1)
 
 
+class ProgressIn(_Body):
+    """`POST /api/daemon/tasks/{id}/progress`: where the task is (Multica's
+    `TaskProgressRequest`)."""
+
+    summary: str = ""
+    step: int = Field(default=0, ge=_SQL_MIN, le=_SQL_MAX)
+    total: int = Field(default=0, ge=_SQL_MIN, le=_SQL_MAX)
+
+
 class MessageIn(_Body):
     """One transcript message; `seq` increases per task and makes re-sends harmless."""
 

@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS tasks (
     attempt          INTEGER NOT NULL DEFAULT 1,
     max_attempts     INTEGER NOT NULL DEFAULT 2,
     parent_task_id   TEXT,
-    fire_at          TEXT
+    fire_at          TEXT,
+    lease_until      TEXT
 );
 CREATE TABLE IF NOT EXISTS workspace_repos (
     workspace_id TEXT NOT NULL REFERENCES workspaces(id),
@@ -148,6 +149,7 @@ _ADDED = {
     "max_attempts": "INTEGER NOT NULL DEFAULT 2",
     "parent_task_id": "TEXT",
     "fire_at": "TEXT",
+    "lease_until": "TEXT",
 }
 
 

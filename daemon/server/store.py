@@ -1,14 +1,13 @@
 """The reference server's storage: tasks, their claims, transcripts and usage, over SQLite.
 
 `Store` is the whole storage (workspaces and runtimes come from `Runtimes`, messages and usage
-from `Transcripts`); see `daemon.server.database` for how it stays consistent under concurrent
-claims.
+from `Transcripts`, claims from `Claims`); see `daemon.server.database` for how it stays
+consistent under concurrent claims.
 """
 
 from __future__ import annotations
 
 import json
-import secrets
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from daemon.protocol.failure_text import classify
 from daemon.protocol.models import TERMINAL_STATUSES
 from daemon.server import records
 from daemon.server.bodies import AgentIn, RepoIn
+from daemon.server.claims import Claims
 from daemon.server.database import (
     IN_FLIGHT,
     ConflictError,
@@ -25,87 +25,21 @@ from daemon.server.database import (
     StateError,
     marks,
 )
-from daemon.server.repos import Repos
 from daemon.server.retries import FINAL_RETRY_WAIT, resume_from, retry
 from daemon.server.runtimes import Runtimes
 from daemon.server.transcripts import Transcripts
 
 __all__ = ["ConflictError", "NotFoundError", "StateError", "Store"]
 
-MAX_CLAIM = 32
-"""The most tasks one claim hands out, whatever `max_tasks` asks for (Multica's
-`claimBatchMaxTasksCap`)."""
-
 MAX_PAGE = 500
 """The most tasks one `GET /api/tasks` page holds."""
 
 
-def task_token() -> str:
-    """A task's agent token, shaped like Multica's (`mat_` and 40 hex digits): the Multica CLI
-    inside a task refuses a token without that prefix."""
-    return "mat_" + secrets.token_hex(20)
-
-
-class Store(Runtimes, Transcripts, Repos):
+class Store(Runtimes, Transcripts, Claims):
     """All reads and writes of the reference server, each one a short SQLite transaction."""
 
     retry_wait = FINAL_RETRY_WAIT
     """Seconds the last retry of a transient provider failure waits."""
-
-    # -- claiming ----------------------------------------------------------------------------
-
-    def claim(
-        self, daemon_id: str, runtime_ids: Sequence[str], max_tasks: int
-    ) -> list[dict[str, Any]]:
-        """Hand up to `max_tasks` queued tasks, oldest first, to the daemon; each one only once.
-
-        A task goes to the first listed runtime of its workspace whose type is the task's
-        backend (any runtime of the workspace when the task names no backend). As in Multica's
-        `ClaimTasksByRuntime`, unknown runtime ids and another daemon's runtimes are skipped,
-        never an error, so one stale id cannot sink the whole claim.
-        """
-        limit = min(max_tasks, MAX_CLAIM)
-        now = self._clock()
-        with self._tx() as conn:
-            wanted = list(dict.fromkeys(runtime_ids))
-            found = {
-                r["id"]: r
-                for r in conn.execute(
-                    f"SELECT * FROM runtimes WHERE id IN ({marks(wanted)}) AND daemon_id = ?",
-                    (*wanted, daemon_id),
-                )
-            }
-            order = [found[i] for i in wanted if i in found]
-            if limit <= 0 or not order:
-                return []
-            match = " OR ".join(
-                ["(workspace_id = ? AND (backend IS NULL OR backend = ?))"] * len(order)
-            )
-            params: list[Any] = [v for r in order for v in (r["workspace_id"], r["type"])]
-            # A deferred retry (`fire_at`) waits for its time, as Multica's deferred tasks do.
-            queued = conn.execute(
-                f"""SELECT * FROM tasks WHERE status = 'queued' AND ({match})
-                        AND (fire_at IS NULL OR fire_at <= ?) ORDER BY n LIMIT ?""",
-                (*params, now, limit),
-            ).fetchall()
-            claimed = []
-            for task in queued:
-                runtime = next(
-                    r
-                    for r in order
-                    if r["workspace_id"] == task["workspace_id"]
-                    and task["backend"] in (None, r["type"])
-                )
-                conn.execute(
-                    """UPDATE tasks SET status = 'dispatched', runtime_id = ?, claimed_by = ?,
-                           claimed_at = ?, auth_token = ?
-                       WHERE id = ? AND status = 'queued'""",
-                    (runtime["id"], daemon_id, now, task_token(), task["id"]),
-                )
-                row = self._task_row(conn, task["id"])
-                repos = self._claim_repos(conn, row)
-                claimed.append(records.claimed_task(row, runtime["type"], repos))
-            return claimed
 
     # -- tasks -------------------------------------------------------------------------------
 

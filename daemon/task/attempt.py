@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
+import anyio.to_thread
 
 from backends.base import (
     AgentRun,
@@ -19,6 +21,7 @@ from backends.base import (
     RunStatus,
     Usage,
 )
+from backends.cli_trust import UntrustedCliError
 from daemon.logs import short_id
 from daemon.services import Services
 from daemon.snapshot import AttemptSnapshot, WatchdogSnapshot
@@ -171,6 +174,7 @@ class Attempt:
     async def _agent(self) -> AsyncIterator[tuple[AgentRun, Watchdog]]:
         """The agent process, recorded in the state dir while it runs, and its watchdog."""
         task_id, records = self.spec.task_id, self.records
+        await self._refuse_untrusted()
         try:
             if records is not None:
                 await records.starting(task_id, self.backend.name)
@@ -184,6 +188,18 @@ class Attempt:
         finally:
             if records is not None:  # the tree is killed by now: forget the record
                 await records.ended(task_id)
+
+    async def _refuse_untrusted(self) -> None:
+        """With an agent user, a CLI that anyone but root could change is not run (one task
+        could have rewritten it for the next, under another uid of a pool): `OSError`."""
+        check = getattr(self.backend, "refusal", None)
+        if self.spec.user is None or check is None:
+            return
+        search_path = self.spec.env.get("PATH", os.defpath)
+        why = await anyio.to_thread.run_sync(check, search_path)
+        if why is not None:
+            log.warning("task %s: %s refused: %s", self.id, self.backend.name, why)
+            raise UntrustedCliError(why)
 
     async def _drain(self, agent: AgentRun) -> AsyncGenerator[Message]:
         """Every message: stamp activity, count it, queue it for the transcript, yield it."""

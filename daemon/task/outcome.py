@@ -34,6 +34,31 @@ class Outcome:
         update = {"session_id": "", "session_rollout_missing": True}
         return replace(self, report=self.report.model_copy(update=update))
 
+    def delivered(self, branch: str, durable_work_dir: str, error: str = "") -> Outcome:
+        """This outcome with where a local directory's worktree left the work: its branch
+        and the folder that replaces the removed worktree. `error`: the worktree had to be
+        kept (its work could not be committed, or it could not be removed), which fails a
+        completed task and is said on a cancel too: it names where the work is."""
+        report = self.report
+        if report is None or not (branch or durable_work_dir or error):
+            return self
+        update: dict[str, str] = {"branch_name": branch, "durable_work_dir": durable_work_dir}
+        status = self.status
+        if error and report.kind == "complete":
+            kept = report.model_dump(include={"session_id", "work_dir", "retired_session_id"})
+            failed = TerminalReport(
+                kind="fail", error=error, failure_reason=LOCAL_DIRECTORY, **kept
+            )
+            return replace(self, status=RunStatus.FAILED, report=failed.model_copy(update=update))
+        if error and report.kind == "fail":
+            update["error"] = f"{report.error}\n{error}"
+        elif error:
+            update |= {"error": error, "failure_reason": LOCAL_DIRECTORY}
+        return replace(self, status=status, report=report.model_copy(update=update))
+
+
+LOCAL_DIRECTORY = "local_directory_error"
+
 
 @dataclass(frozen=True, slots=True)
 class Ending:

@@ -7,15 +7,16 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
 from pathlib import Path
 
 import anyio
+from anyio.abc import TaskGroup
 
 from backends.base import Backend, RunSpec
 from backends.process.identity import AgentUser
 from daemon.config import Settings
-from daemon.errors import AgentSetupError, TaskInputError
+from daemon.errors import AgentSetupError, LocalDirectoryError, TaskInputError
 from daemon.logs import short_id
 from daemon.ops.metrics import RunObserverMetrics
 from daemon.protocol.models import Task
@@ -24,19 +25,24 @@ from daemon.services import Services
 from daemon.snapshot import FinishedSnapshot, RunSnapshot
 from daemon.task.activity import Activity
 from daemon.task.incidents import TaskIncidents
+from daemon.task.localdir.hold import FolderHold
+from daemon.task.localdir.resource import FAILURE_REASON
+from daemon.task.mcp.overlay import start_mcp
+from daemon.task.mcp.remote import DevOrigins
 from daemon.task.outcome import Ending, Outcome, outcome_of
 from daemon.task.prepare_lease import prepare_lease
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
 from daemon.task.session_pin import ROLLOUT_FLUSH_WAIT, SessionPin, arrives, resumable_check
 from daemon.task.setup.skill_bundles import resolve_skills
-from daemon.task.setup.spec import agent_spec, prepare
+from daemon.task.setup.spec import LocalSetup, agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
 from daemon.task.shared_beat import SharedBeat
 from daemon.task.start import acknowledge_start
 from daemon.task.status_poll import StatusNews, poll_status
 from daemon.task.watchdog import WatchdogPolicy
 from daemon.wakeup import Wakeup
+from daemon.workdirs.git import Git
 from daemon.workdirs.leases import TaskLease
 
 log = logging.getLogger(__name__)
@@ -58,10 +64,13 @@ class TaskRun:
         self._services = services
         self._mcp_config: Path | None = None
         self._user: AgentUser | None = None
+        self._dirs: TaskDirs | None = None
+        self._stop_reason = ""
         self._resumable: Callable[[str], bool] | None = None
         self._lease = TaskLease(services.leases)
         self._status_due = Wakeup()
         self._status_news = StatusNews(self._status_due)
+        self._folder = FolderHold(task.id, services, self._status_due)
         self.reporter = Reporter(task.id, backend.name, services, self._status_news.heard)
         self.activity = Activity(services.clock)
         self.started_wall = time.time()
@@ -109,6 +118,8 @@ class TaskRun:
 
     def stop(self, reason: str) -> None:
         """Interrupt the run (`shutdown`, `server_cancelled`, `server_terminal`, `gone`)."""
+        self._stop_reason = self._stop_reason or reason
+        self._folder.interrupt()
         self._retries.stop(reason)
 
     def check_status(self) -> None:
@@ -121,31 +132,28 @@ class TaskRun:
         m.tasks_running.inc()
         clock = self._services.clock
         begun = clock()
-        dirs: TaskDirs | None = None
         ending = Ending(error="internal error")
         try:
-            # Directories, markers, skills and the MCP file, all before `start`; in a thread,
-            # as they are file I/O the event loop should not wait on.
             services = self._services
             every = services.prepare_lease_every
-            async with prepare_lease(services.client, self.task, every):
-                self.task = await resolve_skills(services.client, self.task, services.skill_cache)
-                root = services.settings.workspaces_root
-                # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
-                user = self._user = await services.users.acquire()
-                hold = self._lease.hold
-                placed = await anyio.to_thread.run_sync(
-                    prepare, root, self.task, self.backend.name, user, hold
-                )
-                dirs, self._mcp_config = placed
-                refused = await acknowledge_start(services.client, self.task.id)
-            ending = refused or await self._execute(dirs)
+            # The task's own MCP servers (plugin tools, brokers) serve until its agent stopped.
+            async with AsyncExitStack() as clients, anyio.create_task_group() as servers:
+                async with prepare_lease(services.client, self.task, every):
+                    stopped = await self._prepare(clients, servers)
+                if stopped is not None or self._dirs is None:
+                    ending = stopped or ending
+                else:
+                    ending = await self._execute(self._dirs)
+                servers.cancel_scope.cancel()
         except Exception as exc:
             # The error boundary of one task: whatever it raised (a 300-character workspace id,
             # a full disk, a backend's bug) fails this task alone, never the daemon's task group.
-            ending = self._failed(exc, prepared=dirs is not None)
+            ending = self._failed(exc, prepared=self._dirs is not None)
         finally:
+            dirs = self._dirs
             with anyio.CancelScope(shield=True):
+                # The worktree's work is committed as the agent's user, before it is released.
+                delivered = await self._folder.settle(dirs.place if dirs else None)
                 # Before the report: every process of the uid is killed before the server,
                 # and so the next task of this agent, hears the task is over.
                 await self._services.users.release(self._user)
@@ -153,8 +161,10 @@ class TaskRun:
                 outcome = await self._withheld(
                     outcome_of(ending, str(dirs.work_dir if dirs else ""))
                 )
+                outcome = outcome.delivered(*delivered)
                 m.tasks_running.dec()
                 await self.reporter.report(outcome)
+                self._folder.release()  # after the report, as Go's daemon holds it
                 reason = outcome.failure_reason
                 m.tasks_finished.labels(backend, outcome.status.value, reason or "none").inc()
                 m.count_tokens(backend, outcome.usage)
@@ -163,8 +173,41 @@ class TaskRun:
                     # The task's private temp dir goes with it (the work dir stays for reuse).
                     await anyio.to_thread.run_sync(remove_tree, dirs.temp_dir)
                 env_root = dirs.env_root if dirs else None
-                await anyio.to_thread.run_sync(self._lease.finish, self.task, env_root)
+                in_place = dirs is not None and dirs.place is not None and dirs.place.in_place
+                finish = functools.partial(self._lease.finish, local_directory=in_place)
+                await anyio.to_thread.run_sync(finish, self.task, env_root)
         return outcome
+
+    async def _prepare(self, clients: AsyncExitStack, servers: TaskGroup) -> Ending | None:
+        """Directories, markers, skills and the MCP file, all before `start` (in a thread, as
+        they are file I/O the event loop should not wait on); the ending instead of a run when
+        the task must not run (its start refused, its local directory waited for in vain)."""
+        services = self._services
+        self.task = await resolve_skills(services.client, self.task, services.skill_cache)
+        dev = DevOrigins.of(services.settings)
+        backend, client = self.backend.name, services.client
+        self.task = await start_mcp(self.task, backend, client, dev, servers, clients)
+        root = services.settings.workspaces_root
+        # A user of its own while its agent runs (one of a pool): its dirs are its uid's.
+        user = self._user = await services.users.acquire()
+        local = await self._folder.find(self.task, user)
+        chat = bool(self.task.chat_session_id)
+        if local is not None and not await self._folder.take(local, chat, self._beat(), self.stop):
+            return Ending(stopped=self._stop_reason or "shutdown")
+        setup = None
+        if local is not None:
+            git = services.workdirs.git if services.workdirs else Git(services.reach.base_env)
+            setup = LocalSetup(local, git, services.folders)
+        hold = self._lease.hold
+        try:
+            placed = await anyio.to_thread.run_sync(
+                prepare, root, self.task, self.backend.name, user, hold, setup
+            )
+        finally:
+            if local is not None and local.worktree:
+                self._folder.release()  # a worktree task holds the folder for its snapshot
+        self._dirs, self._mcp_config = placed
+        return await acknowledge_start(services.client, self.task.id)
 
     async def _withheld(self, outcome: Outcome) -> Outcome:
         """The outcome, its session withheld when it is a Codex thread whose rollout never
@@ -182,7 +225,14 @@ class TaskRun:
         return outcome.without_session()
 
     def _failed(self, exc: Exception, *, prepared: bool) -> Ending:
-        """The ending of a run that raised: logged with its traceback, one incident line."""
+        """The ending of a run that raised: logged with its traceback, one incident line; a
+        local directory that cannot be used, with the sentence that says so."""
+        if isinstance(inner := _unwrapped(exc), LocalDirectoryError):
+            log.error("task %s: %s", self.id, inner)
+            return Ending(error=str(inner), failure_reason=FAILURE_REASON)
+        if isinstance(inner, AgentSetupError):  # a required remote MCP server cannot be used
+            log.error("task %s: refusing to start the agent: %s", self.id, inner)
+            return Ending(error=str(inner), failure_reason="")
         scope = "internal" if prepared else "prepare"
         what = "internal error" if prepared else "could not prepare the work directory"
         error = f"{what}: {_describe(exc)}"
@@ -192,6 +242,10 @@ class TaskRun:
 
     async def _execute(self, dirs: TaskDirs) -> Ending:
         client = self._services.client
+        # The start is acknowledged (in `run`): the agent is about to start.
+        progress = self._services.progress
+        if progress is not None:
+            progress.launching(self.task.id, self.backend.name)
         try:
             spec = await anyio.to_thread.run_sync(self._spec, dirs)
         except (TaskInputError, AgentSetupError) as exc:
@@ -212,20 +266,27 @@ class TaskRun:
             pin = SessionPin(client, self.task.id, str(dirs.work_dir), pins, resumable)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self.reporter.stream)
-                every = self._services.settings.status_poll_interval
-                pacing = self._services.pacing
-                beat = Beat(
-                    functools.partial(pacing.status_interval, every),
-                    functools.partial(pacing.offset, self.task.id),
-                )
-                due, news = self._status_due, self._status_news
+                beat, due, news = self._beat(), self._status_due, self._status_news
                 tg.start_soon(poll_status, client, self.task.id, beat, self.stop, due, news)
                 with self._checkouts(dirs):
                     ending = await self._retries.run(spec, pin.learned)
                 tg.cancel_scope.cancel()
             pin.run_ended()
+        # As Multica's daemon: only a run whose agent started and ended on its own is
+        # "finishing"; one the server or a shutdown stopped is not.
+        if progress is not None and not ending.stopped and self._retries.pid is not None:
+            progress.finishing(self.task.id)
         await self.reporter.close()
         return ending
+
+    def _beat(self) -> Beat:
+        """When this task's status poll asks (paced with the daemon's load)."""
+        every = self._services.settings.status_poll_interval
+        pacing = self._services.pacing
+        return Beat(
+            functools.partial(pacing.status_interval, every),
+            functools.partial(pacing.offset, self.task.id),
+        )
 
     def _checkouts(self, dirs: TaskDirs) -> AbstractContextManager[None]:
         """While the agent runs, its token may check out repositories into its work dir, as
@@ -265,8 +326,14 @@ class TaskRun:
         return self.reporter.transcript.beat
 
 
-def _describe(exc: BaseException) -> str:
-    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
+def _unwrapped(exc: BaseException) -> BaseException:
+    """The error itself, out of the task-group wrapping a raise in a task group arrives in."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """The error itself, out of the task-group wrapping a raise inside `_execute` arrives in."""
+    exc = _unwrapped(exc)
     return str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"

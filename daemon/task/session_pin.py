@@ -22,7 +22,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from backends.base import RunSpec
-from backends.codex.backend import codex_home, rollout_present
+from backends.codex.backend import codex_home
+from backends.codex.rollouts import rollout_present
 from daemon.errors import ServerError
 from daemon.logs import short_id
 from daemon.protocol.api import TaskServer
@@ -58,7 +59,9 @@ def resumable_check(backend: str, spec: RunSpec) -> Callable[[str], bool] | None
     if backend != "codex":
         return None
     home = codex_home(spec.env)
-    return lambda thread: rollout_present(home, thread)
+    reader = spec.user.owner if spec.user else None
+    # The agent's tree: no link in it followed, its user's sessions reached from our side.
+    return lambda thread: rollout_present(home, thread, reader, spec.codex_sessions)
 
 
 class SessionPin:

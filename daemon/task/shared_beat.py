@@ -51,8 +51,13 @@ class SharedBeat:
         beat, or for the reader starting to hold, whichever comes first."""
         holds = self.reader_holds
         # A reader starting to hold may have read lines a beat old already (its read on the
-        # beat was cut short and it read the rest right after): they leave now.
-        wait = self._beat.wait(at_least=self._beat.interval()) if holds else self._beat.wait()
+        # beat was cut short and it read the rest right after): they leave now. A holding
+        # reader is given the beat after the one it sleeps until: "the next beat at least an
+        # interval away" is that same beat when both were reckoned on one instant (a virtual
+        # clock, a coarse one), and the flush then gave up on the reader as it woke.
+        wait = self._beat.wait()
+        if holds:
+            wait += self._beat.interval()
         # The event is renewed after the wait, not before: a reader back while the last flush
         # was still sending has its lines sent now, not a beat later.
         with anyio.move_on_after(wait) as late:

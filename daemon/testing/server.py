@@ -9,6 +9,7 @@ tested without HTTP.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 import anyio
 
 from daemon.errors import PermanentServerError, TaskGoneError
+from daemon.protocol.client import HookAnswer
 from daemon.protocol.models import (
     RecoverOrphansResponse,
     RegisteredRuntime,
@@ -39,8 +41,12 @@ TASK_CALLS = (
     "send_messages",
     "pin_session",
     "extend_prepare_lease",
+    "wait_local_directory",
+    "invoke_plugin_hook",
+    "remote_mcp_credential",
     "report_usage",
     "send_report",
+    "report_progress",
 )
 """The calls of `TaskServer`: those a forgotten task answers with `TaskGoneError`."""
 _ENDPOINTS = {
@@ -50,6 +56,10 @@ _ENDPOINTS = {
     "report_usage": "usage",
     "pin_session": "session",
     "extend_prepare_lease": "prepare_lease",
+    "wait_local_directory": "wait_local_directory",
+    "invoke_plugin_hook": "plugin_hook",
+    "remote_mcp_credential": "mcp_credential",
+    "report_progress": "progress",
 }
 """The endpoint each call names in its errors, as the real client's do."""
 _SETTLED = {"complete": "completed", "fail": "failed", "cancel_ack": "cancelled"}
@@ -96,6 +106,8 @@ class FakeTaskServer:
         """The terminal calls taken, per task."""
         self.pins: dict[str, list[tuple[str, str]]] = {}
         """The (session, work dir) pins taken, per task, in order."""
+        self.progress: dict[str, list[tuple[str, int, int]]] = {}
+        """The progress posts (summary, step, total) taken, per task, in order."""
         self.hold: anyio.Event | None = None
         """While set, a transcript send waits for this event before it is answered."""
         self.sending = anyio.Event()
@@ -110,6 +122,14 @@ class FakeTaskServer:
         self.deregistered: list[str] = []
         self.bundles: dict[tuple[str, str], Skill] = {}
         """Skill bundles `resolve_skill_bundle` serves, by (source, id); others are a 404."""
+        self.waits: dict[str, list[str]] = {}
+        """The reasons each task said it waits for its local directory, in order."""
+        self.hook_calls: list[tuple[str, str, str, Any]] = []
+        """Plugin hook calls: (task, installation, hook, input), in order."""
+        self.hook_answers: dict[str, HookAnswer] = {}
+        """What each hook key answers (others: `ok` with the input echoed)."""
+        self.credentials: dict[str, dict[str, str]] = {}
+        """Each remote MCP contribution's credential header (others: a 404)."""
         self._queued: list[Task] = []
         self._faults: list[_Fault] = []
         self._refusals: list[Callable[[Mapping[str, Any]], bool]] = []
@@ -177,6 +197,11 @@ class FakeTaskServer:
         self._take("start_task", task_id)
         self.statuses[task_id] = "running"
 
+    async def report_progress(self, task_id: str, summary: str, step: int, total: int) -> None:
+        """Take a progress post (kept in `progress`)."""
+        self._take("report_progress", task_id)
+        self.progress.setdefault(task_id, []).append((summary, step, total))
+
     async def task_status(self, task_id: str) -> str:
         """The task's status."""
         self._take("task_status", task_id)
@@ -205,6 +230,29 @@ class FakeTaskServer:
     async def extend_prepare_lease(self, runtime_id: str, task_id: str) -> None:
         """Take a renewal of the task's prepare lease (`count("extend_prepare_lease")`)."""
         self._take("extend_prepare_lease", task_id)
+
+    async def wait_local_directory(self, task_id: str, reason: str) -> None:
+        """Take the task's wait for its local directory (`waits`)."""
+        self._take("wait_local_directory", task_id)
+        self.waits.setdefault(task_id, []).append(reason)
+        self.statuses[task_id] = "waiting_local_directory"
+
+    async def invoke_plugin_hook(
+        self, token: str, task_id: str, installation_id: str, hook_key: str, arguments: Any
+    ) -> HookAnswer:
+        """One plugin hook call (`hook_calls`): its scripted answer, else its input back."""
+        self._take("invoke_plugin_hook", task_id)
+        self.hook_calls.append((task_id, installation_id, hook_key, arguments))
+        return self.hook_answers.get(hook_key) or HookAnswer(True, json.dumps(arguments))
+
+    async def remote_mcp_credential(
+        self, token: str, task_id: str, contribution_id: str
+    ) -> dict[str, str]:
+        """A contribution's credential header (`credentials`), else a 404."""
+        self._take("remote_mcp_credential", task_id)
+        if contribution_id not in self.credentials:
+            raise PermanentServerError("mcp_credential", "credential not found", 404)
+        return self.credentials[contribution_id]
 
     async def report_usage(
         self, task_id: str, usage: Sequence[UsageEntry], *, retry: bool = True
@@ -236,6 +284,7 @@ class FakeTaskServer:
         self._take("workspaces")
         return [Workspace(id=w, name=w) for w in self.workspace_ids]
 
+    # The client's own signature, spelt out: the fake stands in for `ServerClient.register`.
     async def register(
         self,
         workspace_id: str,
@@ -246,6 +295,8 @@ class FakeTaskServer:
         legacy_daemon_ids: Sequence[str] = (),
     ) -> RegisterResponse:
         """One runtime per backend, named `<workspace>/<backend>`."""
+        # The signature is `ServerClient.register`'s, word for word, on purpose: the worker is
+        # handed this fake as its client, so it must take exactly what the worker sends.
         self._take("register")
         answer = [
             RegisteredRuntime(id=f"{workspace_id}/{r.type}", name=r.name, provider=r.type)

@@ -23,7 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from daemon.agent_user import open_to_pass
+from daemon.boundary.agent_user import open_to_pass
 from daemon.errors import GitError, RepoBusyError
 from daemon.files.private import ensure_dir, path_part, write_atomic
 from daemon.times import utc_iso

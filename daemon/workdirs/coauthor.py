@@ -11,7 +11,7 @@ of the user's or another tool's stays.
 A worktree's hooks are those of its repository's cache (git reads the common directory's), so
 the hook is written there, for every worktree of that cache in the workspace. An isolated
 checkout (always so with an agent user) has its own `.git/hooks`, in the agent's work dir: it
-is written there through directory handles from the task's own folder (daemon/files/beneath.py,
+is written there through directory handles from the task's own folder (daemon/boundary/beneath.py,
 no link followed) and handed to the agent's user. The daemon's own git never runs a hook.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from daemon.files.beneath import (
+from daemon.boundary.beneath import (
     Owner,
     UnsafePathError,
     opened_dir,

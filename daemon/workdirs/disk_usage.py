@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.files.beneath import opened_dir, stat_at
+from daemon.boundary.beneath import opened_dir, stat_at
 from daemon.workdirs.gc_meta import GC_META, read_meta
 from daemon.workdirs.repo_gc import REPOS_DIR
 from daemon.workdirs.sizes import dir_size, subdirs, task_size

@@ -26,17 +26,18 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
 from typing import Protocol
 
+from daemon.boundary.beneath import opened_dir, remove_under
 from daemon.errors import ServerError
-from daemon.files.beneath import opened_dir, remove_under
 from daemon.protocol.gc_check import ParentState
 from daemon.workdirs import gc_meta
 from daemon.workdirs.gc_meta import GcMeta, read_meta
+from daemon.workdirs.gc_stats import GcStats
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.repo_gc import RepoJanitor
 from daemon.workdirs.sizes import dir_size, remove_artifacts, subdirs
@@ -77,31 +78,6 @@ class GcPolicy:
     artifact_ttl: float
     artifact_names: frozenset[str]
     repo_ttl: float
-
-
-@dataclass
-class GcStats:
-    """What one round did."""
-
-    cleaned: int = 0
-    orphaned: int = 0
-    skipped: int = 0
-    artifact_dirs: int = 0
-    artifact_removed: int = 0
-    worktrees_pruned: int = 0
-    branches_deleted: int = 0
-    repo_caches_reclaimed: int = 0
-    bytes_reclaimed: int = 0
-    by_pattern: dict[str, int] = field(default_factory=dict)
-
-    def line(self) -> str:
-        """The round's summary log line."""
-        return (
-            f"gc: round done: {self.cleaned} cleaned, {self.orphaned} orphaned, "
-            f"{self.skipped} kept, {self.artifact_removed} artifact dirs in {self.artifact_dirs} "
-            f"tasks, {self.branches_deleted} agent branches, {self.repo_caches_reclaimed} repo "
-            f"caches, {self.bytes_reclaimed} bytes reclaimed"
-        )
 
 
 class Action(Enum):

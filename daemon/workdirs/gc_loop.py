@@ -22,7 +22,8 @@ from daemon.protocol.client import ServerClient
 from daemon.protocol.gc_check import GcChecks, ParentState
 from daemon.snapshot import DiskSnapshot
 from daemon.workdirs.disk_usage import scan
-from daemon.workdirs.gc import Collector, GcPolicy, GcStats
+from daemon.workdirs.gc import Collector, GcPolicy
+from daemon.workdirs.gc_stats import GcStats
 from daemon.workdirs.leases import DirLeases
 from daemon.workdirs.repo_gc import RepoJanitor, RepoLocks
 from daemon.workdirs.sizes import artifact_names

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from daemon.files.beneath import read_under, write_under
+from daemon.boundary.beneath import read_under, write_under
 from daemon.protocol.models import Task
 from daemon.times import parse_utc
 

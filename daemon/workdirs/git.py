@@ -133,9 +133,15 @@ class Git:
         return self._executable is not None
 
     def run(
-        self, args: Sequence[str], *, cwd: Path | None = None, timeout: float = SHORT_TIMEOUT
+        self,
+        args: Sequence[str],
+        *,
+        cwd: Path | None = None,
+        timeout: float = SHORT_TIMEOUT,
+        strip: bool = True,
     ) -> str:
-        """git's stdout (stripped) for `args`; GitError with git's own words when it fails."""
+        """git's stdout (stripped, unless `strip` is False: a `-z` list, whose names may begin
+        or end with a space) for `args`; GitError with git's own words when it fails."""
         if self._executable is None:
             raise GitError("git is not installed (not found on the PATH)")
         argv = [self._executable, *POLICY, *self._trusted, *args]
@@ -152,7 +158,8 @@ class Git:
         if proc.returncode != 0:
             said = redact((err or out).decode(errors="replace").strip())[-_OUTPUT_SHOWN:]
             raise GitError(f"git {shown}: {said or f'exit status {proc.returncode}'}")
-        return out.decode(errors="replace").strip()
+        # A raw list keeps any name's bytes (os.fsencode gives them back); text is readable.
+        return out.decode(errors="replace").strip() if strip else os.fsdecode(out)
 
     def ok(self, args: Sequence[str], *, cwd: Path | None = None) -> bool:
         """True when the command succeeds (a question asked of git, e.g. `rev-parse --verify`)."""

@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from daemon.logs import short_id
@@ -92,12 +93,15 @@ class TaskLease:
         self._held.append(env_root)
         return True
 
-    def finish(self, task: Task, env_root: Path | None) -> None:
+    def finish(self, task: Task, env_root: Path | None, *, local_directory: bool = False) -> None:
         """Write the directory's meta (after the report, as Go does: a crash before it leaves
-        the directory to the orphan rule), then release everything held."""
+        the directory to the orphan rule), then release everything held. `local_directory`:
+        the agent worked in a user's folder in place, and the GC never removes the directory
+        whole (Go's mark)."""
         try:
             if env_root is not None:
-                write_meta(env_root, meta_for_task(task))
+                meta = replace(meta_for_task(task), local_directory=local_directory)
+                write_meta(env_root, meta)
         except OSError as exc:
             log.warning("task %s: cannot write %s: %s", short_id(task.id), GC_META, exc)
         finally:

@@ -26,16 +26,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from daemon.errors import DaemonError
 from daemon.files.private import write_atomic
 from daemon.times import parse_utc
 from daemon.workdirs.cache import CACHE_DIR, LAST_USED
+from daemon.workdirs.gc_stats import GcStats
 from daemon.workdirs.sizes import dir_size, subdirs
-
-if TYPE_CHECKING:
-    from daemon.workdirs.gc import GcStats
 
 log = logging.getLogger(__name__)
 

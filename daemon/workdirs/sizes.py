@@ -14,7 +14,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from daemon.files.beneath import entries_at, opened_dir, remove_at, size_at, walk_at
+from daemon.boundary.beneath import entries_at, opened_dir, remove_at, size_at, walk_at
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from backends.process.identity import AgentUser
+from daemon.boundary.beneath import remove_as, remove_under
 from daemon.errors import GitError
-from daemon.files.beneath import remove_as, remove_under
 from daemon.workdirs.git import Git
 
 log = logging.getLogger(__name__)

@@ -18,6 +18,7 @@ import anyio
 
 from backends.agent_cli import AgentCli, Fingerprint
 from backends.base import Backend
+from backends.cli_trust import UntrustedCliError
 from backends.version import version_at_least
 from daemon.errors import RoundBoundary
 from daemon.worker.registration import Registration
@@ -68,7 +69,14 @@ class CliWatch:
         if found is None or found == self._seen.get(name):
             return False
         self._seen[name] = found
-        new = await backend.detect()
+        try:
+            new = await backend.detect()
+        except UntrustedCliError as exc:
+            # Nothing was run; the agents' runs refuse it too (daemon/task/attempt.py).
+            log.warning(
+                "backend %s: executable %s changed and is refused: %s", name, found.path, exc
+            )
+            return False
         if not new:
             log.warning(
                 "backend %s: executable %s changed and gave no version; still %s",

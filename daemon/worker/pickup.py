@@ -2,12 +2,14 @@
 
 An embedded server in this process calls `task_queued` / `task_cancelled` directly (it holds
 this object through its `ControlHub`); a separate server says so over Multica's control
-WebSocket (daemon/protocol/control.py). Either only brings the next claim forward: the poll
+WebSocket (daemon/protocol/control.py), which also carries the runtimes' heartbeats and the
+claims themselves (`channel.calls`). Either only brings the next claim forward: the poll
 interval stays the fallback, so a lost wakeup costs at most one poll.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Mapping
 
@@ -15,7 +17,9 @@ import anyio
 
 import daemon
 from daemon.config import Settings
-from daemon.protocol.control import ControlChannel, PushHandler
+from daemon.ops.metrics import Metrics
+from daemon.protocol.control import ChannelTiming, ControlChannel
+from daemon.protocol.control_frames import PushHandler, SocketBeats
 from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
 from daemon.task.run import TaskRun
@@ -34,17 +38,27 @@ class Pickup:
         server_url: str,
         control: bool,
         pushes: PushHandler | None = None,
+        beats: SocketBeats | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         """`control`: open the server's control WebSocket (a server in another process), whose
-        other pushes go to `pushes`."""
+        other pushes go to `pushes` and heartbeat acks to `beats`."""
         self._settings = settings
         self._runs = runs
         self.wakeup = Wakeup()
         self.channel: ControlChannel | None = None
         if control:
             headers = protocol_headers(settings.token, daemon.__version__)
-            ids = registration.runtime_ids
-            self.channel = ControlChannel(server_url, headers, ids, self.wakeup, pushes=pushes)
+            self.channel = ControlChannel(
+                server_url,
+                headers,
+                registration.runtime_ids,
+                self.wakeup,
+                timing=ChannelTiming(heartbeat_interval=settings.heartbeat_interval),
+                pushes=pushes,
+                beats=beats,
+                metrics=metrics,
+            )
         self._registration = registration
 
     async def listen(self) -> None:
@@ -61,9 +75,11 @@ class Pickup:
             await self._registration.wait_changed()
             self.runtimes_changed()
 
-    async def wait(self) -> None:
-        """Until woken, or one poll interval (jittered so daemons do not claim in step)."""
-        await self.wakeup.wait(self._settings.poll_interval * random.uniform(0.8, 1.2))
+    async def wait(self, at_most: float = math.inf) -> None:
+        """Until woken, or one poll interval (jittered so daemons do not claim in step), or
+        `at_most` seconds when that is sooner."""
+        poll = self._settings.poll_interval * random.uniform(0.8, 1.2)
+        await self.wakeup.wait(min(poll, at_most))
 
     def wake(self) -> None:
         """Claim again now (a slot freed, the daemon is stopping)."""

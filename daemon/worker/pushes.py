@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
+from daemon.task.background import Background
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.registration import Registration
 
@@ -32,7 +33,7 @@ FORGET_AFTER = 600.0
 """A runtime's last pushed heartbeat is forgotten after this long, keeping the table small."""
 
 
-class Pushes:
+class Pushes(Background):
     """Acts on the server's workspace and pending-work pushes; `run` holds their tasks."""
 
     def __init__(
@@ -42,12 +43,12 @@ class Pushes:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self._registration = registration
         self._heartbeats = heartbeats
         self._clock = clock
         self._last: dict[str, float] = {}
         self._inflight: set[str] = set()
-        self._tg: TaskGroup | None = None
         self.beats = 0
         """Heartbeats sent for pending-work pushes (tests and `status` read it)."""
 
@@ -55,16 +56,6 @@ class Pushes:
     def in_flight(self) -> frozenset[str]:
         """The runtimes whose pushed heartbeat has not been answered yet."""
         return frozenset(self._inflight)
-
-    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Hold the task group pushed heartbeats run in; until cancelled."""
-        async with anyio.create_task_group() as tg:
-            self._tg = tg
-            task_status.started()
-            try:
-                await anyio.sleep_forever()
-            finally:
-                self._tg = None
 
     def workspaces_changed(self) -> None:
         """A workspace came or went for this account: sync them now."""

@@ -69,9 +69,12 @@ class Registration:
         *,
         clock: Callable[[], float] = time.monotonic,
         on_repos: Callable[[str, list[RepoRef], dict[str, Any] | None], None] | None = None,
+        on_change: Callable[[], None] | None = None,
         legacy_ids: Sequence[str] = (),
     ) -> None:
-        """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`)."""
+        """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`);
+        `on_change` is called (on the event loop) whenever the set of runtimes changes."""
+        self._on_change = on_change
         self._client = client
         self.legacy_ids = tuple(legacy_ids)
         self._on_repos = on_repos
@@ -112,6 +115,8 @@ class Registration:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
+        if self._on_change is not None:
+            self._on_change()
 
     async def register_when_reachable(self) -> None:
         """Register, waiting out a server that is down; fatal only when nothing registered."""

@@ -8,11 +8,12 @@ summary) are already modules beside it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import socket
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 import anyio
@@ -20,9 +21,9 @@ from anyio.abc import TaskGroup
 
 from backends.base import Backend
 from backends.process import ProcessRegistry
-from daemon.agent_pool import AgentPool
+from daemon.boundary.containment import contain
+from daemon.boundary.pool import AgentPool
 from daemon.config import Settings
-from daemon.containment import contain
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.local_skills.reader import LocalInventory
 from daemon.multica_home import daemon_id, legacy_daemon_ids
@@ -30,6 +31,7 @@ from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient
+from daemon.protocol.control_rpc import GRACE
 from daemon.protocol.models import Task
 from daemon.protocol.pacing import Pacing
 from daemon.services import PREPARE_LEASE_EVERY, AgentReach, Services
@@ -39,11 +41,13 @@ from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
 from daemon.task.outcome import Outcome
+from daemon.task.progress import Progress
 from daemon.task.recovery import idle_retry_policy
 from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
+from daemon.worker.claims import BUDGET, Claims
 from daemon.worker.cli_watch import CliWatch
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
@@ -74,6 +78,10 @@ class WorkerOptions:
     outbox_interval: float = OUTBOX_INTERVAL
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between a claimed task's lease renewals while its setup runs."""
+    claim_budget: float = BUDGET
+    """Seconds the server may take over a claim on the control socket (claims.py)."""
+    claim_grace: float = GRACE
+    """Seconds an answer on the control socket is waited for past its budget."""
 
 
 class Worker:
@@ -98,7 +106,8 @@ class Worker:
         self.backends = dict(backends)
         self.metrics = metrics
         self.circuit = circuit
-        self.status = "starting"
+        self._status = "starting"
+        self._watchers: list[Callable[[], None]] = []
         earlier = settings.state_dir / "daemon_id"
         self.daemon_id = daemon_id(settings.home, settings.daemon_id, settings.profile, earlier)
         legacy = legacy_daemon_ids(
@@ -117,6 +126,7 @@ class Worker:
             self.backends,
             self.daemon_id,
             on_repos=self.workdirs.learned,
+            on_change=self._changed,
             legacy_ids=legacy,
         )
         self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
@@ -143,6 +153,8 @@ class Worker:
             workdirs=self.workdirs,
             agent_users=AgentPool(settings.agent_pool),
             prepare_lease_every=options.prepare_lease_every,
+            daemon_id=self.daemon_id,
+            progress=Progress(client),
         )
         self.outbox = self.services.outbox
         self.budget = budget
@@ -153,7 +165,21 @@ class Worker:
         self.heartbeats = Heartbeats(self.registration, client, settings, inventory)
         self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
-            settings, self.runs, self.registration, url, options.control, self.pushes
+            settings,
+            self.runs,
+            self.registration,
+            url,
+            options.control,
+            self.pushes,
+            self.heartbeats,
+            metrics,
+        )
+        channel = self.pickup.channel
+        self.claims = Claims(
+            client,
+            channel.calls if channel is not None else None,
+            budget=options.claim_budget,
+            grace=options.claim_grace,
         )
         self.gc = GcLoop(
             settings,
@@ -163,6 +189,25 @@ class Worker:
             repo_locks=self.workdirs.cache,
             repo_in_use=self.workdirs.listed,
         )
+
+    @property
+    def status(self) -> str:
+        """`starting`, `running` or `stopping`."""
+        return self._status
+
+    def watch(self, changed: Callable[[], None]) -> None:
+        """Call `changed` (on the event loop) whenever what readiness rests on changes: the
+        runtimes registered, the status. The health port builds its document then."""
+        self._watchers.append(changed)
+
+    def _changed(self) -> None:
+        for changed in self._watchers:
+            changed()
+
+    def _enter(self, status: str) -> None:
+        if status != self._status:
+            self._status = status
+            self._changed()
 
     @property
     def registered(self) -> bool:
@@ -227,7 +272,7 @@ class Worker:
         """First stage of shutdown: stop claiming, let running tasks finish within the grace."""
         if not self._stopping.is_set():
             log.info("stopping: no new claims, %d tasks running", len(self.runs))
-            self.status = "stopping"
+            self._enter("stopping")
             self._stopping.set()
             self.pickup.wake()
             self._starting.cancel()
@@ -259,7 +304,7 @@ class Worker:
             # those whose `complete` waits in the outbox, and a result must never become a failure.
             left = await self.outbox.flush(self.client)
         await recover_orphans(self.client, self.registration.runtimes)
-        self.status = "running"
+        self._enter("running")
         log.info(
             "started: %d runtimes in %d workspaces, outbox %d, runs contained by %s",
             len(self.registration.runtimes),
@@ -271,7 +316,7 @@ class Worker:
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
         async with anyio.create_task_group() as tg:
-            tg.start_soon(self.heartbeats.run)
+            await tg.start(self.heartbeats.run)
             tg.start_soon(self.registration.sync_loop)
             tg.start_soon(self.cli_watch.run)
             tg.start_soon(
@@ -279,6 +324,8 @@ class Worker:
             )
             tg.start_soon(self._outbox_loop)
             await tg.start(self.pushes.run)
+            if self.services.progress is not None:
+                await tg.start(self.services.progress.run)
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)
@@ -292,7 +339,7 @@ class Worker:
 
     async def shutdown(self) -> None:
         """Deregister and log the summary line."""
-        self.status = "stopping"
+        self._enter("stopping")
         ids = [r.id for r in self.registration.runtimes]
         if ids:
             with anyio.move_on_after(DEREGISTER_WITHIN) as bounded:
@@ -335,12 +382,16 @@ class Worker:
         boundary = RoundBoundary("claim")
         while not self._stopping.is_set():
             free = self.settings.max_concurrent_tasks - len(self.runs)
+            held = math.inf
             if free > 0 and self.registration.runtimes and self.circuit.allow():
                 with boundary:
                     for task in self.pickup.claimed(self.runs.admit(await self._claim(free), free)):
                         backend = self.registration.backend_for(task)
                         self.runs.launch(group, task, backend, self.services)
-            await self.pickup.wait()
+                # A claim held back by a lost answer goes the moment its window ends. Asked
+                # only after a claim: one not tried (no slot, circuit open) must not spin.
+                held = self.claims.wait_at_most()
+            await self.pickup.wait(held)
 
     async def _claim(self, free: int) -> list[Task]:
         # A claim still retrying against a failing server must not hold the shutdown for its
@@ -348,7 +399,7 @@ class Worker:
         with anyio.CancelScope() as claiming, self.budget.bounding(claiming, CLAIM):
             try:
                 ids = self.registration.runtime_ids()
-                return await self.client.claim(self.daemon_id, ids, free)
+                return await self.claims.claim(self.daemon_id, ids, free)
             except RuntimeGoneError:
                 await self.registration.register_again("claim")
             except ServerError as exc:

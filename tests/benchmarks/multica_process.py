@@ -138,9 +138,10 @@ def bench_app(fake: MulticaFake) -> Starlette:
 
 def main() -> None:
     fake = MulticaFake()
-    # The fake keeps every request it read, for tests; a benchmark's hundreds a second would
-    # only grow its memory.
+    # The fake keeps every request and control frame it read, for tests; a benchmark's
+    # hundreds a second would only grow its memory.
     fake.requests = _Forgetful()
+    fake.frames = _Forgetful()
     host = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
     cert, key = sys.argv[3:5] if len(sys.argv) > 4 else (None, None)
     uvicorn.run(

@@ -1,8 +1,10 @@
-"""Which backends discovery offers: a CLI older than its backend needs is left out, saying so."""
+"""Which backends discovery offers: a CLI older than its backend needs is left out, saying so;
+with an agent user every CLI is probed as that user, and one it could rewrite not at all."""
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,9 +17,11 @@ from backends.codex import CodexBackend
 from backends.copilot import CopilotBackend
 from backends.gemini import GEMINI
 from backends.pi import PiBackend
+from backends.process.identity import AgentUser
 from backends.qwen import QwenBackend
 from daemon.cli.discovery import candidates, detect
 from daemon.config import Settings
+from tests.fakes.agent_cli import euids_of, plant_cli, recording_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -131,3 +135,64 @@ def test_multicas_other_clis_are_candidates_with_their_commands(tmp_path: Path) 
         "omp": "/opt/omp",
     }
     assert getattr(found["cursor"], "model", "") == "gpt-5"
+
+
+def agents_folder(tmp: Path, user: AgentUser) -> Path:
+    """A folder of the agent user's own, as its `npm install -g` prefix would be."""
+    folder = tmp / "agent-prefix"
+    folder.mkdir(0o755)
+    os.chown(folder, user.uid, user.gid)
+    return folder
+
+
+@pytest.mark.root
+async def test_a_cli_the_agent_user_can_rewrite_is_never_run_and_not_offered(
+    passable_tmp: Path, agent_user: AgentUser, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ACP CLI (OpenCode) and another (Claude Code) in a folder the agent user writes,
+    rewritten by that user: with MULTICA_AGENT_USER neither is run (least of all as root)
+    nor offered, and one line each names the folder and why."""
+    folder = agents_folder(passable_tmp, agent_user)
+    opencode = plant_cli(folder / "opencode", "1.18.33", agent_user)
+    claude = plant_cli(folder / "claude", "2.1.332 (Claude Code)", agent_user)
+    env = {
+        "HOME": str(passable_tmp),
+        "MULTICA_AGENT_USER": agent_user.name,
+        "MULTICA_OPENCODE_PATH": str(opencode),
+        "MULTICA_CLAUDE_PATH": str(claude),
+    }
+    backends = [b for b in candidates(Settings.from_env(env)) if b.name in ("opencode", "claude")]
+    with caplog.at_level(logging.INFO, logger="daemon.cli.discovery"):
+        found = await detect(backends)
+    assert 0 not in euids_of(folder), "root ran a CLI the agent user wrote"
+    assert euids_of(folder) == [] and found == {}
+    why = f"{folder} is owned by uid {agent_user.uid} ({agent_user.name}), not root"
+    lines = sorted(r.getMessage() for r in caplog.records if r.name == "daemon.cli.discovery")
+    assert lines == [
+        f"backend claude: refused, not offered: {why}",
+        f"backend opencode: refused, not offered: {why}",
+    ]
+
+
+@pytest.mark.root
+async def test_every_cli_is_asked_for_its_version_as_the_agent_user(
+    passable_tmp: Path, agent_user: AgentUser
+) -> None:
+    """A root-owned ACP CLI and a root-owned other one are probed as the agent user, never
+    as root."""
+    folder = passable_tmp / "prefix"
+    folder.mkdir(0o777)  # the runs of both note their uid here
+    for name, version in (("opencode", "1.18.33"), ("claude", "2.1.332 (Claude Code)")):
+        cli = folder / name
+        cli.write_text(recording_cli(version))
+        cli.chmod(0o755)
+    folder.chmod(0o1777)  # sticky: only root may replace its entries
+    env = {
+        "HOME": str(passable_tmp),
+        "MULTICA_AGENT_USER": agent_user.name,
+        "MULTICA_OPENCODE_PATH": str(folder / "opencode"),
+        "MULTICA_CLAUDE_PATH": str(folder / "claude"),
+    }
+    backends = [b for b in candidates(Settings.from_env(env)) if b.name in ("opencode", "claude")]
+    assert await detect(backends) == {"opencode": "1.18.33", "claude": "2.1.332 (Claude Code)"}
+    assert euids_of(folder) == [agent_user.uid, agent_user.uid]

@@ -14,6 +14,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 
+from tests.fakes.multica_local import local_directory
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import eventually, running_daemon
 
@@ -373,3 +374,107 @@ async def test_pending_actions_ride_on_heartbeats_and_their_results_are_kept() -
             ("local-skills/import", "r-2"),
         ]
         assert fake.action_results[0]["error"] == "self-update is not supported"
+
+
+async def test_a_worktree_folder_is_refused_to_a_daemon_without_the_capability() -> None:
+    """A worktree resource bound to the claiming daemon, no `local-worktree-v1`: the task is
+    cancelled with the reason and left out of the claim; with it, the task is handed out.
+    Another daemon's resource, or an in-place one, never blocks."""
+
+    def resource(mode: str, daemon: str = DAEMON) -> list[dict[str, Any]]:
+        return [local_directory("/home/u/app", daemon, mode=mode)]
+
+    async with registered() as (fake, http, runtime_id):
+        blocked = fake.queue_issue(project_resources=resource("worktree"))
+        others = fake.queue_issue(project_resources=resource("worktree", "another"))
+        in_place = fake.queue_issue(project_resources=resource("in_place"))
+        handed = [t["id"] for t in (await claim(http, [runtime_id])).json()["tasks"]]
+        http.headers["X-Client-Capabilities"] = "local-worktree-v1"
+        capable = fake.queue_issue(project_resources=resource("worktree"))
+        (again,) = (await claim(http, [runtime_id])).json()["tasks"]
+    assert handed == [others, in_place]
+    task = fake.tasks[blocked]
+    assert (task.status, task.failure_reason) == ("cancelled", "local_directory_error")
+    assert "does not support parallel (worktree) mode" in task.error
+    assert again["id"] == capable
+
+
+async def test_a_task_waits_for_its_folder_only_while_dispatched_and_starts_from_there() -> None:
+    """`wait-local-directory` moves a dispatched task to `waiting_local_directory` with its
+    reason (anything else: 400); `start` and the prepare lease take it from there."""
+    async with registered() as (fake, http, runtime_id):
+        task_id = fake.queue_issue()
+        await claim(http, [runtime_id])
+        path = f"/api/daemon/tasks/{task_id}"
+        waited = await http.post(f"{path}/wait-local-directory", json={"reason": "App"})
+        again = await http.post(f"{path}/wait-local-directory", json={"reason": "App"})
+        lease_path = f"/api/daemon/runtimes/{runtime_id}/tasks/{task_id}/prepare-lease"
+        lease = await http.post(lease_path, json={})
+        status = (await http.get(f"{path}/status")).json()["status"]
+        started = await http.post(f"{path}/start", json={})
+    assert waited.status_code == 200 and again.status_code == 400
+    assert lease.status_code == 200 and status == "waiting_local_directory"
+    assert started.status_code == 200 and fake.tasks[task_id].status == "running"
+    assert fake.tasks[task_id].waits == ["App"]
+
+
+async def _said(socket: Any, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Send one frame and read the next (the answer)."""
+    await socket.send(json.dumps({"type": kind, "payload": payload}))
+    with anyio.fail_after(10):
+        answer: dict[str, Any] = json.loads(await socket.recv())
+    return answer
+
+
+async def test_the_control_socket_answers_heartbeats_and_claims_as_the_hub_does() -> None:
+    """A heartbeat is acked `ok` with `rpc-v1` and the pending actions; `tasks.claim` is the
+    HTTP claim's answer; a deleted runtime's heartbeat is acked `runtime_gone`."""
+    async with registered() as (fake, _http, runtime_id):
+        fake.runtimes[runtime_id].queued["pending_model_list"] = {"id": "m1"}
+        task_id = fake.queue_issue()
+        url = fake.url.replace("http://", "ws://") + f"/api/daemon/ws?runtime_ids={runtime_id}"
+        async with connect(url) as socket:
+            ack = await _said(socket, "daemon:heartbeat", {"runtime_id": runtime_id})
+            claim = {"daemon_id": DAEMON, "runtime_ids": [runtime_id], "max_tasks": 2}
+            request = {"request_id": "q1", "method": "tasks.claim", "body": claim}
+            answer = await _said(socket, "daemon:rpc_request", request)
+            unknown = await _said(socket, "daemon:rpc_request", {"request_id": "q2"})
+            fake.delete_runtime(runtime_id)
+            gone = await _said(socket, "daemon:heartbeat", {"runtime_id": runtime_id})
+    assert ack == {
+        "type": "daemon:heartbeat_ack",
+        "payload": {
+            "runtime_id": runtime_id,
+            "status": "ok",
+            "pending_model_list": {"id": "m1"},
+            "server_capabilities": ["rpc-v1"],
+        },
+    }
+    assert answer["type"] == "daemon:rpc_response"
+    assert (answer["payload"]["request_id"], answer["payload"]["status"]) == ("q1", 200)
+    assert [t["id"] for t in answer["payload"]["body"]["tasks"]] == [task_id]
+    assert fake.tasks[task_id].handed == ["socket"]
+    assert unknown["payload"]["status"] == 404
+    assert gone["payload"] == {
+        "runtime_id": runtime_id,
+        "status": "runtime_gone",
+        "runtime_gone": True,
+    }
+    kinds = [f.route for f in fake.frames]
+    assert kinds == ["heartbeat", "rpc_request", "rpc_request", "heartbeat"]
+
+
+async def test_a_task_dispatched_and_never_started_is_handed_out_again() -> None:
+    """Go's stale-dispatch reclaim: a claimed task nobody started comes again in a claim of
+    its runtimes once the recovery window and its prepare lease passed; a started one never
+    does."""
+    async with registered() as (fake, http, runtime_id):
+        fake.claim_recovery, fake.prepare_lease = 3600.0, 0.0
+        lost, started = fake.queue_issue(), fake.queue_issue()
+        assert len((await claim(http, [runtime_id])).json()["tasks"]) == 2
+        await http.post(f"/api/daemon/tasks/{started}/start", json={})
+        assert (await claim(http, [runtime_id])).json()["tasks"] == []
+        fake.claim_recovery = 0.0
+        (again,) = (await claim(http, [runtime_id])).json()["tasks"]
+    assert again["id"] == lost
+    assert fake.tasks[lost].handed == ["http", "http"]

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from backends.copilot import CopilotBackend
+from daemon.testing import task_processes
 from tests.e2e.stall_support import (
     DETACH,
     SLEEP_TOOL,
@@ -31,7 +32,7 @@ from tests.fakes.chat_api import FakeChat, fake_chat
 from tests.fakes.copilot_cli import copilot_env
 from tests.fakes.openai_api import Answer, Shell, Stall
 from tests.fakes.real_cli import require_cli
-from tests.helpers import RunningDaemon, incidents
+from tests.helpers import RunningDaemon, eventually, incidents
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
@@ -125,3 +126,39 @@ async def test_the_tasks_skill_reaches_the_model(tmp_path: Path) -> None:
         task = await d.wait(created["id"], within=120)
     assert task["status"] == "completed", task
     assert marker in json.dumps(api.main_requests()[0].body)
+
+
+async def test_no_process_of_the_run_shows_the_prompt_in_its_command_line(
+    tmp_path: Path,
+) -> None:
+    """While the real CLI runs a tool, no process of the task (the npm loader, the native
+    binary, the shell) shows the prompt in /proc/<pid>/cmdline, which every
+    local user can read; the model got it all the same."""
+    prompt = "Rotate the 5d1e-kestrel credentials now."
+    go = tmp_path / "go"
+    # The tool waits for the test to have read every command line, then lets the run end.
+    script = [Shell(f"while [ ! -e {go} ]; do sleep 0.05; done; echo rotated"), Answer("Rotated.")]
+    async with copilot_daemon(tmp_path, script) as (d, api):
+        task_id = await d.submit(prompt, backend="copilot")
+        seen: dict[int, bytes] = {}
+
+        def tool_running() -> bool:
+            seen.update({p.pid: _cmdline(p.pid) for p in task_processes(task_id)})
+            return any(str(go).encode() in line for line in seen.values())
+
+        await eventually(tool_running, within=60, what="the task's shell tool")
+        seen.update({p.pid: _cmdline(p.pid) for p in task_processes(task_id)})
+        go.touch()
+        task = await d.wait(task_id, within=120)
+    assert task["status"] == "completed", task
+    assert len(seen) >= 3, seen  # loader, native binary, shell, ...
+    assert not [line for line in seen.values() if b"5d1e-kestrel" in line], seen
+    assert "5d1e-kestrel" in json.dumps(api.main_requests()[0].body)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""  # gone since it was listed

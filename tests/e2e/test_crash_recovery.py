@@ -317,3 +317,51 @@ async def test_a_detached_clean_env_process_dies_with_its_task(tmp_path: Path) -
     finally:
         if sleeper is not None:
             signal_group_of(sleeper, signal.SIGKILL)
+
+
+STUBBORN_TREE = {
+    "steps": [
+        {"ignore_sigterm": True},
+        {"spawn_tree": {"setsid": True, "depth": 1}},
+        {"text": "tree started"},
+        {"hang": True},
+    ]
+}
+"""An agent that ignores SIGTERM, starts a sleeper in its own session and hangs."""
+
+
+@pytest.mark.parametrize("env", [{}, NO_PID_NAMESPACE], ids=["contained", "walked"])
+async def test_a_crashed_runs_leftovers_get_no_grace_and_hold_no_restart(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """After a crash the next daemon kills the old run's agents outright: with a kill grace
+    of a minute and an agent that ignores SIGTERM, the task is settled (and the runtime
+    free to claim its retry) long before that grace would have passed."""
+    with leftovers() as left:
+        async with server_and_api(tmp_path) as (url, http):
+            settings = daemon_env(tmp_path, url, MULTICA_AGENT_KILL_GRACE="60s", **env)
+            async with daemon_process(settings) as first:
+                created = await http.post("/api/tasks", json={"prompt": json.dumps(STUBBORN_TREE)})
+                task_id = created.json()["id"]
+                left.task_ids.append(task_id)
+
+                async def started() -> bool:
+                    messages = (await http.get(f"/api/tasks/{task_id}/messages")).json()
+                    return "tree started" in json.dumps(messages)
+
+                await eventually(started, within=20)
+                await eventually(lambda: len(tagged(TRACKING_ENV, task_id)) >= 2, within=20)
+                tree = tagged(TRACKING_ENV, task_id)
+                left.identities += tree
+                first.kill()
+                with anyio.fail_after(10):
+                    await first.wait()
+            async with daemon_process(settings):
+
+                async def settled() -> bool:
+                    return (await get_task(http, task_id))["status"] in FINAL
+
+                # A safety net far below the minute a graceful kill would have waited.
+                await eventually(settled, within=20)
+                assert [p.pid for p in tree if is_alive(p)] == []
+            assert (await get_task(http, task_id))["failure_reason"] == "runtime_recovery"

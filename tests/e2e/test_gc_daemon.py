@@ -17,9 +17,9 @@ import pytest
 from daemon.cli.status_view import render
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
-from daemon.workdirs.gc import GcStats
 from daemon.workdirs.gc_loop import GcLoop, policy_of
 from daemon.workdirs.gc_meta import read_meta
+from daemon.workdirs.gc_stats import GcStats
 from daemon.workdirs.names import task_key
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon

@@ -66,22 +66,22 @@ async def _completes(fake: MulticaFake, task_id: str, within: float = 60.0) -> N
 async def test_json_nested_100000_deep_costs_one_answer_not_the_daemon(tmp_path: Path) -> None:
     """A control frame and heartbeat answers of `[[[...]]]` 100,000 levels deep are refused
     as malformed; the daemon keeps its control channel and still runs the next task."""
-    async with (
-        multica_server() as fake,
-        running_daemon(tmp_path, fake.url, control=True, **FAST) as d,
-    ):
-        await eventually(lambda: bool(fake.watchers))
-        fake.answer_raw("heartbeat", DEEP)
-        fake.send_frame(DEEP.decode())
-        malformed = {"endpoint": "heartbeat", "outcome": "malformed"}
-        sample = d.metrics.registry.get_sample_value
-        await eventually(
-            lambda: (sample("agent_daemon_server_requests_total", malformed) or 0) >= 3
-        )
-        del fake.raw_answers["heartbeat"]
-        task_id = fake.queue_issue()
-        await _completes(fake, task_id)
-        assert d.worker.status == "running"
+    async with multica_server() as fake:
+        # Heartbeats stay on HTTP, where the deep answers are: the socket does not ack them.
+        fake.ws_heartbeats = False
+        async with running_daemon(tmp_path, fake.url, control=True, **FAST) as d:
+            await eventually(lambda: bool(fake.watchers))
+            fake.answer_raw("heartbeat", DEEP)
+            fake.send_frame(DEEP.decode())
+            malformed = {"endpoint": "heartbeat", "outcome": "malformed"}
+            sample = d.metrics.registry.get_sample_value
+            await eventually(
+                lambda: (sample("agent_daemon_server_requests_total", malformed) or 0) >= 3
+            )
+            del fake.raw_answers["heartbeat"]
+            task_id = fake.queue_issue()
+            await _completes(fake, task_id)
+            assert d.worker.status == "running"
 
 
 async def test_a_task_id_claimed_again_runs_once(tmp_path: Path) -> None:

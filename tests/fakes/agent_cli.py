@@ -1,13 +1,18 @@
 """A stand-in agent CLI written by a test: an executable answering `--version` with a version
-of the test's choosing (and noting each time it is asked), and otherwise printing lines."""
+of the test's choosing (and noting each time it is asked), and otherwise printing lines; or
+one an agent user planted, noting the uid of each run."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from backends.process.identity import AgentUser
 
 _SCRIPT = """#!{python}
 import sys, time
@@ -61,3 +66,34 @@ NEW_SHAPE = (
     json.dumps({"kind": "chunk", "text": "Hello"}),
 )
 """Lines of an output format no parser here knows (a CLI upgrade that changed it)."""
+
+
+_RECORDING = """#!/bin/sh
+id -u >> "$(dirname "$0")/euids"
+echo {version}
+"""
+
+
+def recording_cli(version: str) -> str:
+    """A shell CLI that notes its effective uid in `euids` beside it, then answers `version`."""
+    return _RECORDING.format(version=shlex.quote(version))
+
+
+def plant_cli(path: Path, version: str, user: AgentUser) -> Path:
+    """A shell CLI at `path` written by `user` itself, as an agent that rewrote a CLI in its
+    own folder would: each run adds its effective uid to `euids` beside it, and answers
+    `version` (the folder must be `user`'s)."""
+    script = recording_cli(version)
+    subprocess.run(
+        ["sh", "-c", 'cat > "$1" && chmod 0755 "$1"', "sh", str(path)],
+        input=script.encode(),
+        check=True,
+        **user.spawn_options(),
+    )
+    return path
+
+
+def euids_of(folder: Path) -> list[int]:
+    """The effective uids the planted CLIs in `folder` ran as, in order."""
+    found = folder / "euids"
+    return [int(n) for n in found.read_text().split()] if found.exists() else []

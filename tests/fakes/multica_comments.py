@@ -17,8 +17,6 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.requests import Request
-
 CAPABILITY = "coalesced-comments-v1"
 BUDGET = 512 << 10
 """Bytes of comment input one claim carries (Go's `maxClaimCommentPayloadBytes`)."""
@@ -29,12 +27,13 @@ LEGACY_HEAD = (
 _FIELDS = ("id", "thread_id", "author_type", "author_name", "content", "created_at")
 
 
-def for_claim(body: dict[str, Any], request: Request) -> dict[str, Any]:
-    """The claim body as a daemon with or without the capability gets it."""
+def for_claim(body: dict[str, Any], capabilities: str) -> dict[str, Any]:
+    """The claim body as a daemon with or without the capability (its `X-Client-Capabilities`,
+    on the claim or the control connection) gets it."""
     folded = body.get("coalesced_comments") or []
     if not body.get("trigger_comment_id") or not folded:
         return body
-    wanted = {c.strip() for c in request.headers.get("x-client-capabilities", "").split(",")}
+    wanted = {c.strip() for c in capabilities.split(",")}
     legacy = CAPABILITY not in wanted
     trigger = {
         "id": body["trigger_comment_id"],

@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from daemon.protocol.failure_text import classify, resume_unsafe
+from tests.fakes import multica_local
 
 if TYPE_CHECKING:
     from tests.fakes.multica_server import MulticaFake
@@ -30,6 +31,7 @@ RETRY_CEILING = {"agent_error.provider_network": 3, "runtime_recovery": 2}
 DEFERRED_LAST = {"agent_error.provider_network"}
 FINAL_RETRY_WAIT = 5.0
 RECOVERY_ERROR = "daemon restarted while task was in flight"
+WAITING = "waiting_local_directory"
 
 
 def error(status: int, message: str) -> JSONResponse:
@@ -94,6 +96,8 @@ class FakeTask:
     """The task as the claim handed it to a daemon."""
     deliveries: int = 0
     """How many claims handed the task out (more than one: a claim's answer was taken as lost)."""
+    handed: list[str] = field(default_factory=list)
+    """How each claim that handed the task out came: `http` or `socket`."""
     dispatched_at: float = 0.0
     lease_until: float = 0.0
     """Monotonic time until which the task, dispatched and not started, is not handed out
@@ -103,6 +107,13 @@ class FakeTask:
     rollout_missing: bool = False
     branch_name: str = ""
     durable_work_dir: str = ""
+    wait_reason: str = ""
+    waits: list[str] = field(default_factory=list)
+    """Every reason a daemon gave for waiting for the task's local directory."""
+    cancel_ack_body: dict[str, Any] = field(default_factory=dict)
+    daemon_token: str = ""
+    """The task-scoped daemon token minted with remote MCP connections (Go's
+    `remoteMCPDaemonTokenForClaim`)."""
 
     def claim_body(self) -> dict[str, Any]:
         """The task as Multica's claim returns it: no `prompt`, a task-scoped token."""
@@ -114,6 +125,7 @@ class FakeTask:
             "status": self.status,
             "agent": self.agent,
             "auth_token": self.auth_token,
+            **({"remote_mcp_daemon_token": self.daemon_token} if self.daemon_token else {}),
             **self.fields,
         }
 
@@ -135,11 +147,13 @@ class FakeTask:
 
 @dataclass(frozen=True)
 class SeenRequest:
-    """One request the server read: route name, path and JSON body (None for a GET)."""
+    """One request the server read: route name, path and JSON body (None for a GET), and the
+    monotonic time it was read."""
 
     route: str
     path: str
     body: Any
+    at: float = field(default_factory=time.monotonic, compare=False)
 
 
 def route_of(path: str) -> str:
@@ -283,70 +297,76 @@ class Handlers:
         runtime = self.fake.runtimes.get(runtime_id)
         if runtime is None or runtime.deleted:
             return error(404, "runtime not found")
-        queued, runtime.queued = runtime.queued, {}
-        return JSONResponse({"status": "ok", **self.fake.pending, **self._imports(body), **queued})
-
-    def _imports(self, body: dict[str, Any]) -> dict[str, Any]:
-        # Go pops a batch only for a daemon that says it reads one; the singular field carries
-        # the first either way, for daemons that know only that field.
-        queue, batched = self.fake.skill_imports, body.get("supports_batch_import") is True
-        taken = queue[: IMPORT_BATCH if batched else 1]
-        del queue[: len(taken)]
-        if not taken:
-            return {}
-        answer: dict[str, Any] = {"pending_local_skill_import": taken[0]}
-        if batched:
-            answer["pending_local_skill_imports"] = taken
-        return answer
+        batched = body.get("supports_batch_import") is True
+        return JSONResponse(self.fake.heartbeat_answer(runtime, batched))
 
     async def claim(self, request: Request) -> JSONResponse:
         body, refused = await self._read(request)
         if refused is not None:
             return refused
+        capabilities = request.headers.get("x-client-capabilities", "")
+        status, answer = self.claim_tasks(body, capabilities, "http")
+        return JSONResponse(answer, status_code=status)
+
+    def claim_tasks(
+        self, body: dict[str, Any], capabilities: str, via: str
+    ) -> tuple[int, dict[str, Any]]:
+        """`ClaimTasksByRuntime` on a decoded body, over HTTP or the control WebSocket (`via`:
+        `http` or `socket`, noted on each task handed out)."""
         daemon_id = body.get("daemon_id") or ""
         if not daemon_id:
-            return error(400, "daemon_id is required")
+            return 400, {"error": "daemon_id is required"}
         wanted = int(body.get("max_tasks") or 0)
         if wanted < 0:
-            return error(400, "max_tasks must not be negative")
+            return 400, {"error": "max_tasks must not be negative"}
         ours = {
             r.id: r
             for r in self.fake.live_runtimes()
             if r.id in set(body.get("runtime_ids") or []) and r.daemon_id == daemon_id
         }
+        limit = min(wanted, CLAIM_CAP)
         claimed: list[dict[str, Any]] = [
-            task.claimed for task in self._stale(ours, min(wanted, CLAIM_CAP)) if task.claimed
+            task.claimed for task in self._stale(ours, limit, via) if task.claimed
         ]
         if self.fake.repeat_claims:
             # Hostile: what this daemon already runs, handed out once more.
             again = [t for t in self.fake.tasks.values() if t.status in ("dispatched", "running")]
             claimed.extend(t.claim_body() for t in again if t.runtime_id in ours)
+        now = time.monotonic()
         for task in self.fake.tasks.values():
-            if len(claimed) >= min(wanted, CLAIM_CAP):
+            if len(claimed) >= limit:
                 break
             runtime = self._runtime_for(task, ours)
-            due = task.fire_at <= time.monotonic()
+            due = task.fire_at <= now
             if task.status == "queued" and runtime is not None and due:
                 task.status, task.runtime_id = "dispatched", runtime
-                self._deliver(task)
+                if reason := multica_local.blocked(task.fields, daemon_id, capabilities):
+                    # Cancelled with its reason, and left out of this claim's answer.
+                    self._end(task, "cancelled")
+                    task.error, task.failure_reason = reason, "local_directory_error"
+                    continue
+                self._deliver(task, via)
                 task.auth_token = TASK_TOKEN_PREFIX + secrets.token_hex(16)
+                if task.fields.get("remote_mcp_connections"):
+                    task.daemon_token = "mdt_" + secrets.token_hex(16)
                 # A project's repositories come with the task; else the workspace's own.
                 workspace = self._repos(task.workspace_id)["repos"]
                 fields = {"repos": workspace, **self._resume_fields(task), **task.claim_body()}
-                task.claimed = self.fake.shape_claim(fields, request)
+                task.claimed = self.fake.shape_claim(fields, capabilities)
                 claimed.append(task.claimed)
                 if self.fake.repeat_claims:
                     claimed.append(task.claimed)
                 if task.id in self.fake.cancelled_on_claim:
                     task.status = "cancelled"
-        return JSONResponse({"tasks": claimed})
+        return 200, {"tasks": claimed}
 
-    def _deliver(self, task: FakeTask) -> None:
+    def _deliver(self, task: FakeTask, via: str) -> None:
         now = time.monotonic()
         task.deliveries += 1
+        task.handed.append(via)
         task.dispatched_at, task.lease_until = now, now + self.fake.prepare_lease
 
-    def _stale(self, ours: dict[str, Any], limit: int) -> list[FakeTask]:
+    def _stale(self, ours: dict[str, Any], limit: int, via: str) -> list[FakeTask]:
         """`ReclaimStaleDispatchedTasksForRuntimes`: tasks dispatched to these runtimes and not
         started, past the window in which a claim's answer is still on its way, whose prepare
         lease ran out; each is handed out again (first) with a fresh lease."""
@@ -361,7 +381,7 @@ class Handlers:
             and t.lease_until < now
         ][:limit]
         for task in stale:
-            self._deliver(task)
+            self._deliver(task, via)
         return stale
 
     async def prepare_lease(self, request: Request) -> JSONResponse:
@@ -372,7 +392,7 @@ class Handlers:
             return refused or error(404, "task not found")
         if task.runtime_id != request.path_params["rid"]:
             return error(404, "task not found")
-        if task.status != "dispatched" or task.started:
+        if task.status not in ("dispatched", WAITING) or task.started:
             return error(400, "no rows in result set")
         task.lease_until = time.monotonic() + self.fake.prepare_lease
         return JSONResponse(task.body())
@@ -459,7 +479,7 @@ class Handlers:
         orphaned = [
             t
             for t in self.fake.tasks.values()
-            if t.runtime_id == runtime.id and t.status in ("dispatched", "running")
+            if t.runtime_id == runtime.id and t.status in ("dispatched", "running", WAITING)
         ]
         # `RecoverOrphanedTasksForRuntime`, then the shared post-failure pipeline's retry.
         retried = 0
@@ -486,6 +506,17 @@ class Handlers:
             task.work_dir = work_dir or task.work_dir
         return Response(status_code=204)
 
+    async def wait_local_directory(self, request: Request) -> JSONResponse:
+        """`MarkTaskWaitingLocalDirectory`: a dispatched task waits, with its reason."""
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        if task.status != "dispatched":
+            return error(400, "mark task waiting_local_directory: no rows in result set")
+        task.status, task.wait_reason = WAITING, str(body.get("reason") or "")
+        task.waits.append(task.wait_reason)
+        return JSONResponse(task.body())
+
     async def status(self, request: Request) -> JSONResponse:
         _, task, refused = await self._task(request)
         return refused or JSONResponse({"status": task.status if task else ""})
@@ -494,7 +525,7 @@ class Handlers:
         _, task, refused = await self._task(request)
         if refused is not None or task is None:
             return refused or error(404, "task not found")
-        if task.status != "dispatched":
+        if task.status not in ("dispatched", WAITING):
             return error(400, "start task: no rows in result set")
         task.status, task.started = "running", True
         return JSONResponse(task.body())
@@ -526,7 +557,7 @@ class Handlers:
         body, task, refused = await self._task(request)
         if refused is not None or task is None:
             return refused or error(404, "task not found")
-        if task.status in ("dispatched", "running"):
+        if task.status in ("dispatched", "running", WAITING):
             self._end(task, "failed")
             task.error = body.get("error") or ""
             task.failure_reason = body.get("failure_reason") or classify(task.error)
@@ -563,11 +594,23 @@ class Handlers:
             self.fake.usage[key] = entry
         return JSONResponse({"status": "ok"})
 
+    async def progress(self, request: Request) -> JSONResponse:
+        """`ReportTaskProgress`: `{summary, step, total}` for a task the daemon may see."""
+        body, task, refused = await self._task(request)
+        if refused is not None or task is None:
+            return refused or error(404, "task not found")
+        self.fake.progress.append({"task_id": task.id, **body})
+        return JSONResponse({"status": "ok"})
+
     async def cancel_ack(self, request: Request) -> JSONResponse:
-        _, task, refused = await self._task(request)
+        body, task, refused = await self._task(request)
         if refused is not None or task is None:
             return refused or error(404, "task not found")
         task.cancel_acks += 1
+        task.cancel_ack_body = dict(body or {})
+        if task.status == "cancelled":  # only a cancelled row takes the payload (status CAS)
+            task.branch_name = body.get("branch_name") or task.branch_name
+            task.durable_work_dir = body.get("durable_work_dir") or task.durable_work_dir
         return JSONResponse({"status": "ok"})
 
     async def action_result(self, request: Request) -> JSONResponse:

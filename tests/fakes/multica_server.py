@@ -30,15 +30,22 @@ lenient where Multica refuses:
 - a heartbeat for a deleted runtime is a 404 `runtime not found`, a task route for an
   unknown task a 404 `task not found`; a request queued for a runtime (the model list) is
   handed out by its next heartbeat only;
+- `progress` takes `{summary, step, total}` for a known task (`ReportTaskProgress`);
 - comments folded into a queued run come one by one to a daemon naming
   `coalesced-comments-v1`, else folded into the trigger comment (tests/fakes/multica_comments.py);
+- a project's local directory in worktree mode is refused to a daemon without
+  `local-worktree-v1`, and a task may wait for its folder (tests/fakes/multica_local.py);
+- plugin hooks are called and plugin MCP credentials served for a daemon
+  (tests/fakes/multica_plugins.py);
 - the control WebSocket pushes `daemon:task_available` when a task is queued,
   `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
-  request waits for a runtime's heartbeat (`server/internal/daemonws/hub.go`).
+  request waits for a runtime's heartbeat, and answers the daemon's heartbeats and claims
+  (multica_control.py).
 
 Test controls: queue Multica-shaped tasks, delete a runtime, cancel a task, make one
 workspace's register fail with 404, drop the answer of the next N calls of a route after the
-server has acted on them, and read back tasks, messages, usage and every request.
+server has acted on them, and read back tasks, messages, usage, every request and every
+control frame.
 
     async with multica_server() as fake:
         task_id = fake.queue_issue("issue-1")
@@ -59,16 +66,24 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.types import Message, Receive, Scope, Send
-from starlette.websockets import WebSocket, WebSocketDisconnect
+from starlette.websockets import WebSocket
 
 from tests.fakes import multica_comments
 from tests.fakes.loopback import serve_app
+from tests.fakes.multica_control import serve_control
 from tests.fakes.multica_gc import GcHandlers, Record
-from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
+from tests.fakes.multica_plugins import Answer, PluginHandlers, Plugins
+from tests.fakes.multica_routes import (
+    IMPORT_BATCH,
+    FakeRuntime,
+    FakeTask,
+    Handlers,
+    SeenRequest,
+    route_of,
+)
 from tests.fakes.multica_skills import SkillHandlers, for_claim
 from tests.helpers import eventually
 
@@ -133,9 +148,19 @@ class MulticaFake:
     (`claimResponseRecoveryWindow`)..."""
     prepare_lease: float = 45.0
     """... once its prepare lease, from the claim or its last renewal, has run out."""
+    plugins: Plugins = field(default_factory=Plugins)
+    """Plugin installations, their hooks' answers and every hook call (multica_plugins.py)."""
     merged_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtimes a register folded into another (old id → new id): registered under a
     `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
+    frames: list[SeenRequest] = field(default_factory=list)
+    """Every control frame read: route = its type without `daemon:`, body = its payload."""
+    ws_heartbeats: bool = True
+    """Answer heartbeats on the control WebSocket (False: a server without the handler)."""
+    rpc: bool = True
+    """Answer requests on the control WebSocket (False: every one a 503, no RPC handler)."""
+    progress: list[dict[str, Any]] = field(default_factory=list)
+    """Progress posts taken: the task id and the body."""
 
     # --- test controls -------------------------------------------------------------------
 
@@ -226,6 +251,21 @@ class MulticaFake:
                 self.watchers.remove(entry)
                 stream.close()
 
+    def install_hook(
+        self,
+        installation_id: str,
+        hook_key: str,
+        answer: Answer,
+        workspace_id: str = "",
+        credential: tuple[str, str] | None = None,
+    ) -> None:
+        """Install a plugin hook in a workspace: `answer(input)` is its output (raise
+        `HookFailed` for a failed call); `credential` (header, value) for an `mcp` hook."""
+        key = (installation_id, hook_key)
+        self.plugins.hooks[key] = (workspace_id or self.workspace_id, answer)
+        if credential is not None:
+            self.plugins.credentials[key] = credential
+
     def queue_issue(self, issue_id: str = "", **options: Any) -> str:
         """An issue assigned to the agent (Multica's most common task)."""
         return self.queue(issue_id=issue_id or str(uuid.uuid4()), **options)
@@ -267,10 +307,40 @@ class MulticaFake:
         """Put an issue in a status, last changed at `updated_at` (what gc-check answers)."""
         self.issues[issue_id] = Record(workspace_id or self.workspace_id, status, updated_at)
 
-    def shape_claim(self, body: dict[str, Any], request: Request) -> dict[str, Any]:
-        """A claimed task as this daemon's capabilities have it sent (skills by reference,
-        folded comments one by one)."""
-        return multica_comments.for_claim(for_claim(self, body, request), request)
+    def shape_claim(self, body: dict[str, Any], capabilities: str) -> dict[str, Any]:
+        """A claimed task as the daemon's `X-Client-Capabilities` have it sent (skills by
+        reference, folded comments one by one)."""
+        return multica_comments.for_claim(for_claim(self, body, capabilities), capabilities)
+
+    def heartbeat_answer(self, runtime: FakeRuntime, batched: bool) -> dict[str, Any]:
+        """What a heartbeat of `runtime` answers, over HTTP or the socket (Go's
+        `processHeartbeat`): `ok`, and the pending actions it hands out (once each)."""
+        queued, runtime.queued = runtime.queued, {}
+        return {"status": "ok", **self.pending, **self._imports(batched), **queued}
+
+    def _imports(self, batched: bool) -> dict[str, Any]:
+        # Go pops a batch only for a daemon that says it reads one; the singular field carries
+        # the first either way, for daemons that know only that field.
+        queue = self.skill_imports
+        taken = queue[: IMPORT_BATCH if batched else 1]
+        del queue[: len(taken)]
+        if not taken:
+            return {}
+        answer: dict[str, Any] = {"pending_local_skill_import": taken[0]}
+        if batched:
+            answer["pending_local_skill_imports"] = taken
+        return answer
+
+    def claim_tasks(
+        self, body: dict[str, Any], capabilities: str, via: str
+    ) -> tuple[int, dict[str, Any]]:
+        """One claim, over HTTP or the socket (`via`): the status and the answer's body."""
+        return Handlers(self).claim_tasks(body, capabilities, via)
+
+    def close_control(self) -> None:
+        """Close every open control connection (as a server restart or a proxy would)."""
+        for _, stream in list(self.watchers):
+            stream.close()
 
     def delete_runtime(self, runtime_id: str) -> None:
         """Delete a runtime as a user would: its heartbeats now get 404 `runtime not found`."""
@@ -279,7 +349,7 @@ class MulticaFake:
     def cancel(self, task_id: str) -> None:
         """Cancel a task that is not yet terminal (as a user or a reassignment would)."""
         task = self.tasks[task_id]
-        if task.status in ("queued", "dispatched", "running"):
+        if task.status in ("queued", "dispatched", "running", "waiting_local_directory"):
             task.status = "cancelled"
 
     def cancel_when_claimed(self, task_id: str) -> None:
@@ -345,6 +415,7 @@ class MulticaFake:
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
         h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
+        plugins = PluginHandlers(self)
         daemon = "/api/daemon"
         resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
@@ -353,6 +424,12 @@ class MulticaFake:
                 daemon + "/runtimes/{rid}/tasks/{tid}/prepare-lease",
                 h.prepare_lease,
                 methods=["POST"],
+            ),
+            Route(daemon + "/tasks/{id}/plugin-hooks", plugins.invoke, methods=["POST"]),
+            Route(
+                daemon + "/tasks/{id}/plugin-mcp/{cid}/credential",
+                plugins.credential,
+                methods=["GET"],
             ),
             Route(daemon + "/workspaces/{ws}/issues/gc-check", gc.issues, methods=["POST"]),
             Route(daemon + "/issues/{id}/gc-check", gc.issue, methods=["GET"]),
@@ -369,6 +446,11 @@ class MulticaFake:
             Route("/api/daemon/runtimes/{rid}/recover-orphans", h.recover, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/status", h.status, methods=["GET"]),
             Route("/api/daemon/tasks/{tid}/start", h.start, methods=["POST"]),
+            Route(
+                "/api/daemon/tasks/{tid}/wait-local-directory",
+                h.wait_local_directory,
+                methods=["POST"],
+            ),
             Route("/api/daemon/tasks/{tid}/complete", h.complete, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/fail", h.fail, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/messages", h.add_messages, methods=["POST"]),
@@ -376,6 +458,7 @@ class MulticaFake:
             Route("/api/daemon/tasks/{tid}/usage", h.add_usage, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/session", h.pin_session, methods=["POST"]),
             Route("/api/daemon/tasks/{tid}/cancel-ack", h.cancel_ack, methods=["POST"]),
+            Route("/api/daemon/tasks/{tid}/progress", h.progress, methods=["POST"]),
             Route("/api/tokens/current/renew", h.renew, methods=["POST"]),
             Route(
                 "/api/daemon/runtimes/{rid}/{kind:path}/{request_id}/result",
@@ -387,54 +470,7 @@ class MulticaFake:
         return _DroppingApp(self, Starlette(routes=routes))
 
     async def _control(self, websocket: WebSocket) -> None:
-        """`GET /api/daemon/ws?runtime_ids=a,b`: wake-ups for tasks queued on those runtimes."""
-        query = websocket.query_params
-        wanted = {
-            part.strip()
-            for raw in query.getlist("runtime_ids") + query.getlist("runtime_id")
-            for part in raw.split(",")
-            if part.strip()
-        }
-        header = websocket.headers.get("authorization")
-        if self.control_redirect:
-            self.requests.append(SeenRequest("ws-redirected", websocket.url.path, header))
-            await websocket.send_denial_response(
-                Response(status_code=302, headers={"location": self.control_redirect})
-            )
-            return
-        self.requests.append(SeenRequest("ws", websocket.url.path, header))
-        known = {r.id for r in self.live_runtimes()}
-        if (self.token and header != f"Bearer {self.token}") or not wanted or wanted - known:
-            # Multica answers 401/400/404 before upgrading; uvicorn turns this into a 403.
-            await websocket.close()
-            return
-        await websocket.accept()
-        send, receive = anyio.create_memory_object_stream[dict[str, Any] | str](100)
-        entry = (frozenset(wanted), send)
-        self.watchers.append(entry)
-        try:
-            async with anyio.create_task_group() as tg, receive:
-
-                async def forward() -> None:
-                    try:
-                        async for frame in receive:
-                            if isinstance(frame, str):
-                                await websocket.send_text(frame)
-                            else:
-                                await websocket.send_json(frame)
-                    except WebSocketDisconnect:
-                        pass
-                    # Evicted, or the daemon went away: the connection ends here.
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(forward)
-                while (await websocket.receive())["type"] != "websocket.disconnect":
-                    pass  # the daemon's frames (heartbeats) are read and ignored
-                tg.cancel_scope.cancel()
-        finally:
-            if entry in self.watchers:
-                self.watchers.remove(entry)
-            send.close()
+        await serve_control(self, websocket)
 
     def delay_of(self, route: str) -> float:
         """Seconds this route's answers are held back (0: none)."""

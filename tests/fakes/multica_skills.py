@@ -32,9 +32,10 @@ def _bundle(skill: dict[str, Any]) -> dict[str, Any]:
     return {**full, "hash": digest, "size_bytes": size}
 
 
-def for_claim(fake: MulticaFake, body: dict[str, Any], request: Request) -> dict[str, Any]:
-    """The claim body as a daemon with or without the capability gets it."""
-    wanted = {c.strip() for c in request.headers.get("x-client-capabilities", "").split(",")}
+def for_claim(fake: MulticaFake, body: dict[str, Any], capabilities: str) -> dict[str, Any]:
+    """The claim body as a daemon with or without the capability (its `X-Client-Capabilities`
+    header, on the claim or the control connection) gets it."""
+    wanted = {c.strip() for c in capabilities.split(",")}
     skills = body["agent"].get("skills") or []
     if CAPABILITY not in wanted or not skills or not fake.skills_by_reference:
         return body

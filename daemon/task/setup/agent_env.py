@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from daemon.boundary.beneath import Owner, ensure_dir_under, fresh_dir_under
 from daemon.errors import TaskInputError, TaskTokenError
-from daemon.files.beneath import Owner, ensure_dir_under, fresh_dir_under
 from daemon.ops.sdnotify import NOTIFY_ENV_VARS
 from daemon.protocol.models import Task
 

@@ -9,14 +9,14 @@ Multica's daemon makes it (`execenv/codex_home.go`):
                                        memory and sub-agents off (codex_config.py)
     config.json instructions.md        copies (model, provider): a task's changes stay its own
     sessions/                          a link to the user's sessions: a thread started in one
-                                       task dir resumes from any other (see README)
+                                       task dir resumes from any other (docs/multica.md)
     skills/<user skill>                a link to each of the user's own skills
     skills/<slug>/SKILL.md ...         the task's skills, written like inline skills elsewhere;
                                        on a name clash the task's skill wins
 
 A reused task directory gets its home refreshed: copies again, links again, skills rewritten.
 With an agent user both homes are that user's to change, so everything here goes through
-directory handles (daemon/files/beneath.py): no link it left is followed, a copy is made only
+directory handles (daemon/boundary/beneath.py): no link it left is followed, a copy is made only
 of a regular file (never a FIFO, which would hang the setup) under a cap, and only of a file
 that user could read itself — a `config.toml` linked or hard-linked to a root-only secret is
 not handed over. The GC and disk-usage never follow the links, so a removed task takes none
@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from backends.codex.backend import CodexBackend, codex_home
-from daemon.files.beneath import (
+from daemon.boundary.beneath import (
     Owner,
     ensure_dir_under,
     entries_at,
@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 
 CODEX = CodexBackend.name
 HOME_DIR = "codex-home"
-LINKED = ("auth.json", "sessions")
+SESSIONS = "sessions"
+LINKED = ("auth.json", SESSIONS)
 CONFIG = "config.toml"
 COPIED = ("config.json", "instructions.md")
 SKILLS = "skills"

@@ -21,15 +21,16 @@ from daemon.task.setup.quick_create_prompt import quick_create_prompt
 from daemon.task.setup.turn_blocks import turn_blocks
 
 
-def build_prompt(task: Task, session_lost: bool = False) -> str:
+def build_prompt(task: Task, session_lost: bool = False, shared_folder: bool = False) -> str:
     """The agent's opening message: the server's `prompt`, else the one Multica's daemon
     builds, then the blocks true of this run only (turn_blocks.py).
 
     `session_lost`: the claim named a session this run cannot resume; as Go's daemon, the
     prompt then carries a notice so the agent does not assume a memory it no longer has.
+    `shared_folder`: the turn works in a user's folder another task may be editing.
     """
     body = task.prompt or _builder(task)(task)
-    blocks = turn_blocks(task, session_lost)
+    blocks = turn_blocks(task, session_lost, shared_folder)
     if not blocks:
         return body
     return body + ("" if body.endswith("\n\n") else "\n") + blocks

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from daemon.files.beneath import read_under, write_under
+from daemon.boundary.beneath import read_under, write_under
 from daemon.files.private import ensure_dir
 from daemon.protocol.models import Skill, SkillRef
 from daemon.task.setup.skill_manifest import matches

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from daemon.files.beneath import UnsafePathError, relative_parts
+from daemon.boundary.beneath import UnsafePathError, relative_parts
 from daemon.protocol.models import Skill, SkillRef
 
 

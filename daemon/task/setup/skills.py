@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from pathlib import Path
 
-from daemon.files.beneath import Owner, UnsafePathError, relative_parts, write_under
+from daemon.boundary.beneath import Owner, UnsafePathError, relative_parts, write_under
 from daemon.protocol.models import Skill
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ DEFAULT_SKILLS_DIR = ".agent_context/skills"
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")
 FILE_LIMIT = 1024 * 1024
 """Bytes of one skill file (`SKILL.md` or a supporting file); a larger one is not written."""
+_NAME_ATTEMPTS = 64
 TASK_LIMIT = 8 * 1024 * 1024
 """Bytes of skill files written for one task; the files past it are not written."""
 
@@ -95,23 +97,31 @@ def write_skills(
 
 
 def write_skill_tree(
-    root: Path, base: str, skills: list[Skill], owner: Owner | None = None
+    root: Path,
+    base: str,
+    skills: list[Skill],
+    owner: Owner | None = None,
+    *,
+    put: Callable[[str, str], Path] | None = None,
+    taken: Callable[[str], bool] | None = None,
 ) -> list[Path]:
-    """Write every skill as `root/base/<slug>/SKILL.md` plus its files; the `SKILL.md` paths."""
+    """Write every skill as `root/base/<slug>/SKILL.md` plus its files; the `SKILL.md` paths.
+
+    `put(path, text)` writes one file instead of `write_under`; `taken(path)` says a skill's
+    directory already exists and is someone else's (a user's folder): the skill then takes
+    the next of Go's names (`<slug>-multica`, `<slug>-multica-2`, ...)."""
     written: list[Path] = []
     used: set[str] = set()
     budget = _Budget()
+    write = put or (lambda path, text: write_under(root, path, text, owner=owner))
     for skill in skills:
         slug = skill_slug(skill.name)
-        n = 2
-        unique = slug
-        while unique in used:
-            unique, n = f"{slug}-{n}", n + 1
+        unique = _free_name(slug, used, base, taken)
         used.add(unique)
         text = skill_text(skill, unique)
         if not budget.take(unique, "SKILL.md", text):
             continue  # its supporting files are of no use without it
-        written.append(write_under(root, f"{base}/{unique}/SKILL.md", text, owner=owner))
+        written.append(write(f"{base}/{unique}/SKILL.md", text))
         for item in skill.files:
             try:
                 parts = relative_parts(item.path)
@@ -122,5 +132,24 @@ def write_skill_tree(
                 continue  # the content above is the skill; a copy in its files must not win
             if not budget.take(unique, repr("/".join(parts))[:80], item.content):
                 continue
-            write_under(root, "/".join((base, unique, *parts)), item.content, owner=owner)
+            write("/".join((base, unique, *parts)), item.content)
     return written
+
+
+def _free_name(slug: str, used: set[str], base: str, taken: Callable[[str], bool] | None) -> str:
+    if taken is None:
+        n, unique = 2, slug
+        while unique in used:
+            unique, n = f"{slug}-{n}", n + 1
+        return unique
+    for attempt in range(_NAME_ATTEMPTS):
+        unique = (
+            slug
+            if attempt == 0
+            else f"{slug}-multica"
+            if attempt == 1
+            else (f"{slug}-multica-{attempt}")
+        )
+        if unique not in used and not taken(f"{base}/{unique}"):
+            return unique
+    raise OSError(f"no free directory for skill {slug!r} under {base}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import ReadBeat, RunObserver, RunSpec
@@ -13,8 +14,8 @@ from backends.claude import ClaudeBackend
 from backends.process import ProcessRegistry
 from backends.process.identity import AgentUser
 from backends.process.unit import Containment
+from daemon.boundary.beneath import write_under
 from daemon.config import Settings
-from daemon.files.beneath import write_under
 from daemon.local_skills.disabled import (
     SETTINGS_FILE,
     claude_settings,
@@ -24,16 +25,25 @@ from daemon.local_skills.disabled import (
 from daemon.logs import short_id
 from daemon.protocol.models import Task
 from daemon.services import AgentReach
+from daemon.task.localdir.locks import DirectoryLocks
+from daemon.task.localdir.place import prepare_local
+from daemon.task.localdir.resource import LocalDirectory
 from daemon.task.setup.agent_env import TaskPlace, agent_env, blocked_custom_keys
 from daemon.task.setup.codex_config import shell_names
 from daemon.task.setup.codex_home import (
     CODEX,
+    SESSIONS,
     prepare_codex_home,
     task_codex_home,
     user_codex_home,
 )
 from daemon.task.setup.prompt import build_prompt
-from daemon.task.setup.runtime_brief import brief_in_prompt, write_brief
+from daemon.task.setup.runtime_brief import (
+    brief_file,
+    brief_in_prompt,
+    runtime_brief,
+    write_brief,
+)
 from daemon.task.setup.skills import write_skills
 from daemon.task.setup.workspace import (
     TaskDirs,
@@ -43,6 +53,7 @@ from daemon.task.setup.workspace import (
     unguarded,
     write_mcp_config,
 )
+from daemon.workdirs.git import Git
 
 log = logging.getLogger(__name__)
 
@@ -58,19 +69,37 @@ def prepare(
     backend: str,
     user: AgentUser | None = None,
     hold: Callable[[Path], bool] = unguarded,
+    local: LocalSetup | None = None,
 ) -> tuple[TaskDirs, Path | None]:
     """The task's directories with their markers, its skills, and its MCP file (if any); all
-    the agent user's when there is one."""
+    the agent user's when there is one. With `local`, the agent works in the project's local
+    directory (daemon/task/localdir/place.py)."""
     owner = user.owner if user else None
-    dirs = prepare_dirs(root, task, owner, hold)
+    if local is not None:
+        git = local.git.acting_as(user, local.folder.real)
+        dirs = prepare_local(root, task, backend, local.folder, git, local.locks, owner, hold)
+    else:
+        dirs = prepare_dirs(root, task, owner, hold)
     try:
-        if backend != CODEX:  # Codex reads skills from its own home (agent_spec)
+        if backend != CODEX and local is None:  # Codex reads skills from its own home
             write_skills(dirs.work_dir, backend, task.agent.skills, owner)
         return dirs, write_mcp_config(dirs, task, owner)
     except BaseException:
         # The run never learns of `dirs`, so it cannot remove the temp dir: that is done here.
+        if dirs.place is not None:
+            dirs.place.discard()
         remove_tree(dirs.temp_dir)
         raise
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSetup:
+    """What `prepare` needs for a project's local directory: the folder, the git that makes
+    its worktree, and the daemon's per-folder and per-repository locks."""
+
+    folder: LocalDirectory
+    git: Git
+    locks: DirectoryLocks
 
 
 def agent_spec(
@@ -90,7 +119,12 @@ def agent_spec(
     """The brief in the work directory, then the prompt, environment and resume choice: the
     one place a task's `RunSpec` is made."""
     user = settings.agent_identity
-    write_brief(dirs.work_dir, backend, task, user.owner if user else None)
+    brief_in_file = True
+    if dirs.place is not None:
+        # A user's own brief file keeps its content; one that is a link gets none of ours.
+        brief_in_file = dirs.place.writes.put_brief(brief_file(backend), runtime_brief(task))
+    else:
+        write_brief(dirs.work_dir, backend, task, user.owner if user else None)
     where = TaskPlace(
         server_url=reach.server_url,
         work_dir=dirs.work_dir,
@@ -110,6 +144,7 @@ def agent_spec(
     # The runtime's own skills the agent turned off; its own skills of the same name stay on.
     hidden, given = disabled_for(task, backend), [s.name for s in task.agent.skills]
     settings_file = None
+    codex_sessions: Path | None = None
     if backend == CODEX:
         # The Codex home the agent would have used: its user's, as its environment names it.
         mine = user_codex_home(env)
@@ -119,6 +154,7 @@ def agent_spec(
         home = env.get("HOME", "")
         off = codex_disabled_paths(hidden, task_codex_home(dirs.env_root), home, given)
         prepare_codex_home(dirs.env_root, mine, task.agent.skills, owner, shell, off)
+        codex_sessions = mine / SESSIONS
     elif backend == CLAUDE and (claude := claude_settings(hidden, given)) is not None:
         text = json.dumps(claude, indent=2)
         settings_file = write_under(dirs.env_root, SETTINGS_FILE, text, owner=owner)
@@ -131,7 +167,7 @@ def agent_spec(
             "task %s: prior session not resumed: its work dir is not reused", short_id(task.id)
         )
     return RunSpec(
-        prompt=build_prompt(task, session_lost=lost),
+        prompt=build_prompt(task, session_lost=lost, shared_folder=_shares_folder(task, dirs)),
         workdir=dirs.work_dir,
         env=env,
         task_id=task.id,
@@ -139,7 +175,8 @@ def agent_spec(
         resume_session_id=resume,
         # The runtime brief in the work directory carries the agent's instructions; only a
         # CLI that reads no brief file gets them in its prompt too.
-        instructions=brief_in_prompt(backend, task),
+        instructions=brief_in_prompt(backend, task)
+        or ("" if brief_in_file else runtime_brief(task)),
         extra_args=tuple(task.agent.custom_args),
         kill_grace=settings.kill_grace,
         # An agent that closed stdout after its final result gets the whole exit grace.
@@ -150,6 +187,13 @@ def agent_spec(
         settings_file=settings_file,
         processes=processes,
         user=user,
+        codex_sessions=codex_sessions,
         read_beat=read_beat,
         containment=containment,
     )
+
+
+def _shares_folder(task: Task, dirs: TaskDirs) -> bool:
+    """A chat turn in the user's folder itself runs beside whatever task holds it: it is told
+    so (Go's "Shared working directory" block)."""
+    return dirs.place is not None and dirs.place.in_place and bool(task.chat_session_id)

@@ -1,13 +1,16 @@
 """What is true of one run only, appended to its prompt as Multica's daemon appends it.
 
-The agent's other issue tasks in flight, a session this run could not continue, and who
-triggered the run differ from one run to the next on the same issue. Claude Code loads the
-runtime brief ahead of the whole conversation, so anything in the brief that changes per run
-throws away the cached history on every resume; after the turn's own message it costs only
-that turn. The blocks come in Go's order, each ending in a blank line.
+The agent's other issue tasks in flight, a folder shared with a task that holds it, a session
+this run could not continue, who triggered the run and the apps it is connected to differ from
+one run to the next on the same issue. Claude Code loads the runtime brief ahead of the whole
+conversation, so anything in the brief that changes per run throws away the cached history on
+every resume; after the turn's own message it costs only that turn. The blocks come in Go's
+order, each ending in a blank line.
 """
 
 from __future__ import annotations
+
+import re
 
 from daemon.protocol.models import Task
 from daemon.task.setup.chat_prompt import SLACK, stores_transcript
@@ -53,13 +56,57 @@ LOST_CONTINUITY = (
 )
 
 
-def turn_blocks(task: Task, session_lost: bool = False) -> str:
+SHARED_FOLDER = (
+    "## Shared working directory\n\n"
+    "Your working directory is the user's own checkout, and another task on this machine may be"
+    " editing it while you run. This turn deliberately neither holds nor waits for the"
+    " directory lock — that is what keeps a conversation from queueing behind a long build.\n\n"
+    "Read freely. Treat writing the way the user treats saving a file in their own editor:"
+    " reasonable for a small change they just asked for, wrong for a broad refactor, a"
+    " dependency install, or a build that rewrites many files. Work that size belongs in an"
+    " issue task, which is serialised against the other writers. If you do write, say so in"
+    " your reply — a sibling task may be looking at the same file.\n\n"
+)
+_CODE_TOKEN = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def turn_blocks(task: Task, session_lost: bool = False, shared_folder: bool = False) -> str:
     """The per-run blocks of this task ("" when none applies); `session_lost`: a session the
-    claim named could not be continued (the daemon's finding, or the server's own flag)."""
+    claim named could not be continued (the daemon's finding, or the server's own flag);
+    `shared_folder`: this turn works in a user's folder without holding it (a chat turn)."""
     text = _sibling_runs(task)
+    if shared_folder:
+        text += SHARED_FOLDER
     if session_lost or task.prior_session_resume_unavailable:
         text += continuity_notice(task)
-    return text + _initiator(task)
+    return text + _initiator(task) + _connected_apps(task)
+
+
+def _connected_apps(task: Task) -> str:
+    """The apps whose MCP servers this run has, each named once with its server; an entry
+    whose names are not plain tokens is left out (they are shown as code)."""
+    lines = ""
+    for app in task.connected_apps:
+        server, slug = app.server_name.strip(), app.toolkit_slug.strip()
+        if not _CODE_TOKEN.match(server) or not _CODE_TOKEN.match(slug):
+            continue
+        name = inline(app.toolkit_name) or inline(_display_name(slug)) or slug
+        lines += f"- {name} (`{slug}`) via MCP server `{server}`\n"
+    if not lines:
+        return ""
+    return (
+        "## Connected Apps\n\n" + lines + "\nUse the listed MCP server when the task asks to"
+        " read or act in one of these apps.\n\n"
+    )
+
+
+def _display_name(slug: str) -> str:
+    """A toolkit's name from its slug, as Multica guesses it without asking its catalog."""
+    known = {"github": "GitHub", "gmail": "Gmail", "linkedin": "LinkedIn"}
+    if slug in known:
+        return known[slug]
+    words = [w for w in re.split(r"[_-]", slug) if w]
+    return " ".join(w[:1].upper() + w[1:].lower() for w in words) or slug
 
 
 def continuity_notice(task: Task) -> str:

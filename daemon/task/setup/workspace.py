@@ -23,14 +23,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from daemon.agent_user import SHARED_DIR_MODE, open_to_pass
-from daemon.files.beneath import Owner, ensure_dir_under, read_under, remove_under, write_under
+from daemon.boundary.agent_user import SHARED_DIR_MODE, open_to_pass
+from daemon.boundary.beneath import Owner, ensure_dir_under, read_under, remove_under, write_under
 from daemon.files.private import ensure_dir, path_part
 from daemon.protocol import jsonin
 from daemon.protocol.models import Task
 from daemon.task.setup.agent_env import make_temp_dir
+
+if TYPE_CHECKING:
+    from daemon.task.localdir.place import LocalPlace
 from daemon.workdirs.names import task_dir_name
 
 ENV_MARKER = ".managed_env.json"
@@ -38,6 +41,8 @@ TASK_MARKER = ".multica/daemon_task_context.json"
 MANAGED_ENV = "multica-daemon-managed-env"
 MANAGED_TASK = "multica-daemon-task"
 MCP_CONFIG_FILE = "mcp-config.json"
+LOCAL_WORKTREE = "worktree"
+"""Where a local directory's worktree is made in the task's directory (Go's name)."""
 MARKER_LIMIT = 64 * 1024
 """Bytes of a marker read back: the daemon writes a few hundred; anything else is not ours."""
 
@@ -51,6 +56,8 @@ class TaskDirs:
     config_root: Path
     temp_dir: Path
     reused: bool = False
+    place: LocalPlace | None = None
+    """The project's local directory the agent works in (None: the task's own `workdir`)."""
 
 
 _HOLD_RETRY = 0.05
@@ -66,9 +73,17 @@ def _agent_id(task: Task) -> str:
 
 
 def prepare_dirs(
-    root: Path, task: Task, owner: Owner | None = None, hold: Callable[[Path], bool] = unguarded
+    root: Path,
+    task: Task,
+    owner: Owner | None = None,
+    hold: Callable[[Path], bool] = unguarded,
+    *,
+    local: bool = False,
 ) -> TaskDirs:
     """Create (or reuse) the task's directories and write the daemon's markers into them.
+
+    `local`: the agent works in a project's local directory (daemon/task/localdir/), not in
+    a `workdir` of its own: none is made, no marker is written here and nothing is reused.
 
     With `owner` (an agent user's uid and gid) the task's directory and all in it are that
     user's, and the workspace's directory is passable but not listable (0711) on the way.
@@ -76,7 +91,7 @@ def prepare_dirs(
     used: a prior directory the GC is removing right now is not reused, and a fresh one is
     waited for until the removal of a stale namesake is over.
     """
-    prior = reusable_work_dir(root, task, owner[0] if owner else os.geteuid())
+    prior = None if local else reusable_work_dir(root, task, owner[0] if owner else os.geteuid())
     if prior is not None and hold(prior.parent):
         env_root, work = prior.parent, prior
     else:
@@ -93,13 +108,18 @@ def prepare_dirs(
     shared = ensure_dir_under(root.resolve(), workspace, mode, mounts=True)
     if owner:
         open_to_pass(shared)
-    ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
+    if local:
+        ensure_dir_under(root / workspace, env_root.name, owner=owner)
+        work = env_root / LOCAL_WORKTREE
+    else:
+        ensure_dir_under(root / workspace, f"{env_root.name}/workdir", owner=owner)
     config_root = ensure_dir_under(env_root, "multica-config", owner=owner)
     scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
     scope = {k: v for k, v in scope.items() if v}
     marker = {"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}
-    write_under(work, TASK_MARKER, json.dumps(marker, indent=2), owner=owner)
-    if scope:
+    if not local:
+        write_under(work, TASK_MARKER, task_marker(task), owner=owner)
+    if scope and not local:
         # Only an issue or a chat is a scope a later task can prove it shares (Go writes the
         # same file only for them), so only such a directory is ever reused.
         env = {**marker, "managed_by": MANAGED_ENV, "workspace_id": task.workspace_id}
@@ -107,6 +127,13 @@ def prepare_dirs(
     # Last: a failure above (a full disk) must not leave a `multica-task-*` directory behind.
     temp = make_temp_dir(env_root, owner)
     return TaskDirs(env_root, work, config_root, temp, reused=prior is not None)
+
+
+def task_marker(task: Task) -> str:
+    """The daemon's marker in an agent's work dir: the CLI reads it as a daemon task's."""
+    scope = {"issue_id": task.issue_id, "chat_session_id": task.chat_session_id}
+    scope = {k: v for k, v in scope.items() if v}
+    return json.dumps({"managed_by": MANAGED_TASK, "agent_id": _agent_id(task), **scope}, indent=2)
 
 
 def reusable_work_dir(root: Path, task: Task, uid: int | None = None) -> Path | None:

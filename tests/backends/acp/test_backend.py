@@ -40,7 +40,7 @@ def received(log: Path) -> list[dict[str, object]]:
 @pytest.mark.parametrize("mode", ["polite", "stubborn"])
 async def test_leaving_sends_cancel_then_kills_the_tree(tmp_path: Path, mode: str) -> None:
     """Leaving mid-turn sends session/cancel; an agent that ignores it (and SIGTERM) is
-    killed within the cancel wait plus the kill grace."""
+    killed once the cancel wait and the kill grace are over."""
     log, observer = tmp_path / "agent.log", RecordingObserver()
     spec = RunSpec(
         prompt="Go.", workdir=tmp_path, env={"PATH": "/usr/bin:/bin"}, kill_grace=1.0,
@@ -63,4 +63,9 @@ async def test_leaving_sends_cancel_then_kills_the_tree(tmp_path: Path, mode: st
     permission = next(m for m in received(log) if m.get("id") == 99)
     assert permission["result"] == {"outcome": {"outcome": "selected", "optionId": "yes"}}
     assert survivors(tree) == []
-    assert took < 0.5 + 1.0 + 1.0, took
+    # A quiet machine: 0.5 s polite (it leaves on the cancel), 1.6 s stubborn (the 0.5 s cancel
+    # wait, then SIGTERM and the 1 s kill grace); 2.5 s seen at a load of 27. The lower bound
+    # holds under any load; the upper one is a safety net against a kill that never comes.
+    if mode == "stubborn":
+        assert took >= 0.5 + 1.0, took
+    assert took < 8.0, took

@@ -1,13 +1,23 @@
-"""One first start at a time per data directory, until a session opened there."""
+"""One first start at a time per data directory, until a session opened there.
+
+On trio's virtual clock (`MockClock`, jumping to the next timer whenever every task waits): the
+order of the starts and the bound on a wait are a matter of timers, not of the machine's load.
+"""
 
 from __future__ import annotations
 
 import anyio
 import pytest
+from trio.testing import MockClock
 
 from backends.acp.first_start import FirstStarts, data_dir
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> tuple[str, dict[str, object]]:
+    return "trio", {"clock": MockClock(autojump_threshold=0)}
 
 
 async def test_second_start_waits_for_the_first_session_to_open() -> None:

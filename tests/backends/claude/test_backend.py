@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from backends.base import RunSpec
 from backends.claude.backend import ClaudeBackend, filter_args, prompt_line
 from backends.process.identity import AgentUser
@@ -121,3 +123,28 @@ def test_configured_arguments_cannot_name_another_mcp_config() -> None:
     """`--mcp-config` in configured or task arguments is dropped with its value."""
     kept = filter_args(["--mcp-config", "/home/u/.mcp.json", "--mcp-config=x.json", "--debug"])
     assert kept == ["--debug"]
+
+
+@pytest.mark.anyio
+async def test_instructions_go_in_a_private_file_never_on_the_command_line(
+    tmp_path: Path,
+) -> None:
+    """Even short instructions are no argument (`/proc/<pid>/cmdline` is world-readable): the
+    CLI is told a file in a fresh 0700 folder, which is gone after the run."""
+    script = tmp_path / "claude"
+    script.write_text(
+        '#!/bin/sh\nprintf "%s\\n" "$@" > "$(pwd)/argv"\n'
+        'for a; do [ "$prev" = --append-system-prompt-file ] && cp "$a" "$(pwd)/seen" && '
+        'stat -c %a "$(dirname "$a")" > "$(pwd)/mode" && echo "$a" > "$(pwd)/where"; '
+        'prev="$a"; done\n'
+    )
+    script.chmod(0o755)
+    run_spec = spec(workdir=tmp_path, instructions="Answer in 4d9b haiku.")
+    async with ClaudeBackend(str(script), is_root=False).start(run_spec) as run:
+        async for _ in run.messages():
+            pass
+        await run.result()
+    assert "4d9b" not in (tmp_path / "argv").read_text()
+    assert (tmp_path / "seen").read_text() == "Answer in 4d9b haiku."
+    assert (tmp_path / "mode").read_text().strip() == "700"
+    assert not Path((tmp_path / "where").read_text().strip()).parent.exists()

@@ -9,13 +9,8 @@ import tomllib
 from pathlib import Path
 
 from backends.base import RunSpec
-from backends.codex.backend import (
-    CodexBackend,
-    codex_home,
-    configured_model,
-    rollout_present,
-    rollout_totals,
-)
+from backends.codex.backend import CodexBackend, codex_home, configured_model
+from backends.codex.rollouts import rollout_present, rollout_totals
 
 
 def spec(**fields: object) -> RunSpec:

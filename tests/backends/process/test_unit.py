@@ -16,10 +16,12 @@ import anyio
 import pytest
 
 from backends.base import RunStatus
-from backends.process import ProcessSpec, run_process
+from backends.process import ProcessRegistry, ProcessSpec, ProcIdentity, run_process
 from backends.process.cgroups import Limits, prepare
 from backends.process.identity import AgentUser
+from backends.process.registry import TRACK_INTERVAL
 from backends.process.spawn import OUT_OF_MEMORY
+from backends.process.tree import ProcessTable, subtree_table
 from backends.process.unit import Containment, find_tools, probe_namespace
 from daemon.testing import python
 from tests.backends.support import LinesParser, RecordingObserver
@@ -218,11 +220,11 @@ async def test_the_run_group_is_removed_and_a_crashed_runs_group_is_killed(
     assert all(not any(p.iterdir()) or _only_files(p) for p in parents.values())
     left = contained.group("left-behind")
     assert left is not None
-    marker = f"left-{tmp_path.name}"
+    ready = tmp_path / "ready"
     procs = " ".join(f"echo 0 > {f};" for f in left.procs_files())
-    script = f"{procs} exec /bin/sh -c 'sleep 60; :' {marker}"
+    script = f"{procs} exec /bin/sh -c 'touch {ready}; exec sleep 60'"
     leftover = await anyio.open_process(["/bin/sh", "-c", script])
-    await eventually(lambda: bool(_named(marker)), what="the leftover in its group")
+    await eventually(ready.exists, what="the leftover in its group")
     key = next(iter(parents.values())).name.removeprefix("agent-daemon-")
     again, _ = prepare(contained.limits, key)
     assert again is not None
@@ -286,3 +288,32 @@ async def test_without_cap_sys_admin_the_agent_user_makes_the_namespace(
     assert (int(euid), int(pid)) == (agent_user.uid, 2)
     inside = [line for line in lines if "/agent-daemon-" in line]
     assert len(inside) == len(contained.cgroups.trees), lines
+
+
+async def test_a_contained_run_is_never_walked_while_it_runs(
+    tmp_path: Path, contained: Containment
+) -> None:
+    """Nothing leaves a namespace: the half-second walk of a run's tree is not made for it,
+    and its stop still leaves nothing behind."""
+    walks = 0
+
+    def counted(roots: list[ProcIdentity], agents: frozenset[int]) -> ProcessTable:
+        nonlocal walks
+        walks += 1
+        return subtree_table(roots, agents)
+
+    registry = ProcessRegistry(scanner=counted)
+    marker = f"walked-{tmp_path.name}"
+    code = f"""
+        import subprocess, time
+        subprocess.Popen(["/bin/sh", "-c", "sleep 60; :", "{marker}"], start_new_session=True)
+        print("ready", flush=True)
+        time.sleep(60)
+    """
+    spec = _spec(code, tmp_path, contained, processes=registry)
+    with anyio.fail_after(20):
+        async with run_process(spec, LinesParser()) as run:
+            assert (await anext(aiter(run.messages()))).content == "ready"
+            await anyio.sleep(3 * TRACK_INTERVAL)
+    assert walks == 0
+    assert not _named(marker)

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
-import anyio.to_thread
+import anyio.abc
 import httpx
 import pytest
+from anyio.abc import SocketStream
 
 from backends.process.identity import AgentUser
 from daemon.cli.status_view import base_url, render
 from daemon.logs import short_id
 from daemon.ops.handles import LENGTH
 from daemon.ops.health import HealthServer
-from daemon.ops.health_access import view_key
 from daemon.ops.metrics import Metrics
 from tests.daemon_child import run_cli
 from tests.helpers import RunningDaemon, embedded_server, eventually, running_daemon, serving_daemon
@@ -261,37 +268,155 @@ async def test_unusable_address_is_one_line_and_exit_1(tmp_path: Path, bad: str)
     assert len(err.splitlines()) == 1 and repr(bad) in err
 
 
-def _squatter(sock: socket.socket, heard: list[bytes]) -> None:
-    """Answer one request on `sock` with an empty health document, keeping what it heard."""
-    conn, _ = sock.accept()
-    with conn:
-        data = b""
-        while b"\r\n\r\n" not in data:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-        heard.append(data)
-        body = b'{"status":"running"}'
-        conn.sendall(
-            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
-        )
-
-
-async def test_status_sends_a_key_made_from_the_token_never_the_token(tmp_path: Path) -> None:
-    """Whatever listens on the health address (a process squatting on it while the daemon is
-    down) hears the view key, never the daemon's token; the daemon accepts that key."""
+@asynccontextmanager
+async def recording_relay(upstream: str) -> AsyncIterator[tuple[str, list[bytes]]]:
+    """A TCP relay on loopback in front of `upstream` (`host:port`), of this test's own user
+    (so `status` trusts its port): yields its address and, per connection, the bytes the
+    client sent."""
+    host, port = upstream.rsplit(":", 1)
     heard: list[bytes] = []
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(1)
-        port = sock.getsockname()[1]
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(anyio.to_thread.run_sync, _squatter, sock, heard)
-            env = {**cli_env(tmp_path), "MULTICA_DAEMON_TOKEN": "the-real-token"}
-            code, _, err = await run_cli("status", "--addr", f"127.0.0.1:{port}", env=env)
-    assert code == 0, err
-    (request,) = heard
-    assert b"the-real-token" not in request
-    assert f"Authorization: Bearer {view_key('the-real-token')}".encode() in request
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+
+    async def pump(source: SocketStream, sink: SocketStream, record: bytearray | None) -> None:
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+            async for chunk in source:
+                if record is not None:
+                    record.extend(chunk)
+                await sink.send(chunk)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await sink.send_eof()
+
+    async def relay(client: SocketStream) -> None:
+        record = bytearray()
+        async with (
+            client,
+            await anyio.connect_tcp(host, int(port)) as server,
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(pump, client, server, record)
+            tg.start_soon(pump, server, client, None)
+        heard.append(bytes(record))
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, relay)
+        yield f"127.0.0.1:{listener.extra(anyio.abc.SocketAttribute.local_port)}", heard
+        tg.cancel_scope.cancel()
+
+
+def _requests(stream: bytes) -> list[bytes]:
+    """The bodiless requests in what one client sent, each as its head."""
+    return [head + b"\r\n\r\n" for head in stream.split(b"\r\n\r\n") if head]
+
+
+async def _replayed(health_url: str, request: bytes) -> dict[str, Any]:
+    """The JSON `health_url`'s port answers to `request`'s bytes, sent as they were heard."""
+    url = httpx.URL(health_url)
+    async with await anyio.connect_tcp(str(url.host), int(url.port or 80)) as stream:
+        request = request.replace(b"keep-alive", b"close")
+        await stream.send(request)
+        answer = b""
+        with contextlib.suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+            async for chunk in stream:
+                answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    doc: dict[str, Any] = json.loads(body)
+    return doc
+
+
+async def test_a_proof_overheard_and_replayed_shows_no_ids(tmp_path: Path) -> None:
+    """Whatever relays `status`'s requests hears no token and nothing it can use again: the
+    operator sees full ids, the same bytes replayed to the daemon get handles only."""
+    async with serving_daemon(tmp_path, health=True) as d:
+        (workspace,) = d.worker.workspaces
+        async with recording_relay(addr(d.health_url)) as (relayed, heard):
+            code, out, err = await run_cli(
+                "status", "--json", "--addr", relayed, env=own_env(tmp_path, d)
+            )
+        assert code == 0, err
+        assert [w["id"] for w in json.loads(out)["workspaces"]] == [workspace["id"]]
+        requests = [r for stream in heard for r in _requests(stream)]
+        assert requests and not any(d.settings.token.encode() in r for r in requests)
+        for request in requests:
+            if request.startswith(b"GET /health "):
+                replayed = await _replayed(d.health_url, request)
+                assert [w["id"] for w in replayed["workspaces"]] != [workspace["id"]]
+                assert all(len(w["id"]) == LENGTH for w in replayed["workspaces"])
+
+
+_NEIGHBOUR = """
+import socket, sys, threading
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+sock.listen(8)
+print(sock.getsockname()[1], flush=True)
+heard = []
+def serve():
+    while True:
+        conn, _ = sock.accept()
+        conn.settimeout(2)
+        data = b""
+        try:
+            while b"\\r\\n\\r\\n" not in data:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        heard.append(data)
+        conn.sendall(b"HTTP/1.1 200 OK\\r\\nContent-Length: 2\\r\\nConnection: close\\r\\n\\r\\n{}")
+        conn.close()
+threading.Thread(target=serve, daemon=True).start()
+sys.stdin.read()
+print(b"".join(heard).hex(), flush=True)
+"""
+
+
+@pytest.mark.root
+async def test_status_sends_nothing_to_a_port_another_user_holds(
+    tmp_path: Path, agent_user: AgentUser
+) -> None:
+    """A neighbour (another user) listening on the address `status` is given: `status` sends
+    it nothing, not even a connect, and says who holds the port; replaying what it heard to
+    the real daemon shows handles only."""
+    python = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    async with await anyio.open_process(
+        [python, "-c", _NEIGHBOUR],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd="/",
+        **agent_user.spawn_options(),
+    ) as neighbour:
+        assert neighbour.stdin is not None and neighbour.stdout is not None
+        port = int(await _line(neighbour.stdout))
+        async with serving_daemon(tmp_path, health=True) as d:
+            (workspace,) = d.worker.workspaces
+            code, _, err = await run_cli(
+                "status", "--addr", f"127.0.0.1:{port}", env=own_env(tmp_path, d)
+            )
+            await neighbour.stdin.aclose()
+            heard = bytes.fromhex(await _line(neighbour.stdout))
+            replayed = await _replayed(d.health_url, _as_health_request(heard))
+    assert [w["id"] for w in replayed["workspaces"]] != [workspace["id"]]
+    assert heard == b""
+    assert (code, err) == (
+        1,
+        f"agent-daemon: 127.0.0.1:{port} is held by uid {agent_user.uid}, not the daemon's "
+        "user (uid 0): not asking it\n",
+    )
+
+
+async def _line(stream: anyio.abc.ByteReceiveStream) -> str:
+    """One line from the neighbour's stdout (a safety net of 30 s)."""
+    data = b""
+    with anyio.fail_after(30):
+        while not data.endswith(b"\n"):
+            data += await stream.receive()
+    return data.decode().strip()
+
+
+def _as_health_request(heard: bytes) -> bytes:
+    """What a neighbour heard, as a `GET /health` to replay: its `Authorization` kept."""
+    auth = [line for line in heard.split(b"\r\n") if line.lower().startswith(b"authorization:")]
+    return b"\r\n".join([b"GET /health HTTP/1.1", b"Host: 127.0.0.1", *auth[-1:], b"", b""])

@@ -557,7 +557,8 @@ async def test_headers_are_on_every_request() -> None:
         assert headers["X-Client-Version"] == cli_version(VERSION)
         assert headers["User-Agent"] == f"agent-daemon/{VERSION}"
         assert headers["X-Client-OS"] in ("linux", "macos", "windows")
-        assert headers["X-Client-Capabilities"] == "skill-bundles-v1,coalesced-comments-v1"
+        capabilities = "skill-bundles-v1,coalesced-comments-v1,rpc-v1,local-worktree-v1"
+        assert headers["X-Client-Capabilities"] == capabilities
 
 
 @pytest.mark.anyio
@@ -688,3 +689,43 @@ async def test_connection_refused_on_loopback_is_transient() -> None:
         with pytest.raises(TransientServerError, match="ConnectError"):
             await client.heartbeat("rt1")
     assert sleep.delays == [1.0, 2.0, 4.0]
+
+
+@pytest.mark.anyio
+async def test_plugin_calls_carry_the_tasks_daemon_token_not_the_daemons() -> None:
+    """A hook call and a credential ask go with the claim's daemon token (the daemon's own when
+    the claim has none); a plugin's contribution asks `plugin-mcp/`, any other `remote-mcp/`;
+    a failed hook is an answer, not an error; a credential with a line break is refused."""
+    # The id's colons stay as they are (Go's `url.PathEscape`): the router reads the raw path.
+    h = make_harness()
+    hook = h.router.post("/api/daemon/tasks/t1/plugin-hooks").mock(
+        side_effect=[
+            httpx.Response(200, json={"status": "ok", "output": {"sent": True}}),
+            httpx.Response(200, json={"status": "failed", "error": "endpoint down"}),
+        ]
+    )
+    plugin = h.router.get("/api/daemon/tasks/t1/plugin-mcp/plugin:i:k/credential").mock(
+        return_value=httpx.Response(200, json={"credential_header": "X-Key", "credential": "s"})
+    )
+    remote = h.router.get("/api/daemon/tasks/t1/remote-mcp/c-1/credential").mock(
+        return_value=httpx.Response(200, json={"credential_header": "X-Key", "credential": "a\nb"})
+    )
+    ok = await h.client.invoke_plugin_hook("mdt_task", "t1", "inst", "notify", {"m": 1})
+    failed = await h.client.invoke_plugin_hook("", "t1", "inst", "notify", None)
+    header = await h.client.remote_mcp_credential("mdt_task", "t1", "plugin:i:k")
+    with pytest.raises(MalformedResponseError):
+        await h.client.remote_mcp_credential("mdt_task", "t1", "c-1")
+    first, second = (call.request for call in hook.calls)
+    assert (ok.ok, ok.text) == (True, '{"sent":true}')
+    assert (failed.ok, failed.text) == (False, "endpoint down")
+    assert first.headers["authorization"] == "Bearer mdt_task"
+    assert second.headers["authorization"] == f"Bearer {TOKEN}"
+    assert json.loads(first.content) == {
+        "installation_id": "inst",
+        "hook_key": "notify",
+        "input": {"m": 1},
+    }
+    assert "input" not in json.loads(second.content)
+    assert header == {"X-Key": "s"}
+    assert plugin.calls.last.request.headers["authorization"] == "Bearer mdt_task"
+    assert remote.called

@@ -4,11 +4,13 @@ connection keeps in memory, and that a body of many records arrives whole."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import socket
 import ssl
 import threading
 import tracemalloc
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -143,3 +145,18 @@ async def test_a_handshake_cut_short_by_its_deadline_closes_its_socket() -> None
         with pytest.raises(TimeoutError), anyio.fail_after(0.3):
             await connect("127.0.0.1", silent.getsockname()[1], ssl.create_default_context())
         await wait_for(lambda: open_files() == before, what="the socket to be closed")
+
+
+async def test_a_refused_tls_connection_leaves_no_transport_to_collect() -> None:
+    """Nothing listens: the connect fails before any TLS, and leaves nothing unclosed for the
+    garbage collector to warn about later, in whichever test runs then (the TLS layer was
+    made before the socket connected, its transport never opened, never closed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, never listening: refused
+        with pytest.raises(OSError), anyio.fail_after(10):
+            await connect("127.0.0.1", port, ssl.create_default_context())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gc.collect()
+    assert [str(w.message) for w in caught if w.category is ResourceWarning] == []

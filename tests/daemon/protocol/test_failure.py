@@ -16,11 +16,13 @@ from daemon.protocol.failure import (
 
 
 def test_taxonomy_holds_the_servers_reasons_and_the_daemons_own() -> None:
-    """The set is the server's 26 reasons plus `idle_watchdog`, `cancelled` and the memory
-    limit's `agent_error.out_of_memory`, no duplicates."""
+    """The set is the server's 26 reasons plus `idle_watchdog`, `cancelled`, a local
+    directory's `local_directory_error` and the memory limit's `agent_error.out_of_memory`, no
+    duplicates."""
     assert len(SERVER_REASONS) == 26
-    assert len(REASONS) == 29
+    assert len(REASONS) == 30
     assert checked_reason("agent_error.out_of_memory") == "agent_error.out_of_memory"
+    assert checked_reason("local_directory_error") == "local_directory_error"
     assert "agent_error.provider_network" in REASONS
     assert "idle_watchdog" in DAEMON_REASONS
 

@@ -219,6 +219,18 @@ async def test_cancel_is_seen_by_status_poll_and_acknowledged(client: httpx.Asyn
     assert (shown["status"], shown["cancel_acked"]) == ("cancelled", True)
 
 
+async def test_progress_is_taken_for_a_claimed_task(client: httpx.AsyncClient) -> None:
+    """Multica's progress route: 200 for the claimed task, 404 for one the server does not
+    know, 400 for a body that is not one."""
+    task, _ = await _claimed(client)
+    body = {"summary": "Launching claude", "step": 1, "total": 2}
+    taken = await client.post(_task_url(task["id"], "progress"), json=body)
+    unknown = await client.post(_task_url("nope", "progress"), json=body)
+    bad = await client.post(_task_url(task["id"], "progress"), json={"step": "one"})
+    assert (taken.status_code, taken.json()) == (200, {"status": "ok"})
+    assert (unknown.status_code, bad.status_code) == (404, 400)
+
+
 async def test_list_tasks_by_status(client: httpx.AsyncClient) -> None:
     """The task list filters by status and keeps creation order."""
     task, _ = await _claimed(client)

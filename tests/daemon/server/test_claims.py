@@ -90,3 +90,35 @@ async def test_concurrent_http_claimers_never_share_a_task(store: Store, db_path
                 for i in range(CLAIMERS):
                     tg.start_soon(claimer, i)
     _assert_each_task_once(store, handed)
+
+
+def test_a_task_nobody_started_is_handed_out_again_after_the_recovery_window(
+    db_path: Path,
+) -> None:
+    """A claim whose answer was lost leaves its task dispatched: the same daemon's claim gets
+    it again once `RECLAIM_AFTER` passed and its prepare lease ran out (Multica's
+    stale-dispatch reclaim), not before; a lease renewed holds it; a started task, or one
+    another daemon was handed, never comes again."""
+    now = ["2030-01-01T00:00:00.000000Z"]
+    store = Store(db_path, clock=lambda: now[0])
+    try:
+        mine, theirs = register(store, "d1")["claude"], register(store, "d2")["claude"]
+        lost = store.create_task("lost")["id"]
+        started = store.create_task("started")["id"]
+        leased = store.create_task("leased")["id"]
+        assert [t["id"] for t in store.claim("d1", [mine], 3)] == [lost, started, leased]
+        store.start(started)
+        other = store.create_task("other")["id"]
+        assert [t["id"] for t in store.claim("d2", [theirs], 1)] == [other]
+        now[0] = "2030-01-01T00:01:00.000000Z"
+        assert store.extend_lease(leased) == "dispatched"  # held until 1:45
+        now[0] = "2030-01-01T00:01:29.000000Z"  # 89 s: within the window
+        assert store.claim("d1", [mine], 5) == []
+        now[0] = "2030-01-01T00:01:31.000000Z"  # 91 s
+        assert [t["id"] for t in store.claim("d1", [mine], 5)] == [lost]
+        assert store.claim("d1", [mine], 5) == []  # handed again: its window starts again
+        now[0] = "2030-01-01T00:01:46.000000Z"  # the renewed lease ran out
+        assert [t["id"] for t in store.claim("d1", [mine], 5)] == [leased]
+        assert store.status(lost) == "dispatched"
+    finally:
+        store.close()

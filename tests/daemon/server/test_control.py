@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -130,3 +132,70 @@ async def test_submit_wait_says_what_a_queued_task_waits_for(url: str, tmp_path:
             while b"waiting for a daemon serving backend codex" not in seen:
                 seen += await proc.stdout.receive()
         proc.terminate()
+
+
+async def _send(ws: ClientConnection, kind: str, payload: dict[str, object]) -> None:
+    await ws.send(json.dumps({"type": kind, "payload": payload}))
+
+
+async def test_a_heartbeat_on_the_socket_is_acked_saying_rpc_v1(url: str) -> None:
+    """A heartbeat of a connection's runtime is answered on the socket, as Multica's hub does:
+    `ok` and `rpc-v1`; one for a runtime the connection did not name gets no answer."""
+    async with server_client(url) as http:
+        ids = await register_http(http, "d1", "claude", "codex")
+        async with connect(_ws(url, ids["claude"]), additional_headers=AUTH) as ws:
+            await _send(ws, "daemon:heartbeat", {"runtime_id": ids["codex"]})
+            await _send(ws, "daemon:heartbeat", {"runtime_id": ids["claude"]})
+            ack = await _frame(ws)
+    assert ack == {
+        "type": "daemon:heartbeat_ack",
+        "payload": {
+            "runtime_id": ids["claude"],
+            "status": "ok",
+            "server_capabilities": ["rpc-v1"],
+        },
+    }
+
+
+async def test_a_claim_on_the_socket_is_answered_as_over_http(url: str) -> None:
+    """`tasks.claim` dispatches the queued task and answers its claim body; a bad body is a
+    400 and an unknown method a 404, each with its error in the body."""
+    async with server_client(url) as http:
+        ids = await register_http(http, "d1", "claude")
+        created = (await http.post("/api/tasks", json={"prompt": "p"})).json()
+        claim = {"daemon_id": "d1", "runtime_ids": [ids["claude"]], "max_tasks": 4}
+        async with connect(_ws(url, ids["claude"]), additional_headers=AUTH) as ws:
+            request = {"request_id": "r1", "method": "tasks.claim", "body": claim}
+            await _send(ws, "daemon:rpc_request", {**request, "timeout_ms": 5000})
+            answer = await _frame(ws)
+            await _send(ws, "daemon:rpc_request", {"request_id": "r2", "method": "tasks.claim"})
+            refused = await _frame(ws)
+            await _send(ws, "daemon:rpc_request", {"request_id": "r3", "method": "tasks.drop"})
+            unknown = await _frame(ws)
+        task = (await http.get(f"/api/tasks/{created['id']}")).json()
+    assert answer["type"] == "daemon:rpc_response"
+    payload = answer["payload"]
+    assert isinstance(payload, dict)
+    assert (payload["request_id"], payload["status"]) == ("r1", 200)
+    (claimed,) = payload["body"]["tasks"]
+    assert claimed["id"] == created["id"] and claimed["runtime_id"] == ids["claude"]
+    assert task["status"] == "dispatched"
+    assert refused["payload"]["status"] == 400  # type: ignore[index]
+    assert "daemon_id" in refused["payload"]["body"]["error"]  # type: ignore[index]
+    assert unknown["payload"]["status"] == 404  # type: ignore[index]
+
+
+async def test_a_heartbeat_of_a_deleted_runtime_is_acked_runtime_gone(db_path: Path) -> None:
+    """The socket's twin of the 404 `runtime not found`: `runtime_gone` in the ack."""
+    async with embedded_server(db_path) as url, server_client(url) as http:
+        ids = await register_http(http, "d1", "claude")
+        async with connect(_ws(url, ids["claude"]), additional_headers=AUTH) as ws:
+            with contextlib.closing(sqlite3.connect(db_path)) as db, db:
+                db.execute("DELETE FROM runtimes WHERE id = ?", (ids["claude"],))
+            await _send(ws, "daemon:heartbeat", {"runtime_id": ids["claude"]})
+            ack = await _frame(ws)
+    assert ack["payload"] == {
+        "runtime_id": ids["claude"],
+        "status": "runtime_gone",
+        "runtime_gone": True,
+    }

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files.beneath import UnsafePathError, read_under, relative_parts, write_under
+from daemon.boundary.beneath import UnsafePathError, read_under, relative_parts, write_under
 
 
 def test_a_file_is_written_with_its_mode_and_its_directories(tmp_path: Path) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
 
 from backends.claude import ClaudeBackend
+from backends.process.identity import AgentUser
 from backends.scripted import Script, ScriptedBackend
 from daemon.config import Settings
 from daemon.protocol.retry import RetryPolicy
@@ -15,7 +18,7 @@ from daemon.task.outcome import Ending
 from daemon.task.retries import Retries
 from daemon.task.transcript import Transcript
 from daemon.testing import FakeTaskServer, retries, run_spec, settings_in, task, transcript
-from tests.fakes.agent_cli import NEW_SHAPE, write_cli
+from tests.fakes.agent_cli import NEW_SHAPE, euids_of, plant_cli, write_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -141,3 +144,28 @@ async def test_the_state_says_starting_running_in_a_tool_and_retrying(tmp_path: 
     assert "in a tool" in seen and "retrying" in seen
     assert seen.index("in a tool") < seen.index("retrying")
     assert seen[0] == "starting" and "running" in seen[seen.index("retrying") :]
+
+
+@pytest.mark.root
+async def test_an_agent_cli_the_agent_user_could_rewrite_is_not_run(
+    passable_tmp: Path, agent_user: AgentUser
+) -> None:
+    """With an agent user, a CLI in that user's folder (one task could rewrite it for the
+    next, under another uid of a pool) fails the attempt unrun, the error saying why."""
+    folder = passable_tmp / "agent-prefix"
+    folder.mkdir(0o755)
+    os.chown(folder, agent_user.uid, agent_user.gid)
+    cli = plant_cli(folder / "claude", "2.1.332 (Claude Code)", agent_user)
+    settings = settings_in(passable_tmp)
+    job = task("Fix it.")
+    work_dir = passable_tmp / "work"
+    work_dir.mkdir(0o777)
+    runs = retries(
+        ClaudeBackend(str(cli)), settings, job.id, transcript=transcript(FakeTaskServer(), job.id)
+    )
+    spec = replace(run_spec(job, work_dir, settings), user=agent_user)
+    with anyio.fail_after(20):
+        ending = await runs.run(spec)
+    assert euids_of(folder) == []
+    why = f"{folder} is owned by uid {agent_user.uid} ({agent_user.name}), not root"
+    assert ending.error == f"could not start claude: {why}" and ending.final is None

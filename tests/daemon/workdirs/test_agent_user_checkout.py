@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.agent_user import SHARED_DIR_MODE
+from daemon.boundary.agent_user import SHARED_DIR_MODE
 from daemon.files.private import ensure_dir
 from daemon.protocol.models import RepoRef, WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask

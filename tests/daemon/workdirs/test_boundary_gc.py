@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.files.beneath import remove_under
+from daemon.boundary.beneath import remove_under
 from daemon.protocol.gc_check import ParentState
 from daemon.workdirs import gc_meta
 from daemon.workdirs.gc import Collector

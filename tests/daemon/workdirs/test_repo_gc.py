@@ -12,7 +12,7 @@ import pytest
 
 from daemon.errors import DaemonError
 from daemon.protocol.models import RepoRef, WorkspaceRepos
-from daemon.workdirs.gc import GcStats
+from daemon.workdirs.gc_stats import GcStats
 from daemon.workdirs.repo_gc import LAST_USED, RepoJanitor
 from daemon.workdirs.service import Workdirs
 from tests.daemon.workdirs.support import NOW, POLICY, FakeLookup, ago, collector, git

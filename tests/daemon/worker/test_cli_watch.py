@@ -1,8 +1,11 @@
 """Agent CLIs replaced under a running daemon: a stat per check, `--version` only for a changed
-executable, and a new version registered again in every workspace, failures retried."""
+executable, and a new version registered again in every workspace, failures retried; with an
+agent user, a replacement anyone but root could change is refused and never run."""
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -11,12 +14,13 @@ import pytest
 
 import daemon
 from backends.base import Backend
+from backends.process.identity import AgentUser
 from daemon.cli.discovery import available
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
 from daemon.worker.cli_watch import CliWatch
 from daemon.worker.registration import Registration
-from tests.fakes.agent_cli import asked_of, write_cli
+from tests.fakes.agent_cli import asked_of, euids_of, plant_cli, recording_cli, write_cli
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import daemon_env
 
@@ -101,3 +105,44 @@ async def test_a_refused_register_of_a_new_version_is_retried(tmp_path: Path) ->
         await watch.check()
         assert "2.1.400" in registered_versions(fake)[-1]
         assert len(fake.seen("register")) == 3
+
+
+@pytest.mark.root
+async def test_a_cli_repointed_to_one_the_agent_user_writes_is_refused_unrun(
+    passable_tmp: Path, agent_user: AgentUser, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With an agent user, an ACP CLI (OpenCode) whose link is repointed to a copy the agent
+    user wrote in its own folder is refused at the next check: nothing is run, least of all
+    as root, and its version stays."""
+    trusted = passable_tmp / "lib"
+    trusted.mkdir(0o755)
+    (trusted / "opencode").write_text(recording_cli("1.18.33"))
+    (trusted / "opencode").chmod(0o755)
+    link = passable_tmp / "opencode"
+    link.symlink_to(trusted / "opencode")
+    folder = passable_tmp / "agent-prefix"
+    folder.mkdir(0o755)
+    os.chown(folder, agent_user.uid, agent_user.gid)
+    planted = plant_cli(folder / "opencode", "1.99.0", agent_user)
+    env = {
+        "MULTICA_OPENCODE_PATH": str(link),
+        "MULTICA_AGENT_USER": agent_user.name,
+        "MULTICA_SCRIPTED_BACKEND": "0",
+    }
+    async with multica_server() as fake:
+        settings = Settings.from_env(daemon_env(passable_tmp, fake.url, **env))
+        async with make_http_client(fake.url, settings.token, daemon.__version__) as http:
+            backends = dict(await available(settings))
+            assert backends["opencode"][1] == "1.18.33"
+            registration = Registration(ServerClient(http), settings, backends, "d1")
+            await registration.register_when_reachable()
+            watch = CliWatch(backends, registration, 0)
+            link.unlink()
+            link.symlink_to(planted)  # the operator's mistake, or a link the agent could swap
+            with caplog.at_level(logging.WARNING, logger="daemon.worker.cli_watch"):
+                assert await watch.check() == []
+    assert 0 not in euids_of(folder), "root ran a CLI the agent user wrote"
+    assert euids_of(folder) == [] and backends["opencode"][1] == "1.18.33"
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "daemon.worker.cli_watch"]
+    why = f"{folder} is owned by uid {agent_user.uid} ({agent_user.name}), not root"
+    assert line == f"backend opencode: executable {planted} changed and is refused: {why}"

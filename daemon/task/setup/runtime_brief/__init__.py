@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.files.beneath import Owner, write_under
+from daemon.boundary.beneath import Owner, write_under
 from daemon.protocol.models import Task
 from daemon.task.setup.runtime_brief import commands, context, issue_rules, standing, workflow
 from daemon.task.setup.runtime_brief.kind import BriefKind, brief_kind, leads_a_squad

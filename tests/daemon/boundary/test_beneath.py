@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from daemon.files import beneath
-from daemon.files.beneath import (
+from daemon.boundary import beneath
+from daemon.boundary.beneath import (
     entries_at,
     opened_dir,
     read_at,
@@ -117,6 +117,27 @@ def test_only_a_regular_file_its_user_could_read_is_read(tmp_path: Path) -> None
         assert read_at(fd, "secret", 10, readable_by=(uid, 0)) == b"s"
         with pytest.raises(PermissionError):
             read_at(fd, "secret", 10, readable_by=(uid + 1, 12345))
+
+
+def test_a_folder_is_enterable_by_whom_its_bits_let_list_and_search_it(tmp_path: Path) -> None:
+    """Owner, group, then others: each needs both read and search (x) on the folder."""
+    folder = tmp_path / "f"
+    folder.mkdir()
+    uid, gid = os.stat(folder).st_uid, os.stat(folder).st_gid
+    for mode, owner, group, other in (
+        (0o700, True, False, False),
+        (0o750, True, True, False),
+        (0o705, True, False, True),
+        (0o600, False, False, False),
+    ):
+        folder.chmod(mode)
+        info = os.stat(folder)
+        seen = (
+            beneath.may_enter(info, (uid, gid)),
+            beneath.may_enter(info, (uid + 1, gid)),
+            beneath.may_enter(info, (uid + 1, gid + 1)),
+        )
+        assert seen == (owner, group, other), oct(mode)
 
 
 def test_entries_are_listed_as_themselves(tmp_path: Path) -> None:

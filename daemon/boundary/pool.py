@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 
 from backends.process.identity import AgentUser
-from daemon.agent_user import VAR, resolve
+from daemon.boundary.agent_user import VAR, resolve
 from daemon.errors import ConfigError
 
 log = logging.getLogger(__name__)

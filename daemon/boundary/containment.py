@@ -6,7 +6,7 @@ is writable below the daemon's own group, its own cgroups with the per-task limi
 `MULTICA_AGENT_MEMORY_MAX`, `MULTICA_AGENT_PIDS_MAX` and `MULTICA_AGENT_CPU_WEIGHT`. Where
 neither can be made (an unprivileged container) it says so once, and a run's tree is found by
 walking /proc as before, with the agent pool's uid sweep as the last word
-(daemon/agent_pool.py). The start-up line, `/health` and `status` name what is in force.
+(daemon/boundary/pool.py). The start-up line, `/health` and `status` name what is in force.
 """
 
 from __future__ import annotations

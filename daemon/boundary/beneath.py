@@ -15,7 +15,7 @@ followed (it is removed as itself), a file is read only when it is regular, neve
 never past a cap, and a walk never crosses onto another file system (a mount point an agent
 could not make, but a misconfigured volume could hold). Where an act is naturally the agent's
 own, it is handed to the agent's identity instead (`remove_as`). Every other module asks here;
-a lint test (tests/daemon/files/test_boundary_lint.py) keeps it so.
+a lint test (tests/daemon/boundary/test_boundary_lint.py) keeps it so.
 
 Removal and sizing are iterative, with an explicit stack and only the deepest `MAX_OPEN`
 handles held: a folder chain thousands deep neither hits the interpreter's recursion limit nor
@@ -39,12 +39,13 @@ from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from daemon.files.untrusted import read_regular
+from daemon.boundary.untrusted import read_regular
 
 if TYPE_CHECKING:
     from backends.process.identity import AgentUser
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_READ_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 MAX_OPEN = 32
 """Directory handles one walk holds at most (the deepest ones of its chain)."""
@@ -237,6 +238,19 @@ def _readable(who: Owner | None) -> Callable[[os.stat_result], bool] | None:
     return check
 
 
+def may_enter(info: os.stat_result, who: Owner) -> bool:
+    """Whether `who` could list and enter the directory `info` describes itself (by its owner,
+    group and mode bits): root walks into no folder of an agent's tree the agent could not."""
+    uid, gid = who
+    if info.st_uid == uid:
+        bits = stat.S_IRUSR | stat.S_IXUSR
+    elif info.st_gid == gid:
+        bits = stat.S_IRGRP | stat.S_IXGRP
+    else:
+        bits = stat.S_IROTH | stat.S_IXOTH
+    return info.st_mode & bits == bits
+
+
 def read_under(anchor: Path, path: str, limit: int = 1 << 20) -> str | None:
     """The text of `anchor/path` when it is a regular file of at most `limit` bytes reached
     without links, else None."""
@@ -247,6 +261,141 @@ def read_under(anchor: Path, path: str, limit: int = 1 << 20) -> str | None:
         return data.decode("utf-8", "replace")
     except (OSError, UnsafePathError):
         return None
+
+
+@contextmanager
+def opened_real(path: Path) -> Iterator[int]:
+    """A handle of the directory at `path`, a real path (no link in it), walked down from `/`
+    one component at a time: a link that appeared on the way since is refused (ELOOP), not
+    followed. For a folder outside the daemon's trees (a user's project), on any mount."""
+    with opened_dir(Path("/"), Path(path).parts[1:], mounts=True) as fd:
+        yield fd
+
+
+@contextmanager
+def made_dirs_at(
+    dir_fd: int,
+    parts: Sequence[str],
+    made: list[tuple[str, ...]],
+    mode: int = 0o755,
+    owner: Owner | None = None,
+) -> Iterator[int]:
+    """A handle of `parts` below the open directory, each missing component made (`mode`,
+    `owner`'s) and appended to `made` as its path; no link followed."""
+    fd = os.dup(dir_fd)
+    try:
+        for depth, part in enumerate(parts, 1):
+            created = False
+            with suppress(FileExistsError):
+                os.mkdir(part, mode, dir_fd=fd)
+                created = True
+                made.append(tuple(parts[:depth]))
+            child = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            if created:
+                os.fchmod(fd, mode)
+                _give(fd, owner)
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def create_at(
+    dir_fd: int, name: str, data: bytes, mode: int = 0o644, owner: Owner | None = None
+) -> None:
+    """`name` made in the open directory with `data`; FileExistsError when anything (a file,
+    a link, a folder) already holds the name, which is left as it is."""
+    fd = os.open(name, _NEW_FILE, mode, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as out:
+        os.fchmod(out.fileno(), mode)
+        _give(out.fileno(), owner)
+        out.write(data)
+
+
+def copy_at(
+    src_dir: int, name: str, dst_dir: int, limit: int, mode: int, owner: Owner | None = None
+) -> int:
+    """Copy the regular file `name` of one open directory as a new file of the same name in
+    another (`mode`, `owner`'s), streamed, never through a link, never blocking on a FIFO; its
+    size. OSError (EFBIG) past `limit` bytes, the partial copy removed."""
+    src = os.open(name, _READ_FILE, dir_fd=src_dir)
+    try:
+        if not stat.S_ISREG(os.fstat(src).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", name)
+        os.set_blocking(src, True)
+        dst = os.open(name, _NEW_FILE, mode, dir_fd=dst_dir)
+        copied = 0
+        try:
+            with os.fdopen(dst, "wb") as out:
+                os.fchmod(out.fileno(), mode)
+                _give(out.fileno(), owner)
+                while chunk := os.read(src, 1 << 20):
+                    copied += len(chunk)
+                    if copied > limit:
+                        raise OSError(errno.EFBIG, f"larger than {limit} bytes", name)
+                    out.write(chunk)
+        except BaseException:
+            with suppress(OSError):
+                os.unlink(name, dir_fd=dst_dir)
+            raise
+        return copied
+    finally:
+        os.close(src)
+
+
+def rewrite_at(dir_fd: int, name: str, data: bytes) -> None:
+    """The regular file `name` in the open directory rewritten in place with `data` (its
+    inode, owner and mode kept), never through a link, never a FIFO or device."""
+    fd = os.open(name, os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as out:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", name)
+        out.truncate(0)
+        out.write(data)
+
+
+def unlink_at(dir_fd: int, parts: Sequence[str]) -> None:
+    """Remove the file or link `parts` below the open directory (never a folder, never a
+    link's target); missing is done."""
+    *dirs, name = parts
+    try:
+        with opened_dir_at(dir_fd, dirs) as fd:
+            info = stat_at(fd, name)
+            if info is not None and not stat.S_ISDIR(info.st_mode):
+                os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        return
+
+
+def rmdir_at(dir_fd: int, parts: Sequence[str]) -> bool:
+    """Remove the empty folder `parts` below the open directory; False when it is not empty
+    (someone put something in it), True when it is gone."""
+    *dirs, name = parts
+    try:
+        with opened_dir_at(dir_fd, dirs) as fd:
+            os.rmdir(name, dir_fd=fd)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise
+    return True
+
+
+@contextmanager
+def opened_dir_at(dir_fd: int, parts: Sequence[str]) -> Iterator[int]:
+    """A handle of `parts` below the open directory, walked without following a link."""
+    fd = os.dup(dir_fd)
+    try:
+        for part in parts:
+            child = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def stat_at(dir_fd: int, name: str) -> os.stat_result | None:

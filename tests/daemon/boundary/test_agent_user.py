@@ -12,7 +12,7 @@ import pytest
 
 from backends.base import NullObserver
 from backends.process.identity import AgentUser
-from daemon.agent_user import resolve, take_over
+from daemon.boundary.agent_user import resolve, take_over
 from daemon.config import Settings
 from daemon.errors import ConfigError
 from daemon.protocol.models import Task

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from backends.process.identity import AgentUser
-from daemon.agent_pool import AgentPool, processes_of, resolve_pool
+from daemon.boundary.pool import AgentPool, processes_of, resolve_pool
 from daemon.config import Settings
 from daemon.errors import ConfigError
 from tests.fakes.system_user import agent_python
@@ -150,12 +150,16 @@ async def test_a_process_whose_leader_thread_exited_is_swept_before_the_uid_is_r
     assert user is not None
     os.chmod(passable_tmp, 0o777)
     leftover = leave_zombie_leader(user, passable_tmp / "started")
-    assert _zombie(leftover.pid)
-    assert leftover.pid in processes_of(user.uid)
-    await pool.release(user)
-    assert await pool.acquire() == user
-    assert processes_of(user.uid) == []
-    assert leftover.wait(timeout=5) == -9
+    try:
+        # The second thread runs first; the leader's exit follows it.
+        await eventually(lambda: _zombie(leftover.pid), what="the leader thread gone")
+        assert leftover.pid in processes_of(user.uid)
+        await pool.release(user)
+        assert await pool.acquire() == user
+        assert processes_of(user.uid) == []
+    finally:
+        leftover.kill()
+        assert leftover.wait(timeout=5) == -9
 
 
 @pytest.mark.anyio
