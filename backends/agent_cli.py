@@ -31,6 +31,8 @@ class AgentCli:
     """An agent CLI run by path with configured arguments and a default model."""
 
     name = ""
+    command = ""
+    """The executable looked up on PATH when no path is given ("" = the runtime's `name`)."""
     min_version = ""
     """The oldest version this backend works with ("" = any); checked at detection."""
     tested_max = ""
@@ -50,8 +52,8 @@ class AgentCli:
         detect_env: Mapping[str, str] | None = None,
         detect_as: AgentUser | None = None,
     ) -> None:
-        """`path` defaults to the CLI's name, looked up on the agent's PATH."""
-        path = self.name if path is None else path
+        """`path` defaults to the CLI's command, looked up on the agent's PATH."""
+        path = (self.command or self.name) if path is None else path
         # The CLI runs in the task's work directory: a relative path must not resolve there.
         self.path = os.path.abspath(path) if os.sep in path else path
         self.args = tuple(args)

@@ -176,6 +176,9 @@ class RunSpec:
     """The same MCP configuration as the task gave it, held in memory from setup on: a backend
     that hands it over in-band (ACP) reads this, never the file, which the agent can replace
     between attempts (a link to a root-only file would be read by root on the retry)."""
+    settings_file: Path | None = None
+    """A settings file the daemon wrote for this run (Claude Code's `--settings`: the user's
+    skills the agent turned off), or None."""
     user: AgentUser | None = None
     """The user every process of the run starts as (None: the daemon's own)."""
     codex_sessions: Path | None = None

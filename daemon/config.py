@@ -403,6 +403,15 @@ class Settings(BaseModel):
     pi: AgentCliSettings = _agent_cli("Pi")
     qwen: AgentCliSettings = _agent_cli("Qwen Code")
     copilot: AgentCliSettings = _agent_cli("Copilot CLI", models="Copilot")
+    cursor: AgentCliSettings = _agent_cli("Cursor Agent", models="Cursor", command="cursor-agent")
+    codebuddy: AgentCliSettings = _agent_cli("CodeBuddy Code", models="CodeBuddy")
+    openclaw: AgentCliSettings = _agent_cli("OpenClaw")
+    antigravity: AgentCliSettings = _agent_cli(
+        "Antigravity CLI", models="Antigravity", command="agy"
+    )
+    deveco: AgentCliSettings = _agent_cli("DevEco Code", models="DevEco")
+    dsh: AgentCliSettings = _agent_cli("DeepSeek Harness", models="dsh")
+    omp: AgentCliSettings = _agent_cli("Oh-My-Pi")
     # ACP agents offered from their entry alone, untested (backends/acp/catalog.py).
     kimi: AgentCliSettings = _agent_cli("Kimi Code CLI", models="Kimi")
     kiro: AgentCliSettings = _agent_cli("Kiro CLI", models="Kiro", command="kiro-cli")

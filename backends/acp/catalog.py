@@ -6,11 +6,13 @@ its quirks) has a folder of its own. Each needs its settings field in daemon/con
 and `_IDLE_WATCHDOG`) to be found by discovery.
 
 Hermes and the entries after it are the ACP agents Multica's daemon runs, with the command
-lines it starts them with. None of their CLIs can be installed and run offline here, so each
-is marked `untested`: the daemon offers it and says so when it finds the CLI. Each picks its
-model through `session/set_model` (as in Multica) and is resumed where it offers
-`session/resume` or `session/load`. What Multica does beyond the command line for some of
-them is noted at their entries.
+lines it starts them with. Hermes Agent, Grok Build and QwenPaw run in the tests (PyPI's
+`hermes-agent`, `grok-cli-bin` and `qwenpaw`, against the fake Chat Completions API); the
+others' CLIs cannot be installed and run offline here (Qoder CLI, which npm serves, will not
+run without a Qoder login), so each is marked `untested`: the daemon offers it and says so when it
+finds the CLI. Each picks its model through `session/set_model` (as in Multica) and is resumed
+where it offers `session/resume` or `session/load`. What Multica does beyond the command line
+for some of them is noted at their entries.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from backends.opencode import OPENCODE
 
 UNTESTED = "no CLI available offline: its entry follows Multica's command line"
 
+# Hermes Agent (PyPI `hermes-agent[acp]`, 0.19.0 in the tests): its shell tool is `terminal`,
+# and it reads the brief from AGENTS.md.
 HERMES = AcpAgent(
     name="hermes",
     label="Hermes Agent",
@@ -28,7 +32,6 @@ HERMES = AcpAgent(
     acp_args=("acp",),
     # Without it Hermes asks before every dangerous shell command, outside ACP.
     env={"HERMES_YOLO_MODE": "1"},
-    untested=UNTESTED,
 )
 
 # Kimi Code CLI (MoonshotAI): permissions are asked over ACP and granted by the client; its
@@ -77,27 +80,28 @@ TRAECLI = AcpAgent(
     untested=UNTESTED,
 )
 
-# Grok Build: `--no-auto-update` is a global flag that keeps a background update out of an
-# unattended run. Multica puts configured arguments before `stdio` and answers the CLI's
-# `authenticate` step (an API key in XAI_API_KEY, else the stored login); this client
-# appends them after it and does not authenticate.
+# Grok Build (0.2.111 in the tests, PyPI's `grok-cli-bin`): `--no-auto-update` is a global
+# flag that keeps a background update out of an unattended run; its shell tool is
+# `run_terminal_command`, and it reads the brief from AGENTS.md. Multica puts configured
+# arguments before `stdio` and answers the CLI's `authenticate` step (an API key in
+# XAI_API_KEY, else the stored login); this client appends them after it and does not
+# authenticate — a model of the user's config with its own key needs none.
 GROK = AcpAgent(
     name="grok",
     label="Grok Build CLI",
     command="grok",
     acp_args=("--no-auto-update", "agent", "--always-approve", "stdio"),
     min_version="0.2.89",
-    untested=UNTESTED,
 )
 
-# QwenPaw 2.x (1.x speaks another protocol); the brief goes in its prompt. Multica also gives
-# it a per-task `--workspace`, which this entry does not.
+# QwenPaw 2.x (1.x speaks another protocol; 2.2.2.post1 in the tests, from PyPI): its shell
+# tool is `execute_shell_command`; the brief goes in its prompt. Multica also gives it a
+# per-task `--workspace`, which this entry does not.
 QWENPAW = AcpAgent(
     name="qwenpaw",
     label="QwenPaw",
     command="qwenpaw",
     acp_args=("acp",),
-    untested=UNTESTED,
 )
 
 # MiniMax Code declares no `loadSession`: a task that names a session starts a fresh one.

@@ -84,6 +84,9 @@ class ClaudeBackend(AgentCli):
     """Runs the Claude Code CLI for a task; resumes sessions and falls back when one is gone."""
 
     name = "claude"
+    base_args: tuple[str, ...] = BASE_ARGS
+    """What every run's command line starts with (a fork may ask for more)."""
+    parser_type: type[ClaudeStreamParser] = ClaudeStreamParser
     min_version = "2.0.0"
     tested_max = "2.1.332"
     session_markers = SESSION_MARKERS
@@ -114,7 +117,7 @@ class ClaudeBackend(AgentCli):
             instructions = _instruction_args(spec.instructions, scratch, spec.user)
 
             def launch(resume: str) -> Launch:
-                return self._spec(spec, resume, instructions), ClaudeStreamParser(
+                return self._spec(spec, resume, instructions), self.parser_type(
                     resume, self.version, self.tested_max
                 )
 
@@ -123,9 +126,11 @@ class ClaudeBackend(AgentCli):
 
     def argv(self, spec: RunSpec, resume: str = "", instructions: Sequence[str] = ()) -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *BASE_ARGS]
+        argv = [self.path, *self.base_args]
         if spec.mcp_config is not None:
             argv += ["--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
+        if spec.settings_file is not None:
+            argv += ["--settings", str(spec.settings_file)]
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

@@ -58,6 +58,9 @@ class ClaudeStreamParser(JsonLinesParser):
     """A `LineParser` for one Claude Code process; `resuming` names the session it resumes."""
 
     cli = "claude"
+    label = "Claude Code"
+    provider = PROVIDER
+    """The usage entries' `provider` (a fork of Claude Code reports under its own name)."""
     missing_session_markers = SESSION_MISSING
 
     def __init__(self, resuming: str = "", version: str = "", tested_max: str = "") -> None:
@@ -88,7 +91,7 @@ class ClaudeStreamParser(JsonLinesParser):
             return ParseStep(replies=[control_reply(event)])
         if kind in ("stream_event", "control_response", "control_cancel_request", "keep_alive"):
             return ParseStep()
-        return self.unknown(f"claude event: {kind}")
+        return self.unknown(f"{self.cli} event: {kind}")
 
     def result(self, exit_code: int | None, stderr_tail: str) -> RunResult:
         """The run's result: the `result` line decides; without one the run failed."""
@@ -97,7 +100,7 @@ class ClaudeStreamParser(JsonLinesParser):
         result = self._result
         if result is None:
             early = ended_early(
-                "claude",
+                self.cli,
                 "its final result",
                 exit_code,
                 stderr_tail,
@@ -106,7 +109,7 @@ class ClaudeStreamParser(JsonLinesParser):
             )
             return replace(early, usage=self.usage())
         text = str_field(result.get("result"))
-        usage = result_usage(result) or self.usage()
+        usage = result_usage(result, self.provider) or self.usage()
         if _failed(result):
             return RunResult(
                 RunStatus.FAILED,
@@ -134,7 +137,7 @@ class ClaudeStreamParser(JsonLinesParser):
             model = str_field(event.get("model"))
             content = " ".join(
                 p
-                for p in ("Claude Code", version, "session", self.session_id, f"({model})")
+                for p in (self.label, version, "session", self.session_id, f"({model})")
                 if p and p != "()"
             )
             return Message(MessageType.STATUS, content=content, session_id=self.session_id)
@@ -155,7 +158,7 @@ class ClaudeStreamParser(JsonLinesParser):
             or str_field(event.get("status"))
         )
         tool = str_field(event.get("tool_name"))
-        content = " ".join(p for p in ("claude", subtype, tool) if p)
+        content = " ".join(p for p in (self.cli, subtype, tool) if p)
         if detail:
             content += f": {detail}"
         return Message(
@@ -205,7 +208,7 @@ class ClaudeStreamParser(JsonLinesParser):
         for model, messages in sorted(self._spent.items()):
             sums = {name: sum(m[name] for m in messages.values()) for _, name in _COUNTS}
             if any(sums.values()):
-                totals.append(Usage(PROVIDER, model, **sums))
+                totals.append(Usage(self.provider, model, **sums))
         return tuple(totals)
 
     def _count(self, message: Mapping[str, Any]) -> bool:
@@ -224,7 +227,7 @@ class ClaudeStreamParser(JsonLinesParser):
     def _on_result(self, event: dict[str, Any]) -> ParseStep:
         if self._result is not None:
             return ParseStep(
-                messages=[Message(MessageType.LOG, content="claude sent another result")]
+                messages=[Message(MessageType.LOG, content=f"{self.cli} sent another result")]
             )
         if self.resuming and _failed(event) and self.says_session_missing(_result_error(event, "")):
             # The session to resume is gone; the backend starts a fresh one instead, so
@@ -243,14 +246,14 @@ class ClaudeStreamParser(JsonLinesParser):
                     output=text,
                     session_id=self.session_id,
                     is_error=failed,
-                    usage=result_usage(event) or self.usage(),
+                    usage=result_usage(event, self.provider) or self.usage(),
                 )
             ],
             close_stdin=True,
         )
 
 
-def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
+def result_usage(result: Mapping[str, Any], provider: str = PROVIDER) -> tuple[Usage, ...]:
     """Token usage per model of this process's run.
 
     On a resumed session `modelUsage` counts the whole session so far; the CLI's
@@ -266,7 +269,7 @@ def result_usage(result: Mapping[str, Any]) -> tuple[Usage, ...]:
         if not isinstance(counts, dict) or not model:
             continue
         entry = Usage(
-            provider=PROVIDER,
+            provider=provider,
             model=str(model),
             input_tokens=int_field(counts.get("inputTokens")),
             output_tokens=int_field(counts.get("outputTokens")),

@@ -58,6 +58,8 @@ class PiEventParser(JsonLinesParser):
     """A `LineParser` for one `pi -p --mode json` process."""
 
     cli = "pi"
+    provider = PROVIDER
+    """The usage entries' `provider` (a fork of Pi reports under its own name)."""
     missing_session_markers = SESSION_MISSING
 
     def __init__(
@@ -105,7 +107,7 @@ class PiEventParser(JsonLinesParser):
         failure = self._failure or self._turn.error
         if not self.ended or (exit_code not in (0, None) and not failure):
             early = ended_early(
-                "pi", "the agent ended", exit_code, stderr_tail, output, self.session_id
+                self.cli, "the agent ended", exit_code, stderr_tail, output, self.session_id
             )
             # Pi's own refusals (no key, an unknown model) are said on stderr, before a turn.
             reason = failure_reason(failure or stderr_tail)
@@ -124,7 +126,7 @@ class PiEventParser(JsonLinesParser):
         """The tokens each model spent in this run (a model that counted nothing is left out)."""
         return tuple(
             Usage(
-                provider=PROVIDER,
+                provider=self.provider,
                 model=model,
                 input_tokens=spent["input"],
                 output_tokens=spent["output"],

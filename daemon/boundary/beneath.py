@@ -34,7 +34,7 @@ import secrets
 import shutil
 import stat
 import subprocess
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -620,3 +620,33 @@ def remove_as(user: AgentUser, path: Path) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
+
+
+def run_as(
+    user: AgentUser,
+    argv: Sequence[str],
+    stdin: bytes,
+    env: Mapping[str, str],
+    timeout: float,
+    limit: int,
+) -> bytes | None:
+    """Run `argv` as `user` (in `/`, its own session) and return its stdout, for a read of
+    what that user owns: it sees only what the user may see, whatever a link on the way points
+    at. None when it fails, outlives `timeout` or prints more than `limit` bytes."""
+    try:
+        done = subprocess.run(
+            list(argv),
+            cwd="/",
+            env=dict(env),
+            input=stdin,
+            capture_output=True,
+            timeout=timeout,
+            start_new_session=True,
+            **user.spawn_options(),
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    out: bytes = done.stdout
+    if done.returncode != 0 or len(out) > limit:
+        return None
+    return out

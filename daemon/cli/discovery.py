@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 
@@ -14,6 +15,29 @@ from daemon.config import Settings
 log = logging.getLogger(__name__)
 
 DETECT_TIMEOUT = 10.0
+
+
+def _cli_backends() -> dict[str, Callable[..., Backend]]:
+    """The backends of Multica's other CLIs by runtime type, each in its own folder (imported
+    when asked)."""
+    from backends.antigravity import AntigravityBackend
+    from backends.codebuddy import CodebuddyBackend
+    from backends.cursor import CursorBackend
+    from backends.deveco import DevecoBackend
+    from backends.dsh import DshBackend
+    from backends.omp import OmpBackend
+    from backends.openclaw import OpenclawBackend
+
+    kinds = (
+        CursorBackend,
+        CodebuddyBackend,
+        OpenclawBackend,
+        AntigravityBackend,
+        DevecoBackend,
+        DshBackend,
+        OmpBackend,
+    )
+    return {kind.name: kind for kind in kinds}
 
 
 def candidates(settings: Settings) -> list[Backend]:
@@ -38,6 +62,9 @@ def candidates(settings: Settings) -> list[Backend]:
     ]
     copilot = settings.copilot
     found.append(CopilotBackend(copilot.path, copilot.args, copilot.model, detect_as=user))
+    for name, kind in _cli_backends().items():
+        cli = settings.agent_cli(name)
+        found.append(kind(cli.path, cli.args, cli.model, detect_as=user))
     for agent in AGENTS:
         cli = settings.agent_cli(agent.name)
         found.append(AcpBackend(agent, cli.path, cli.args, cli.model, detect_as=user))

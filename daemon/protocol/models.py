@@ -215,6 +215,25 @@ def _status_entries(value: Any) -> Any:
     )
 
 
+class DisabledRuntimeSkill(WireModel):
+    """A skill of a runtime's CLI (one the Skills tab listed) the agent has turned off."""
+
+    runtime_id: Text = ""
+    provider: Text = ""
+    root: Text = ""
+    """Where it was found: `provider`, `universal` (`~/.agents/skills`) or `plugin`."""
+    key: Text = ""
+    name: Text = ""
+    plugin: Text = ""
+
+
+def _disabled_entries(value: Any) -> Any:
+    # As for skills: an entry that is not an object is skipped, never the whole claim.
+    if not isinstance(value, list):
+        return _empty_list(value)
+    return [v for v in value if isinstance(v, dict | DisabledRuntimeSkill)]
+
+
 class Agent(WireModel):
     """The agent definition a task runs with."""
 
@@ -231,6 +250,9 @@ class Agent(WireModel):
     # Multica's three states: absent or null = the runtime's own MCP servers; any object (even
     # an empty one) = exactly these servers.
     mcp_config: Annotated[dict[str, Any] | None, BeforeValidator(_mcp_object)] = None
+    disabled_runtime_skills: Annotated[
+        list[DisabledRuntimeSkill], BeforeValidator(_disabled_entries)
+    ] = Field(default_factory=list)
 
 
 def _object_entries(value: Any) -> Any:

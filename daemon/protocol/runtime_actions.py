@@ -1,17 +1,18 @@
 """Answers to the actions a heartbeat hands a runtime (`pending_*`), and the token renewal.
 
-This daemon does none of them (no self-update, no model discovery, no local skills), so it
-answers each the way an older Multica daemon without the feature would: a `failed` result
-saying so, and for a local-skills list an empty, unsupported one. Without an answer the
-server's request would sit `running` until its own timeout and the UI would say the daemon
-did not respond.
+Local skills are read from this machine (`daemon.local_skills`: the list with the MCP
+servers, or one skill's bundle for an import). The others this daemon does not do (no
+self-update, no model discovery), so it answers each the way an older Multica daemon without
+the feature would: a `failed` result saying so. Without an answer the server's request would
+sit `running` until its own timeout and the UI would say the daemon did not respond.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import anyio
@@ -21,6 +22,9 @@ from daemon.errors import ServerError
 from daemon.protocol.client import ServerClient
 from daemon.protocol.runtime_models import HeartbeatResponse, PendingAction, RenewResponse
 from daemon.protocol.wire import ignore_body, parse_model
+
+if TYPE_CHECKING:
+    from daemon.local_skills.reader import LocalInventory
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +42,10 @@ AT_ONCE = 2
 heartbeats and reports, however many actions a server hands out."""
 
 
+Body = dict[str, Any] | Callable[[], Awaitable[dict[str, Any]]]
+"""A result's body, or how to read it (when the answer is being sent)."""
+
+
 def _failed(what: str) -> dict[str, Any]:
     return {"status": "failed", "error": f"{what} is not supported by agent-daemon"}
 
@@ -45,8 +53,10 @@ def _failed(what: str) -> dict[str, Any]:
 class PendingActions:
     """Answers each pending action of a heartbeat once, without delaying the heartbeat."""
 
-    def __init__(self, client: ServerClient) -> None:
+    def __init__(self, client: ServerClient, inventory: LocalInventory | None = None) -> None:
+        """`inventory` reads local skills (None: this machine reports none)."""
         self._client = client
+        self._inventory = inventory
         self._answered: OrderedDict[str, None] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(AT_ONCE)
         self._in_flight = 0
@@ -59,31 +69,11 @@ class PendingActions:
         imports = beat.pending_local_skill_imports or [
             i for i in (beat.pending_local_skill_import,) if i is not None
         ]
-        answers: list[tuple[str, PendingAction | None, dict[str, Any]]] = [
+        answers: list[tuple[str, PendingAction | None, Body]] = [
             ("update", beat.pending_update, _failed("self-update")),
             ("models", beat.pending_model_list, _failed("model discovery")),
-            (
-                "local-skills",
-                beat.pending_local_skills,
-                {
-                    "status": "completed",
-                    "skills": [],
-                    "supported": False,
-                    "mcp_servers": [],
-                    "mcp_supported": False,
-                },
-            ),
-            *(
-                (
-                    "local-skills/import",
-                    item,
-                    {
-                        "status": "failed",
-                        "error": f'provider "{provider}" does not expose runtime local skills',
-                    },
-                )
-                for item in imports
-            ),
+            ("local-skills", beat.pending_local_skills, self._listing(provider)),
+            *(("local-skills/import", i, self._bundle(provider, i.skill_key)) for i in imports),
         ]
         for n, (kind, action, body) in enumerate(answers):
             if action is None or not action.id or f"{kind}/{action.id}" in self._answered:
@@ -101,6 +91,20 @@ class PendingActions:
             self._in_flight += 1
             tg.start_soon(self._answer, runtime_id, kind, action, body)
 
+    def _listing(self, provider: str) -> Body:
+        inventory = self._inventory
+        if inventory is None:
+            none = {"skills": [], "supported": False, "mcp_servers": [], "mcp_supported": False}
+            return {"status": "completed", **none}
+        return lambda: inventory.listing(provider)
+
+    def _bundle(self, provider: str, key: str) -> Body:
+        inventory = self._inventory
+        if inventory is None:
+            said = f'provider "{provider}" does not expose runtime local skills'
+            return {"status": "failed", "error": said}
+        return lambda: inventory.bundle(provider, key)
+
     def _seen(self, key: str) -> bool:
         if key in self._answered:
             return True
@@ -109,21 +113,39 @@ class PendingActions:
             self._answered.popitem(last=False)
         return False
 
-    async def _answer(
-        self, runtime_id: str, kind: str, action: PendingAction, body: dict[str, Any]
-    ) -> None:
-        log.info("runtime %s: pending %s %s answered: %s", runtime_id, kind, action.id, body)
+    async def _answer(self, runtime_id: str, kind: str, action: PendingAction, body: Body) -> None:
         rid, request = quote(runtime_id, safe=""), quote(action.id, safe="")
         path = f"/api/daemon/runtimes/{rid}/{kind}/{request}/result"
         try:
             async with self._limiter:
-                await self._client.post(f"result_{kind}", path, body, ignore_body)
+                sent = body if isinstance(body, dict) else await body()
+                log.info(
+                    "runtime %s: pending %s %s answered: %s",
+                    runtime_id,
+                    kind,
+                    action.id,
+                    _summary(sent),
+                )
+                await self._client.post(f"result_{kind}", path, sent, ignore_body)
         except ServerError as exc:
             log.warning(
                 "runtime %s: result of %s %s not sent: %s", runtime_id, kind, action.id, exc
             )
         finally:
             self._in_flight -= 1
+
+
+def _summary(body: dict[str, Any]) -> str:
+    """What the log says of a result: its status and counts, never a skill's content."""
+    said = [str(body.get("status"))]
+    if body.get("error"):
+        said.append(str(body["error"]))
+    for field in ("skills", "mcp_servers"):
+        if isinstance(body.get(field), list):
+            said.append(f"{len(body[field])} {field}")
+    if isinstance(body.get("skill"), dict):
+        said.append(f"skill {body['skill'].get('name')!r}")
+    return ", ".join(said)
 
 
 async def renew_token(client: ServerClient) -> RenewResponse:

@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup, TaskStatus
 
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
+from daemon.local_skills.reader import LocalInventory
 from daemon.protocol.client import ServerClient
 from daemon.protocol.runtime_actions import PendingActions
 from daemon.protocol.runtime_models import HeartbeatAck
@@ -43,15 +44,17 @@ class Heartbeats:
         registration: Registration,
         client: ServerClient,
         settings: Settings,
+        inventory: LocalInventory | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`inventory` reads this machine's local skills for the server (None: none)."""
         self._registration = registration
         self._client = client
         # As Multica's daemon: an interval of 0 means its default, not a beat without pause.
         self._interval = settings.heartbeat_interval or DEFAULT_INTERVAL
         self._clock = clock
-        self.actions = PendingActions(client)
+        self.actions = PendingActions(client, inventory)
         self._acked: dict[str, float] = {}
         """When each runtime's last heartbeat on the socket was answered."""
         self._due: dict[str, Wakeup] = {}

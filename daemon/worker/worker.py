@@ -25,6 +25,7 @@ from daemon.boundary.containment import contain
 from daemon.boundary.pool import AgentPool
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
+from daemon.local_skills.reader import LocalInventory
 from daemon.multica_home import daemon_id, legacy_daemon_ids
 from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
@@ -160,7 +161,8 @@ class Worker:
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         url = reach.server_url
-        self.heartbeats = Heartbeats(self.registration, client, settings)
+        inventory = LocalInventory(reach.base_env, settings.agent_identity)
+        self.heartbeats = Heartbeats(self.registration, client, settings, inventory)
         self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
             settings,

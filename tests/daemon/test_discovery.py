@@ -115,6 +115,28 @@ def test_the_codex_mode_setting_reaches_the_codex_backend(tmp_path: Path, mode: 
     assert codex.mode == mode
 
 
+def test_multicas_other_clis_are_candidates_with_their_commands(tmp_path: Path) -> None:
+    """Cursor, CodeBuddy, OpenClaw, Antigravity, DevEco, dsh and omp are offered under their
+    runtime types, each looked up by its own command unless a path is configured."""
+    settings = Settings.from_env(
+        {"HOME": str(tmp_path), "MULTICA_OMP_PATH": "/opt/omp", "MULTICA_CURSOR_MODEL": "gpt-5"}
+    )
+    found = {b.name: b for b in candidates(settings)}
+    paths = {name: getattr(found[name], "path", None) for name in (
+        "cursor", "codebuddy", "openclaw", "antigravity", "deveco", "dsh", "omp",
+    )}  # fmt: skip
+    assert paths == {
+        "cursor": "cursor-agent",
+        "codebuddy": "codebuddy",
+        "openclaw": "openclaw",
+        "antigravity": "agy",
+        "deveco": "deveco",
+        "dsh": "dsh",
+        "omp": "/opt/omp",
+    }
+    assert getattr(found["cursor"], "model", "") == "gpt-5"
+
+
 def agents_folder(tmp: Path, user: AgentUser) -> Path:
     """A folder of the agent user's own, as its `npm install -g` prefix would be."""
     folder = tmp / "agent-prefix"

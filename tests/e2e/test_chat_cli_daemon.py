@@ -1,5 +1,5 @@
-"""The real Pi and Qwen Code CLIs through the whole daemon, against the fake Chat Completions
-API.
+"""The real Pi, Oh-My-Pi and Qwen Code CLIs through the whole daemon, against the fake Chat
+Completions API.
 
 Each CLI runs offline against the fake under a short idle window: an answer completes; a shell
 command longer than the window is a tool in flight and completes; a model stream that stalls
@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from backends.agent_cli import AgentCli
+from backends.omp import OmpBackend
 from backends.pi import PiBackend
 from backends.qwen import QwenBackend
 from daemon.testing import task_processes
@@ -36,7 +37,7 @@ from tests.e2e.stall_support import (
     tool_types,
     watched_cli,
 )
-from tests.fakes.chat_api import fake_chat, pi_env, qwen_env
+from tests.fakes.chat_api import fake_chat, omp_env, pi_env, qwen_env
 from tests.fakes.openai_api import Answer, FakeOpenAI, Shell, Stall
 from tests.fakes.real_cli import require_cli
 from tests.helpers import RunningDaemon, incidents
@@ -60,7 +61,7 @@ class Cli:
         return self.backend.name
 
 
-CLIS = [Cli(PiBackend, pi_env), Cli(QwenBackend, qwen_env)]
+CLIS = [Cli(PiBackend, pi_env), Cli(OmpBackend, omp_env), Cli(QwenBackend, qwen_env)]
 
 
 @pytest.fixture(params=CLIS, ids=[c.name for c in CLIS])

@@ -37,12 +37,25 @@ from tests.fakes.openai_api import (
     serve_fake,
     sse_data,
 )
+from tests.fakes.real_cli import find_cli
 
 MODEL = "fake-chat"
 PROVIDER = "fake"
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "cached_tokens": 20}
-SHELL_TOOLS = ("bash", "run_shell_command")
-"""The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own)."""
+SHELL_TOOLS = (
+    "bash",
+    "run_shell_command",
+    "terminal",
+    "run_terminal_command",
+    "execute_shell_command",
+    "exec",
+)
+"""The shell tools of the CLIs the fake serves (`bash`: OpenCode, Pi; Qwen Code's own;
+Hermes Agent's `terminal`; Grok Build's `run_terminal_command`; QwenPaw's
+`execute_shell_command`; OpenClaw's `exec`)."""
+SIDE_TOOLS = frozenset({"session_title"})
+"""Tools only a side request offers (Grok Build names its session with one): such a request is
+not the conversation, and does not take the script's next step."""
 
 __all__ = ["MODEL", "USAGE", "Answer", "ApiError", "FakeChat", "Shell", "Stall", "fake_chat"]
 
@@ -56,7 +69,8 @@ class FakeChat(FakeOpenAI):
         except ValueError:
             body = {}
         messages = body.get("messages") or []
-        main = bool(body.get("tools"))
+        offered = [str((t.get("function") or {}).get("name")) for t in body.get("tools") or []]
+        main = bool(set(offered) - SIDE_TOOLS)
         step: Step = self.next_step() if main else Answer("Fake title")
         self.record(
             self.call(
@@ -78,11 +92,14 @@ class FakeChat(FakeOpenAI):
         if isinstance(step, Stall) and step.when == "no-bytes":
             await self.closing.wait()
             return Response(status_code=503)
-        offered = [str((t.get("function") or {}).get("name")) for t in body.get("tools") or []]
         shell = next((name for name in offered if name in SHELL_TOOLS), "bash")
-        return StreamingResponse(self._chunks(step, shell), media_type="text/event-stream")
+        described = _takes_description(body.get("tools") or [], shell)
+        chunks = self._chunks(step, shell, described)
+        return StreamingResponse(chunks, media_type="text/event-stream")
 
-    async def _chunks(self, step: Step, shell: str = "bash") -> AsyncIterator[bytes]:
+    async def _chunks(
+        self, step: Step, shell: str = "bash", described: bool = True
+    ) -> AsyncIterator[bytes]:
         chunk_id = "chatcmpl-" + uuid.uuid4().hex[:20]
         if isinstance(step, Stall):
             yield _chunk(chunk_id, {"role": "assistant", "content": "Working on it"})
@@ -103,6 +120,8 @@ class FakeChat(FakeOpenAI):
                     "name": shell,
                     "arguments": json.dumps(
                         {"command": step.command, "description": "Run the scripted command"}
+                        if described
+                        else {"command": step.command}
                     ),
                 },
             }
@@ -232,6 +251,125 @@ def pi_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "LANG": "C.UTF-8",
         "PI_OFFLINE": "1",
     }
+    env.update(extra)
+    return env
+
+
+def omp_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Oh-My-Pi: Pi's, its files in omp's agent directory (`~/.omp/agent`),
+    and the folder of the installed `omp` first on PATH — it runs on the `bun` npm installed
+    beside it (`#!/usr/bin/env bun`)."""
+    env = pi_env(root, base_url, **extra)
+    pi_dir = root / "home" / ".pi" / "agent"
+    omp_dir = root / "home" / ".omp" / "agent"
+    omp_dir.mkdir(parents=True, exist_ok=True)
+    for name in ("models.json", "settings.json"):
+        (omp_dir / name).write_text((pi_dir / name).read_text())
+    found = find_cli("omp", "MULTICA_TEST_OMP_PATH")
+    if found is not None:
+        env["PATH"] = f"{Path(found).parent}:{env['PATH']}"
+    return env
+
+
+def _takes_description(tools: list[Any], shell: str) -> bool:
+    """Whether the offered shell tool declares a `description` argument (or declares none):
+    QwenPaw's refuses an argument it does not declare."""
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and function.get("name") == shell:
+            schema = function.get("parameters")
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            return not isinstance(properties, dict) or "description" in properties
+    return True
+
+
+def hermes_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Hermes Agent with a fresh HOME under `root`, its model the fake.
+
+    Hermes reads its provider from `~/.hermes/config.yaml`: a `custom` (OpenAI-compatible)
+    endpoint at the fake, its key from the environment."""
+    home = root / "home"
+    (home / ".hermes").mkdir(parents=True, exist_ok=True)
+    config = f"model:\n  default: {MODEL}\n  provider: custom\n  base_url: {base_url}/v1\n"
+    (home / ".hermes" / "config.yaml").write_text(config)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "OPENAI_API_KEY": "sk-fake-key-for-tests",
+    }
+    env.update(extra)
+    return env
+
+
+def grok_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for Grok Build with a fresh HOME under `root`, its default model the
+    fake: a custom model of its `~/.grok/config.toml` (Chat Completions, a key of its own, so
+    no `grok login`), auto-update and telemetry off."""
+    home = root / "home"
+    (home / ".grok").mkdir(parents=True, exist_ok=True)
+    config = (
+        '[models]\ndefault = "fake"\n\n'
+        f'[model.fake]\nmodel = "{MODEL}"\nbase_url = "{base_url}/v1"\nname = "Fake"\n'
+        'api_key = "sk-fake-key-for-tests"\ncontext_window = 100000\n\n'
+        "[cli]\nauto_update = false\n\n[features]\ntelemetry = false\n"
+    )
+    (home / ".grok" / "config.toml").write_text(config)
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "DISABLE_TELEMETRY": "1",
+    }
+    env.update(extra)
+    return env
+
+
+def qwenpaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for QwenPaw with a fresh HOME under `root`, its active model the fake:
+    a custom provider (its secret store, `~/.qwenpaw.secret/providers/`) with the key."""
+    home = root / "home"
+    providers = home / ".qwenpaw.secret" / "providers"
+    (providers / "custom").mkdir(parents=True, exist_ok=True)
+    provider = {
+        "id": "fake",
+        "name": "Fake",
+        "base_url": f"{base_url}/v1",
+        "api_key": "sk-fake-key-for-tests",
+        "chat_model": "OpenAIChatModel",
+        "is_custom": True,
+        "extra_models": [{"id": MODEL, "name": "Fake"}],
+    }
+    (providers / "custom" / "fake.json").write_text(json.dumps(provider))
+    (providers / "active_model.json").write_text(
+        json.dumps({"provider_id": "fake", "model": MODEL})
+    )
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    env.update(extra)
+    return env
+
+
+def openclaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
+    """An environment for OpenClaw with a fresh HOME under `root`, its default model the fake:
+    a provider of `~/.openclaw/openclaw.json` (OpenAI Chat Completions, a key of its own), and
+    the Node 24 it needs first on PATH (the one installed beside it, if any)."""
+    home = root / "home"
+    (home / ".openclaw").mkdir(parents=True, exist_ok=True)
+    provider = {
+        "baseUrl": f"{base_url}/v1",
+        "apiKey": "sk-fake-key-for-tests",
+        "api": "openai-completions",
+        "models": [{"id": MODEL, "name": "Fake"}],
+    }
+    config = {
+        "models": {"providers": {PROVIDER: provider}},
+        "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{MODEL}"}}},
+    }
+    (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config))
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
+    node = find_cli("node", "MULTICA_TEST_OPENCLAW_NODE")
+    if node is not None:
+        env["PATH"] = f"{Path(node).parent}:{env['PATH']}"
     env.update(extra)
     return env
 

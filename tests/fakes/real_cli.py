@@ -18,16 +18,31 @@ import pytest
 from backends import process
 
 REAL_CLI_DIR = Path(__file__).resolve().parent.parent / "real_cli"
-INSTALL_HINT = "npm install --prefix tests/real_cli"
+INSTALL_HINT = "npm install --prefix tests/real_cli; bash tests/real_cli/install-extra"
+
+
+NPM_PREFIXES = (".", "openclaw", "node24")
+"""The npm installs under tests/real_cli: the main one, and install-extra's."""
+PYPI_EXECUTABLES = {"grok": "grok_cli_bin/bin/grok"}
+"""CLIs PyPI serves inside a package rather than as a script: the path in site-packages."""
 
 
 def find_cli(name: str, env_var: str) -> str | None:
-    """`$env_var` if set, else `tests/real_cli/node_modules/.bin/<name>` if installed."""
+    """`$env_var` if set, else the CLI installed from npm (`tests/real_cli/node_modules/.bin`,
+    or the prefixes of install-extra: `openclaw/`, `node24/`) or PyPI
+    (`tests/real_cli/venv/<name>/bin`), if it is."""
     override = os.environ.get(env_var)
     if override:
         return override
-    path = REAL_CLI_DIR / "node_modules" / ".bin" / name
-    return str(path) if path.exists() else None
+    npm = [REAL_CLI_DIR / prefix / "node_modules" / ".bin" / name for prefix in NPM_PREFIXES]
+    for path in (*npm, REAL_CLI_DIR / "venv" / name / "bin" / name):
+        if path.exists():
+            return str(path)
+    # A wheel that ships the executable as package data (`grok-cli-bin`) puts it there.
+    inside = PYPI_EXECUTABLES.get(name)
+    venv = REAL_CLI_DIR / "venv" / name / "lib"
+    found = sorted(venv.glob(f"python*/site-packages/{inside}")) if inside else []
+    return str(found[0]) if found else None
 
 
 def require_cli(name: str, env_var: str) -> str:

@@ -72,11 +72,12 @@ def shell_names(
     return [chosen[k] for k in sorted(chosen)]
 
 
-def task_config(text: str, names: Iterable[str]) -> str:
+def task_config(text: str, names: Iterable[str], disabled: Iterable[str] = ()) -> str:
     """The task's config from the user's `text`: the policy letting `names` through, memory
-    and sub-agents off, `[[skills.config]]` gone. A `text` that does not parse is returned as
-    it is (Codex refuses it with its own words); `AgentSetupError` when the result would not
-    parse."""
+    and sub-agents off, `[[skills.config]]` gone but for one `enabled = false` entry per
+    `SKILL.md` in `disabled` (the runtime's skills the agent turned off). A `text` that does
+    not parse is returned as it is (Codex refuses it with its own words); `AgentSetupError`
+    when the result would not parse."""
     try:
         tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -111,7 +112,10 @@ def task_config(text: str, names: Iterable[str]) -> str:
         "ignore_default_excludes = true\n"
         f"include_only = [{', '.join(json.dumps(n) for n in names)}]\n"
     )
-    result = (body + "\n\n" if body else "") + policy
+    hidden = "".join(
+        f"\n[[skills.config]]\npath = {json.dumps(path)}\nenabled = false\n" for path in disabled
+    )
+    result = (body + "\n\n" if body else "") + policy + hidden
     try:
         tomllib.loads(result)
     except tomllib.TOMLDecodeError as exc:

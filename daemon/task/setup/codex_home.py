@@ -78,10 +78,12 @@ def prepare_codex_home(
     skills: list[Skill],
     owner: Owner | None = None,
     shell: Sequence[str] = (),
+    disabled: Sequence[str] = (),
 ) -> Path:
     """Make (or refresh) the task's Codex home from `user_home`; return its path. With `owner`
     (an agent user's uid and gid) the home and what is written in it are that user's; `shell`
-    names the variables Codex's shell tools get (codex_config.py)."""
+    names the variables Codex's shell tools get (codex_config.py), `disabled` the `SKILL.md`
+    of each of the user's skills the agent turned off."""
     # The task's folder sits in the daemon's workspace folder: its path is the anchor.
     with opened_dir(env_root.parent, env_root.name) as task_fd:
         found = stat_at(task_fd, HOME_DIR)
@@ -102,7 +104,7 @@ def prepare_codex_home(
             _mkdir(home_fd, "sessions", owner)  # no user home at all: its own
         for name in COPIED:
             _copy(source, home_fd, name, owner)
-        _config(source, home_fd, owner, shell)
+        _config(source, home_fd, owner, shell, disabled)
         _user_skills(home_fd, source, user_home / SKILLS, skills, owner)
     write_skill_tree(home, SKILLS, skills, owner)
     return home
@@ -134,12 +136,18 @@ def _copy(source: int | None, home_fd: int, name: str, owner: Owner | None) -> N
         write_at(home_fd, name, data, owner=owner)
 
 
-def _config(source: int | None, home_fd: int, owner: Owner | None, shell: Sequence[str]) -> None:
+def _config(
+    source: int | None,
+    home_fd: int,
+    owner: Owner | None,
+    shell: Sequence[str],
+    disabled: Sequence[str],
+) -> None:
     """The task's config.toml: the user's (or none) as codex_config.py changes it."""
     remove_at(home_fd, CONFIG)
     data = _read(source, CONFIG, owner)
     text = data.decode("utf-8", "replace") if data is not None else ""
-    write_at(home_fd, CONFIG, task_config(text, shell).encode(), owner=owner)
+    write_at(home_fd, CONFIG, task_config(text, shell, disabled).encode(), owner=owner)
 
 
 def _read(source: int | None, name: str, owner: Owner | None) -> bytes | None:

@@ -33,6 +33,15 @@ _SKILLS_DIR = {
     "qwenpaw": "skill_pool",
     "mcode": ".minimax/skills",
     "reasonix": ".reasonix/skills",
+    # Multica's other CLIs, each where it discovers project skills (OpenClaw: its workspace's
+    # `skills/`; Antigravity: the shared `.agents/skills/`).
+    "cursor": ".cursor/skills",
+    "codebuddy": ".codebuddy/skills",
+    "openclaw": "skills",
+    "antigravity": ".agents/skills",
+    "deveco": ".deveco/skills",
+    "dsh": ".dsh/skills",
+    "omp": ".omp/skills",
 }
 DEFAULT_SKILLS_DIR = ".agent_context/skills"
 _NOT_ALNUM = re.compile(r"[^a-z0-9]+")

@@ -3,16 +3,25 @@ file, then its brief, environment, prompt and resume choice, as one `RunSpec`.""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from backends.base import ReadBeat, RunObserver, RunSpec
+from backends.claude import ClaudeBackend
 from backends.process import ProcessRegistry
 from backends.process.identity import AgentUser
 from backends.process.unit import Containment
+from daemon.boundary.beneath import write_under
 from daemon.config import Settings
+from daemon.local_skills.disabled import (
+    SETTINGS_FILE,
+    claude_settings,
+    codex_disabled_paths,
+    disabled_for,
+)
 from daemon.logs import short_id
 from daemon.protocol.models import Task
 from daemon.services import AgentReach
@@ -47,6 +56,8 @@ from daemon.task.setup.workspace import (
 from daemon.workdirs.git import Git
 
 log = logging.getLogger(__name__)
+
+CLAUDE = ClaudeBackend.name
 
 EXIT_WAIT = 5.0
 """Seconds an agent gets to exit after closing stdout, when the exit grace is shorter."""
@@ -129,16 +140,24 @@ def agent_spec(
     blocked = blocked_custom_keys(task.agent.custom_env)
     if user is not None:
         env = user.environ(env)
+    owner = user.owner if user else None
+    # The runtime's own skills the agent turned off; its own skills of the same name stay on.
+    hidden, given = disabled_for(task, backend), [s.name for s in task.agent.skills]
+    settings_file = None
     codex_sessions: Path | None = None
     if backend == CODEX:
         # The Codex home the agent would have used: its user's, as its environment names it.
-        owner = user.owner if user else None
         mine = user_codex_home(env)
         env["CODEX_HOME"] = str(task_codex_home(dirs.env_root))
         custom = {k: v for k, v in task.agent.custom_env.items() if k not in blocked}
         shell = shell_names(env, reach.base_env, custom)
-        prepare_codex_home(dirs.env_root, mine, task.agent.skills, owner, shell)
+        home = env.get("HOME", "")
+        off = codex_disabled_paths(hidden, task_codex_home(dirs.env_root), home, given)
+        prepare_codex_home(dirs.env_root, mine, task.agent.skills, owner, shell, off)
         codex_sessions = mine / SESSIONS
+    elif backend == CLAUDE and (claude := claude_settings(hidden, given)) is not None:
+        text = json.dumps(claude, indent=2)
+        settings_file = write_under(dirs.env_root, SETTINGS_FILE, text, owner=owner)
     if blocked:
         # Multica's daemon skips the same names; say so rather than drop them silently.
         log.warning("task %s: custom_env may not set %s", short_id(task.id), ", ".join(blocked))
@@ -165,6 +184,7 @@ def agent_spec(
         observer=observer,
         mcp_config=mcp_config,
         mcp=task.agent.mcp_config,
+        settings_file=settings_file,
         processes=processes,
         user=user,
         codex_sessions=codex_sessions,

@@ -40,7 +40,7 @@ COMMANDS = {
         "--workspace-only",
     ],
 }
-TESTED = {"opencode", "gemini"}
+TESTED = {"opencode", "gemini", "hermes", "grok", "qwenpaw"}
 
 
 def test_the_catalog_lists_every_acp_agent_multica_runs() -> None:
@@ -68,7 +68,8 @@ def test_an_entry_no_test_ran_is_marked_untested(name: str) -> None:
 
 
 def test_entries_the_tests_drive_are_not_marked_untested() -> None:
-    """OpenCode and Gemini CLI, whose real CLIs the tests run, carry no untested mark."""
+    """The entries whose real CLIs the tests run (OpenCode, Gemini CLI, Hermes, Grok,
+    QwenPaw) carry no untested mark."""
     assert {a.name for a in AGENTS if not a.untested} == TESTED
 
 

@@ -22,8 +22,10 @@ ROOT = Path(__file__).resolve().parents[3]
 
 AGENT_TREE_MODULES = (
     "backends/acp/backend.py",
+    "backends/antigravity/backend.py",
     "backends/codex/backend.py",
     "backends/codex/rollouts.py",
+    "daemon/local_skills/reader.py",
     "daemon/task/run.py",
     "daemon/task/setup/agent_env.py",
     "daemon/task/setup/codex_home.py",

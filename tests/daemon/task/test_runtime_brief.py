@@ -20,6 +20,8 @@ def test_claude_reads_claude_md_and_the_others_agents_md() -> None:
     assert brief_file("claude") == "CLAUDE.md"
     assert brief_file("gemini") == "GEMINI.md"
     assert brief_file("qwen") == "QWEN.md"
+    assert brief_file("codebuddy") == "CODEBUDDY.md"
+    assert brief_file("cursor") == "AGENTS.md"
     assert brief_file("pi") == "AGENTS.md"
     assert brief_file("opencode") == "AGENTS.md"
     assert brief_file("codex") == "AGENTS.md"

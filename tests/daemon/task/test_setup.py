@@ -80,13 +80,14 @@ def test_the_spec_holds_the_tasks_mcp_servers_in_memory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("backend", "inline"), [("kimi", True), ("claude", False), ("copilot", False)]
+    ("backend", "inline"),
+    [("kimi", True), ("openclaw", True), ("claude", False), ("copilot", False), ("cursor", False)],
 )
 def test_only_a_cli_that_reads_no_brief_file_gets_it_in_the_prompt(
     tmp_path: Path, backend: str, inline: bool
 ) -> None:
-    """Kimi (and Trae, QwenPaw) load no brief file: theirs comes as instructions; the others
-    find it in the work directory, and are not sent it twice."""
+    """Kimi and OpenClaw (and Trae, QwenPaw) load no brief file: theirs comes as
+    instructions; the others find it in the work directory, and are not sent it twice."""
     settings = Settings.from_env({"HOME": str(tmp_path), "MULTICA_SERVER_URL": "http://x.test"})
     task = _task({})
     dirs, mcp = prepare(tmp_path / "ws", task, backend)

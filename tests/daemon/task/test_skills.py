@@ -28,7 +28,18 @@ def test_claude_skills_go_to_the_projects_skills_directory(tmp_path: Path) -> No
 
 @pytest.mark.parametrize(
     ("backend", "folder"),
-    [("copilot", ".github/skills"), ("kiro", ".kiro/skills"), ("qwenpaw", "skill_pool")],
+    [
+        ("copilot", ".github/skills"),
+        ("kiro", ".kiro/skills"),
+        ("qwenpaw", "skill_pool"),
+        ("cursor", ".cursor/skills"),
+        ("codebuddy", ".codebuddy/skills"),
+        ("openclaw", "skills"),
+        ("antigravity", ".agents/skills"),
+        ("deveco", ".deveco/skills"),
+        ("dsh", ".dsh/skills"),
+        ("omp", ".omp/skills"),
+    ],
 )
 def test_each_cli_gets_its_skills_where_it_looks(tmp_path: Path, backend: str, folder: str) -> None:
     """Copilot CLI and the ACP agents find project skills in folders of their own."""

@@ -30,11 +30,18 @@ from daemon.task.setup.runtime_brief.output import output
 
 # Gemini CLI loads GEMINI.md, not AGENTS.md, unless its user configured otherwise.
 # Qwen Code reads both QWEN.md and AGENTS.md; Multica writes QWEN.md, its own.
-_FILE_BY_BACKEND = {"claude": "CLAUDE.md", "gemini": "GEMINI.md", "qwen": "QWEN.md"}
+# CodeBuddy Code, a fork of Claude Code, loads CODEBUDDY.md, its own memory file.
+_FILE_BY_BACKEND = {
+    "claude": "CLAUDE.md",
+    "codebuddy": "CODEBUDDY.md",
+    "gemini": "GEMINI.md",
+    "qwen": "QWEN.md",
+}
 DEFAULT_FILE = "AGENTS.md"
-# CLIs that load no brief file (Trae reads `.trae/rules/`): as in Multica, they also get the
-# brief in the prompt. Adding one that does read its file only sends the brief twice.
-_IN_PROMPT = frozenset({"kimi", "traecli", "qwenpaw"})
+# CLIs that load no brief file (Trae reads `.trae/rules/`, OpenClaw its own workspace): as in
+# Multica, they also get the brief in the prompt. Adding one that does read its file only
+# sends the brief twice.
+_IN_PROMPT = frozenset({"kimi", "openclaw", "traecli", "qwenpaw"})
 
 __all__ = ["DEFAULT_FILE", "BriefKind", "brief_file", "brief_kind", "runtime_brief", "write_brief"]
 
