@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus
+from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
 from backends.version import parse_version, version_at_least
 
 UNRECOGNISED_REASON = "agent_error.unknown"
@@ -211,3 +211,45 @@ def ended_early(
         session_id=session_id,
         exit_code=exit_code,
     )
+
+
+class EndsWithUsage:
+    """For a parser whose usage is a method of its own: its `RunResult` built in one place,
+    with the run's session and usage beside what it ended as."""
+
+    session_id: str
+
+    def usage(self) -> tuple[Usage, ...]:
+        """The run's usage (the parser's own reading)."""
+        raise NotImplementedError
+
+    def result_of(
+        self,
+        status: RunStatus,
+        exit_code: int | None,
+        *,
+        output: str = "",
+        error: str = "",
+        reason: str = "",
+        session_id: str | None = None,
+    ) -> RunResult:
+        """The run's result: what it ended as, with its session and usage so far."""
+        return RunResult(
+            status,
+            output=output,
+            error=error,
+            session_id=self.session_id if session_id is None else session_id,
+            usage=self.usage(),
+            exit_code=exit_code,
+            failure_reason=reason,
+        )
+
+    def result_message(self, output: str) -> Message:
+        """The run's final answer as the drain loop takes it: its session and usage."""
+        return Message(
+            MessageType.RESULT,
+            content=output,
+            output=output,
+            session_id=self.session_id,
+            usage=self.usage(),
+        )

@@ -19,23 +19,13 @@ tests run the parser on output of Claude Code's documented format.
 
 from __future__ import annotations
 
+from backends.claude.backend import BASE_ARGS as CLAUDE_BASE_ARGS
 from backends.claude.backend import ClaudeBackend
 from backends.claude.stream import ClaudeStreamParser
 
-BASE_ARGS = (
-    "-p",
-    "--output-format",
-    "stream-json",
-    "--input-format",
-    "stream-json",
-    "--verbose",
-    "--permission-mode",
-    "bypassPermissions",
-    "--disallowedTools",
-    "AskUserQuestion",
-    "EnterPlanMode",
-    "ExitPlanMode",
-)
+# Claude Code's flags, and two more tools a headless run has no one to answer: plan mode
+# waits for a person to approve the plan.
+BASE_ARGS = (*CLAUDE_BASE_ARGS, "EnterPlanMode", "ExitPlanMode")
 
 # Set by a running CodeBuddy Code for its tool processes (its Claude Code lineage shows).
 SESSION_MARKERS = frozenset({"CODEBUDDY", "CODEBUDDY_CODE_ENTRYPOINT", "CODEBUDDY_SESSION_ID"})

@@ -37,7 +37,7 @@ from typing import Any
 
 from backends import api_errors
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.json_lines import EndsWithUsage, JsonLinesParser, ended_early, int_field, str_field
 
 PROVIDER = "cursor"
 """The usage entries' `provider`: the runtime's name, as Multica's daemon reports it."""
@@ -58,7 +58,7 @@ _COUNT_NAMES = {
 }  # fmt: skip
 
 
-class CursorStreamParser(JsonLinesParser):
+class CursorStreamParser(EndsWithUsage, JsonLinesParser):
     """A `LineParser` for one `cursor-agent -p --output-format stream-json` process."""
 
     cli = "cursor-agent"
@@ -137,37 +137,29 @@ class CursorStreamParser(JsonLinesParser):
             if self._error:
                 error = f"{self._error}; {early.error}"
                 reason = api_errors.failure_reason(self._error)
-                return RunResult(
+                return self.result_of(
                     RunStatus.FAILED,
+                    exit_code,
                     error=error,
-                    session_id=self.session_id,
-                    usage=self.usage(),
-                    exit_code=exit_code,
-                    failure_reason=reason,
+                    reason=reason,
                 )
-            return RunResult(
+            return self.result_of(
                 RunStatus.FAILED,
+                exit_code,
                 error=early.error,
-                session_id=self.session_id,
-                usage=self.usage(),
-                exit_code=exit_code,
             )
         if _failed(result):
             error = _error_text(result) or "cursor-agent returned an error result without details"
-            return RunResult(
+            return self.result_of(
                 RunStatus.FAILED,
+                exit_code,
                 error=error,
-                session_id=self.session_id,
-                usage=self.usage(),
-                exit_code=exit_code,
-                failure_reason=api_errors.failure_reason(error),
+                reason=api_errors.failure_reason(error),
             )
-        return RunResult(
+        return self.result_of(
             RunStatus.COMPLETED,
+            exit_code,
             output=str_field(result.get("result")) or output,
-            session_id=self.session_id,
-            usage=self.usage(),
-            exit_code=exit_code,
         )
 
     def usage(self) -> tuple[Usage, ...]:

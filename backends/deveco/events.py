@@ -25,17 +25,18 @@ from typing import Any
 
 from backends import api_errors
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.json_lines import EndsWithUsage, JsonLinesParser, ended_early, int_field, str_field
 
 PROVIDER = "deveco"
 """The usage entries' `provider`: the runtime's name, as Multica's daemon reports it."""
 
 
-class DevecoEventParser(JsonLinesParser):
+class DevecoEventParser(EndsWithUsage, JsonLinesParser):
     """A `LineParser` for one `deveco run --format json` process."""
 
     cli = "deveco"
 
+    # The same first state as Cursor's parser, each the text and error of its own CLI's run.
     def __init__(
         self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
     ) -> None:
@@ -77,32 +78,26 @@ class DevecoEventParser(JsonLinesParser):
         """The run's result: an error event or a failed exit fails it."""
         output = "".join(self._texts)
         if self._error:
-            return RunResult(
+            return self.result_of(
                 RunStatus.FAILED,
+                exit_code,
                 error=self._error,
-                session_id=self.session_id,
-                usage=self.usage(),
-                exit_code=exit_code,
-                failure_reason=api_errors.failure_reason(self._error),
+                reason=api_errors.failure_reason(self._error),
             )
         if exit_code != 0:
             early = ended_early(
                 self.cli, "it finished", exit_code, stderr_tail, "", self.session_id
             )
-            return RunResult(
+            return self.result_of(
                 RunStatus.FAILED,
+                exit_code,
                 error=early.error,
-                session_id=self.session_id,
-                usage=self.usage(),
-                exit_code=exit_code,
-                failure_reason=api_errors.failure_reason(stderr_tail),
+                reason=api_errors.failure_reason(stderr_tail),
             )
-        return RunResult(
+        return self.result_of(
             RunStatus.COMPLETED,
+            exit_code,
             output=output,
-            session_id=self.session_id,
-            usage=self.usage(),
-            exit_code=exit_code,
         )
 
     def usage(self) -> tuple[Usage, ...]:

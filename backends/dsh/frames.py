@@ -30,7 +30,7 @@ from pydantic_core import from_json
 
 from backends import api_errors
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.json_lines import EndsWithUsage, JsonLinesParser, ended_early, int_field, str_field
 
 PROTOCOL_VERSION = 1
 PROVIDER = "dsh"
@@ -39,7 +39,7 @@ _QUIET = frozenset({"models", "probe"})
 _COUNTS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 
 
-class DshFrameParser(JsonLinesParser):
+class DshFrameParser(EndsWithUsage, JsonLinesParser):
     """A `LineParser` for one `dsh --profile multica --stdio` process and its one request."""
 
     cli = "dsh"
@@ -115,31 +115,27 @@ class DshFrameParser(JsonLinesParser):
                 error = f"{self._protocol_error}; {error}"
             elif not self.ready:
                 error = f"dsh exited before the runtime protocol became ready; {error}"
-            return RunResult(
+            return self.result_of(
                 RunStatus.FAILED,
+                exit_code,
                 error=error,
-                session_id=self.session_id,
-                usage=self.usage(),
-                exit_code=exit_code,
             )
         status = str_field(result.get("status"))
         session = str_field(result.get("session_id")) or self.session_id
         if status == "completed":
-            return RunResult(
+            return self.result_of(
                 RunStatus.COMPLETED,
+                exit_code,
                 output=str_field(result.get("output")),
                 session_id=session,
-                usage=self.usage(),
-                exit_code=exit_code,
             )
         error = _error_text(result) or f"dsh ended the request as {status or 'unknown'}"
-        return RunResult(
+        return self.result_of(
             RunStatus.FAILED,
+            exit_code,
             error=error,
             session_id=session,
-            usage=self.usage(),
-            exit_code=exit_code,
-            failure_reason=api_errors.failure_reason(_error_words(result)),
+            reason=api_errors.failure_reason(_error_words(result)),
         )
 
     def usage(self) -> tuple[Usage, ...]:

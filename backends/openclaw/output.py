@@ -33,7 +33,7 @@ from pydantic_core import from_json
 
 from backends import api_errors
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.json_lines import ended_early, int_field, json_object, str_field
+from backends.json_lines import EndsWithUsage, ended_early, int_field, json_object, str_field
 
 NO_OUTPUT = "openclaw returned no parseable output"
 PROVIDER = "openclaw"
@@ -53,7 +53,7 @@ _MAX_KEPT = 4 * 1024 * 1024
 """The most text kept for the answer document (it is one JSON object, not a stream)."""
 
 
-class OpenclawParser:
+class OpenclawParser(EndsWithUsage):
     """A `LineParser` for one `openclaw agent --json` process."""
 
     def __init__(self, model: str = "", session_id: str = "") -> None:
@@ -103,12 +103,10 @@ class OpenclawParser:
         if exit_code not in (0, None) and not self._answered:
             early = ended_early("openclaw", "its answer", exit_code, stderr_tail, output)
             return self._failed(early.error, exit_code)
-        return RunResult(
+        return self.result_of(
             RunStatus.COMPLETED,
+            exit_code,
             output=output,
-            session_id=self.session_id,
-            usage=self.usage(),
-            exit_code=exit_code,
         )
 
     def usage(self) -> tuple[Usage, ...]:
@@ -118,13 +116,11 @@ class OpenclawParser:
         return (Usage(PROVIDER, self.model or "unknown", **self._usage),)
 
     def _failed(self, error: str, exit_code: int | None, reason: str = "") -> RunResult:
-        return RunResult(
+        return self.result_of(
             RunStatus.FAILED,
+            exit_code,
             error=error,
-            session_id=self.session_id,
-            usage=self.usage(),
-            exit_code=exit_code,
-            failure_reason=reason or api_errors.failure_reason(error),
+            reason=reason or api_errors.failure_reason(error),
         )
 
     def _answer(self, document: Mapping[str, Any]) -> list[Message]:
@@ -144,15 +140,7 @@ class OpenclawParser:
             if isinstance(agent.get("usage"), dict):
                 self._usage = _counts(agent["usage"])
         output = "".join(self._texts)
-        out.append(
-            Message(
-                MessageType.RESULT,
-                content=output,
-                output=output,
-                session_id=self.session_id,
-                usage=self.usage(),
-            )
-        )
+        out.append(self.result_message(output))
         return out
 
     def _event(self, event: Mapping[str, Any]) -> list[Message]:

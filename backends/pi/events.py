@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from backends.base import Message, MessageType, ParseStep, RunResult, RunStatus, Usage
-from backends.json_lines import JsonLinesParser, ended_early, int_field, str_field
+from backends.json_lines import EndsWithUsage, JsonLinesParser, ended_early, int_field, str_field
 from backends.pi.failure import failure_reason
 from backends.resume import fresh_session_notice
 
@@ -54,7 +54,7 @@ class _Turn:
     error: str = ""
 
 
-class PiEventParser(JsonLinesParser):
+class PiEventParser(EndsWithUsage, JsonLinesParser):
     """A `LineParser` for one `pi -p --mode json` process."""
 
     cli = "pi"
@@ -144,15 +144,7 @@ class PiEventParser(JsonLinesParser):
             return []
         self._final = True
         output = "\n\n".join(self._turn.texts)
-        return [
-            Message(
-                MessageType.RESULT,
-                content=output,
-                output=output,
-                session_id=self.session_id,
-                usage=self.usage(),
-            )
-        ]
+        return [self.result_message(output)]
 
     def _session(self, event: Mapping[str, Any]) -> list[Message]:
         self.session_id = str_field(event.get("id"))
