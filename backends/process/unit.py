@@ -48,9 +48,9 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from backends.cli_trust import refusal
 from backends.process.cgroups import CgroupHome, Limits, RunGroup
 from backends.process.identity import AgentUser
 
@@ -188,25 +188,9 @@ def find_tools() -> Tools:
 
     def system(name: str) -> str:
         found = shutil.which(name, path=SYSTEM_PATH) or ""
-        return found if found and _root_only(Path(found)) else ""
+        return found if found and refusal(found, SYSTEM_PATH, {0}) is None else ""
 
     return Tools(unshare=system("unshare"), setpriv=system("setpriv"), shell=system("sh"))
-
-
-def _root_only(path: Path) -> bool:
-    """Whether the file and every directory above it are root's and writable by root alone."""
-    try:
-        current = path.resolve(strict=True)
-    except OSError:
-        return False
-    for part in (current, *current.parents):
-        try:
-            st = part.stat()
-        except OSError:
-            return False
-        if st.st_uid != 0 or st.st_mode & 0o022:
-            return False
-    return True
 
 
 def probe_namespace(tools: Tools, as_root: bool, user: AgentUser | None = None) -> tuple[str, str]:

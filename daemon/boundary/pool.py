@@ -90,14 +90,14 @@ def processes_of(uid: int, proc: Path = _PROC) -> list[int]:
         fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
         if str(uid) not in fields.get("Uid", "").split():
             continue
-        if fields.get("State", "").startswith(("Z", "X")) and not _threads_live(proc / entry):
+        if fields.get("State", "").startswith(("Z", "X")) and not threads_live(proc / entry):
             continue
         found.append(int(entry))
     return found
 
 
-def _threads_live(process: Path) -> bool:
-    """Whether any thread of a process whose leader is a zombie still runs."""
+def threads_live(process: Path) -> bool:
+    """Whether any thread of a process still runs (its leader may be a zombie already)."""
     try:
         threads = os.listdir(process / "task")
     except OSError:

@@ -5,7 +5,6 @@ killed before that uid runs anything again. Needs root (as CI has) to create the
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 from collections.abc import AsyncIterator
@@ -17,6 +16,7 @@ import pytest
 
 from backends.process.identity import AgentUser
 from daemon.cli.tasks_api import TasksApi
+from daemon.testing.processes import named
 from tests.daemon_child import DaemonChild, daemon_child
 from tests.fakes.system_user import AGENT_USER_CAPABILITIES, agent_python, with_only
 from tests.helpers import FINAL, TOKEN, daemon_env, eventually, server_client
@@ -191,26 +191,9 @@ async def test_a_leftover_is_gone_before_its_uid_runs_the_next_task(
         report = await said(api, second)
     assert (left["status"], checked["status"]) == ("completed", "completed")
     assert report.get("done") == "yes", report
-    assert not _named(marker)
+    assert not named(marker)
     stolen = shared / "stolen"
     assert not stolen.exists() or second not in stolen.read_text(), stolen.read_text()
-
-
-def _named(marker: str) -> list[int]:
-    """Live processes (any thread running) whose command line holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            if marker.encode() not in Path(f"/proc/{entry}/cmdline").read_bytes():
-                continue
-            threads = os.listdir(f"/proc/{entry}/task")
-        except OSError:
-            continue
-        if any(not _zombie(int(t)) for t in threads):
-            found.append(int(entry))
-    return found
 
 
 def _owners(work_dir: Path) -> set[int]:

@@ -24,6 +24,7 @@ from backends.process.spawn import OUT_OF_MEMORY
 from backends.process.tree import ProcessTable, subtree_table
 from backends.process.unit import Containment, find_tools, probe_namespace
 from daemon.testing import python
+from daemon.testing.processes import named
 from tests.backends.support import LinesParser, RecordingObserver
 from tests.fakes.system_user import agent_python
 from tests.helpers import eventually
@@ -51,26 +52,6 @@ threading.Thread(target=spin).start()
 ctypes.CDLL(None).syscall(60, 0)
 ''', *sys.argv[1:]], {})
 """
-
-
-def _named(marker: str) -> list[int]:
-    """Pids of live processes (any thread running) whose command line holds `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            threads = os.listdir(f"/proc/{entry}/task")
-            states = [
-                Path(f"/proc/{entry}/task/{t}/stat").read_text().rpartition(")")[2].split()[0]
-                for t in threads
-            ]
-        except OSError:
-            continue
-        if marker.encode() in cmdline and any(s not in ("Z", "X") for s in states):
-            found.append(int(entry))
-    return found
 
 
 @pytest.fixture
@@ -133,7 +114,7 @@ async def test_a_thread_outliving_its_leader_dies_with_the_run(
     """
     lines, _ = await _lines(_spec(code, tmp_path, contained))
     assert lines == ["left"] and started.exists()
-    await eventually(lambda: not _named(marker), within=5.0, what="the survivor gone")
+    await eventually(lambda: not named(marker), within=5.0, what="the survivor gone")
 
 
 async def test_sigterm_reaches_the_agent_and_its_exit_status_is_its_own(
@@ -206,7 +187,7 @@ async def test_a_fork_bomb_stops_at_the_pids_limit_and_leaves_nothing(
     forks, errno_ = (int(x) for x in lines[0].split())
     assert errno_ == 11 and forks < 40  # EAGAIN at the limit
     assert "pids" in observer.limits
-    assert not _named(marker)
+    assert not named(marker)
 
 
 async def test_the_run_group_is_removed_and_a_crashed_runs_group_is_killed(
@@ -316,4 +297,4 @@ async def test_a_contained_run_is_never_walked_while_it_runs(
             assert (await anext(aiter(run.messages()))).content == "ready"
             await anyio.sleep(3 * TRACK_INTERVAL)
     assert walks == 0
-    assert not _named(marker)
+    assert not named(marker)
