@@ -26,19 +26,19 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from backends.process.cgroup_trees import V2, Tree, own_groups
+from backends.process.run_group import RunGroup
+
+__all__ = ["V2", "CgroupHome", "Limits", "RunGroup", "Tree", "own_groups", "prepare"]
+
 log = logging.getLogger(__name__)
 
-V2 = "unified"
-"""The name a cgroup v2 tree goes by below, beside the v1 controllers' names."""
-_WANTED_V1 = ("pids", "memory", "cpu")
 _V2_CONTROLLERS = ("memory", "pids", "cpu")
-_PROC_SELF = Path("/proc/self")
 _KEEP_LEAF = "daemon"
 """On cgroup v2, the leaf the daemon moves itself into so that its group may hand controllers
 to its children (v2 lets a group with processes of its own enable none)."""
@@ -52,75 +52,6 @@ class Limits:
     pids: int = 0
     cpu_weight: int = 0
     """1-10000, cgroup v2's scale (100 = an equal share); v1's `cpu.shares` gets it x10.24."""
-
-
-@dataclass(frozen=True, slots=True)
-class Tree:
-    """One mounted cgroup tree and the daemon's own group in it."""
-
-    name: str
-    """`unified` for v2, else the v1 controller (`pids`, `memory`, `cpu`)."""
-    own: Path
-    """The directory of the group the daemon runs in."""
-
-    @property
-    def v2(self) -> bool:
-        """Whether this is the unified (v2) tree."""
-        return self.name == V2
-
-
-def own_groups(proc_self: Path = _PROC_SELF) -> dict[str, Path]:
-    """The directory of the daemon's own group in each mounted tree it could use, by tree name
-    (`unified`, `pids`, `memory`, `cpu`), read from /proc/self/{cgroup,mountinfo}."""
-    try:
-        membership = (proc_self / "cgroup").read_text()
-        mounts = (proc_self / "mountinfo").read_text()
-    except OSError:
-        return {}
-    paths: dict[str, str] = {}
-    for line in membership.splitlines():
-        hierarchy, _, rest = line.partition(":")
-        controllers, _, path = rest.partition(":")
-        if hierarchy == "0" and not controllers:
-            paths[V2] = path
-        for name in controllers.split(","):
-            if name in _WANTED_V1:
-                paths[name] = path
-    found: dict[str, Path] = {}
-    for line in mounts.splitlines():
-        fields = line.split()
-        if " - " not in line or len(fields) < 5:
-            continue
-        after = line.split(" - ", 1)[1].split()
-        if len(after) < 3:
-            continue
-        fstype, options = after[0], after[2].split(",")
-        root, point = fields[3], fields[4]
-        if fstype == "cgroup2":
-            names = [V2]
-        elif fstype == "cgroup":
-            names = [o for o in options if o in _WANTED_V1]
-        else:
-            continue
-        for name in names:
-            mine = paths.get(name)
-            if mine is None or name in found:
-                continue
-            relative = _below(mine, root)
-            if relative is not None:
-                found[name] = Path(point, relative)
-    return found
-
-
-def _below(path: str, root: str) -> str | None:
-    """`path` relative to a mount's `root`, or None when the mount does not show it."""
-    if root == "/":
-        return path.lstrip("/")
-    if path == root:
-        return ""
-    if path.startswith(root.rstrip("/") + "/"):
-        return path[len(root.rstrip("/")) + 1 :]
-    return None
 
 
 @dataclass
@@ -174,83 +105,6 @@ class CgroupHome:
         for path in self.parents.values():
             with contextlib.suppress(OSError):
                 path.rmdir()
-
-
-@dataclass
-class RunGroup:
-    """One run's group in each tree: its members, its kill, its counters."""
-
-    dirs: dict[str, Path]
-    _oom_before: int = 0
-
-    def procs_files(self) -> list[str]:
-        """Each tree's `cgroup.procs`: what the launcher writes itself into."""
-        return [str(d / "cgroup.procs") for d in self.dirs.values()]
-
-    def pids(self) -> set[int]:
-        """Every process in the group now (the v2 tree's view, else any tree's)."""
-        found: set[int] = set()
-        for path in self._members_dirs():
-            with contextlib.suppress(OSError):
-                found |= {int(p) for p in (path / "cgroup.procs").read_text().split()}
-        return found
-
-    def empty(self) -> bool:
-        """Whether no process is left in the group."""
-        v2 = self.dirs.get(V2)
-        if v2 is not None:
-            with contextlib.suppress(OSError):
-                for line in (v2 / "cgroup.events").read_text().splitlines():
-                    if line.startswith("populated "):
-                        return line.split()[1] == "0"
-        return not self.pids()
-
-    def kill(self) -> None:
-        """SIGKILL every process in the group: `cgroup.kill` where the kernel has it, else each
-        member (none can leave the group; a fork storm is bounded by `pids.max`)."""
-        v2 = self.dirs.get(V2)
-        if v2 is not None:
-            try:
-                (v2 / "cgroup.kill").write_text("1")
-                return
-            except OSError:
-                pass
-        for pid in self.pids():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-
-    def oom_kills(self) -> int:
-        """Processes the kernel's OOM killer killed in the group (its memory limit reached)."""
-        return max(
-            _counter(self.dirs.get(V2), "memory.events", "oom_kill"),
-            _counter(self.dirs.get("memory"), "memory.oom_control", "oom_kill"),
-        )
-
-    def pids_refused(self) -> int:
-        """Forks the group's `pids.max` refused."""
-        return max(
-            _counter(self.dirs.get(V2), "pids.events", "max"),
-            _counter(self.dirs.get("pids"), "pids.events", "max"),
-        )
-
-    def remove(self) -> bool:
-        """Remove the group's directories (each must be empty); whether all went."""
-        gone = True
-        for path in self.dirs.values():
-            try:
-                path.rmdir()
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                gone = False
-                log.warning("cgroup %s not removed: %s", path, os.strerror(exc.errno or 0))
-        return gone
-
-    def _members_dirs(self) -> Iterator[Path]:
-        if V2 in self.dirs:
-            yield self.dirs[V2]
-        else:
-            yield from self.dirs.values()
 
 
 def prepare(
@@ -399,20 +253,6 @@ def _write_optional(path: Path, value: int, required: bool = True) -> None:
     except OSError as exc:
         if required or exc.errno not in (errno.ENOENT, errno.EINVAL, errno.EACCES):
             raise
-
-
-def _counter(directory: Path | None, name: str, key: str) -> int:
-    if directory is None:
-        return 0
-    try:
-        text = (directory / name).read_text()
-    except OSError:
-        return 0
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
-            return int(parts[1])
-    return 0
 
 
 def _children(parent: Path) -> list[Path]:
