@@ -6,13 +6,18 @@ import contextlib
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import anyio
 
 from backends.process.cgroup_trees import V2
 
 log = logging.getLogger(__name__)
+
+_GONE_WITHIN = 5.0
+"""Seconds the kernel gets to take a killed group's processes before it is left in place."""
 
 
 @dataclass
@@ -103,3 +108,20 @@ def _counter(directory: Path | None, name: str, key: str) -> int:
         if len(parts) == 2 and parts[0] == key and parts[1].isdigit():
             return int(parts[1])
     return 0
+
+
+async def emptied(group: RunGroup, limit_reached: Callable[[str], None]) -> None:
+    """Kill what is left in the run's cgroup, wait (bounded) for the kernel to take it, count
+    the limits that acted, and remove the group."""
+    delay = 0.002
+    with anyio.move_on_after(_GONE_WITHIN):
+        while not group.empty():
+            group.kill()
+            await anyio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+    if group.oom_kills():
+        limit_reached("memory")
+    if group.pids_refused():
+        limit_reached("pids")
+    if not group.remove():
+        log.error("cgroup of the run still holds processes: %s", sorted(group.pids()))

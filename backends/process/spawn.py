@@ -30,24 +30,21 @@ import anyio
 from anyio.abc import Process
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from backends.base import LineParser, Message, RunObserver, RunResult, RunStatus
+from backends.base import LineParser, Message, RunResult, RunStatus
 from backends.process.cgroups import RunGroup
 from backends.process.held_reads import held_reads
 from backends.process.kill import kill_tree
 from backends.process.lines import LineFramer, Tail, clean_line
 from backends.process.registry import ProcessRegistry
+from backends.process.run_group import emptied
 from backends.process.spec import ProcessSpec
-from backends.process.unit import Containment, returncode_of
+from backends.process.unit import OUT_OF_MEMORY, Containment, returncode_of
 
 log = logging.getLogger(__name__)
 
 TRACKING_ENV = "AGENT_DAEMON_TASK_ID"
 """Set in every agent's environment to its task id; the kill sweeps processes carrying it."""
 
-OUT_OF_MEMORY = "agent_error.out_of_memory"
-"""The failure reason of a run its memory limit stopped (outside Multica's taxonomy: the
-server keeps it as sent, and the error text names the limit)."""
-_GROUP_GONE_WITHIN = 5.0
 _KEPT_UNREAD = 100_000
 """Messages kept once the consumer is done and stdout is read to its end by the pump; past it
 the rest are parsed (the result needs them) but not kept."""
@@ -288,7 +285,7 @@ class ProcessRun:
             await kill_tree(collect, spec.kill_grace, spec.observer, self.tag)
         registry.forget(self.pid)
         if self._group is not None:
-            await _empty_group(self._group, self._spec.observer)
+            await emptied(self._group, self._spec.observer.limit_reached)
         self._stdin_tx.close()
         with anyio.move_on_after(2.0):
             await self._process.wait()
@@ -374,20 +371,3 @@ def out_of_memory(
     said = f"the agent was killed by its memory limit ({limit // (1024 * 1024)} MiB per task)"
     error = f"{said}: {result.error}" if result.error else said
     return replace(result, error=error, failure_reason=OUT_OF_MEMORY)
-
-
-async def _empty_group(group: RunGroup, observer: RunObserver) -> None:
-    """Kill what is left in the run's cgroup, wait (bounded) for the kernel to take it, count
-    the limits that acted, and remove the group."""
-    delay = 0.002
-    with anyio.move_on_after(_GROUP_GONE_WITHIN):
-        while not group.empty():
-            group.kill()
-            await anyio.sleep(delay)
-            delay = min(delay * 2, 0.05)
-    if group.oom_kills():
-        observer.limit_reached("memory")
-    if group.pids_refused():
-        observer.limit_reached("pids")
-    if not group.remove():
-        log.error("cgroup of the run still holds processes: %s", sorted(group.pids()))

@@ -56,6 +56,9 @@ from backends.process.identity import AgentUser
 
 log = logging.getLogger(__name__)
 
+OUT_OF_MEMORY = "agent_error.out_of_memory"
+"""The failure reason of a run its memory limit stopped (outside Multica's taxonomy: the
+server keeps it as sent, and the error text names the limit)."""
 SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 _PID_NAMESPACE = ("--pid", "--fork", "--kill-child", "--mount", "--mount-proc", "--")
 """A pid namespace with a /proc of its own (in a mount namespace of its own): the agent sees

@@ -20,9 +20,8 @@ from backends.process import ProcessRegistry, ProcessSpec, ProcIdentity, run_pro
 from backends.process.cgroups import Limits, prepare
 from backends.process.identity import AgentUser
 from backends.process.registry import TRACK_INTERVAL
-from backends.process.spawn import OUT_OF_MEMORY
 from backends.process.tree import ProcessTable, subtree_table
-from backends.process.unit import Containment, find_tools, probe_namespace
+from backends.process.unit import OUT_OF_MEMORY, Containment, find_tools, probe_namespace
 from daemon.testing import python
 from daemon.testing.processes import named
 from tests.backends.support import LinesParser, RecordingObserver
