@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Self
 
+from backends.models import EMPTY, Catalog
 from backends.process.identity import AgentUser
 from backends.version import cli_version
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +43,9 @@ class AgentCli:
     """Variables a running copy of the CLI sets for its children; never passed on."""
     probe_env: Mapping[str, str] = MappingProxyType({})
     """Variables set for the `--version` probe only (never for a task's run)."""
+    prefix_reserved: Mapping[str, bool] = MappingProxyType({})
+    """Flags a launch prefix may not set, each with whether it takes a value: those the
+    daemon gives the CLI itself (its protocol, its permissions, its session)."""
 
     def __init__(
         self,
@@ -52,6 +61,9 @@ class AgentCli:
         # The CLI runs in the task's work directory: a relative path must not resolve there.
         self.path = os.path.abspath(path) if os.sep in path else path
         self.args = tuple(args)
+        self.prefix: tuple[str, ...] = ()
+        """Words between the executable and the daemon's own arguments: a custom runtime
+        profile's fixed arguments (`ccms start q36`), part of what the command is."""
         self.model = model
         # `detect` runs the CLI with the daemon's own environment unless told otherwise.
         self._detect_env = detect_env
@@ -60,20 +72,72 @@ class AgentCli:
         self._detect_as = detect_as
         self.version = ""
         """What the CLI last answered to `--version` ("" before it did)."""
+        self.refused: OSError | None = None
+        """Why the system would not start the CLI at its last `--version` (None: it did)."""
 
     async def detect(self) -> str | None:
         """`<cli> --version` within 10 s: the version (also kept in `version`), or None."""
-        argv = [self.path, "--version"]
-        env = {**self.strip_markers(self._env()), **self.probe_env}
-        found = await cli_version(argv, env, user=self._detect_as)
+        refused: list[OSError] = []
+        found = await cli_version(
+            self.command("--version"),
+            self.probe_environment(),
+            user=self._detect_as,
+            refused=refused,
+        )
+        self.refused = refused[0] if refused else None
         if found:
             self.version = found
         return found
 
+    async def models(self) -> Catalog:
+        """The models the CLI offers, as it reads them (none here: a CLI without a catalog
+        of its own takes a model entered by hand)."""
+        return EMPTY
+
+    @property
+    def probe_user(self) -> AgentUser | None:
+        """The user the CLI's probes run as (the agents' user; None: the daemon's own)."""
+        return self._detect_as
+
+    def probe_environment(self) -> dict[str, str]:
+        """The environment the CLI is asked things in (its version, its models)."""
+        return {**self.strip_markers(self._env()), **self.probe_env}
+
+    def command(self, *args: str) -> list[str]:
+        """The argv of one invocation: the executable, its launch prefix, then `args`."""
+        return [self.path, *self.prefix, *args]
+
+    def for_profile(self, path: str, fixed_args: Sequence[str]) -> Self:
+        """This CLI run as a custom runtime profile does: another executable, the profile's
+        fixed arguments as its launch prefix (without the flags the daemon owns), the same
+        settings otherwise; its version is its own, asked for again."""
+        twin = copy.copy(self)
+        twin.path = os.path.abspath(path) if os.sep in path else path
+        twin.prefix = tuple(self.filter_prefix(fixed_args))
+        twin.version = ""
+        return twin
+
+    def filter_prefix(self, args: Sequence[str]) -> list[str]:
+        """`args` as a launch prefix: every positional word kept (it names the command, as
+        `start` in `ccms start q36`), each flag of `prefix_reserved` dropped with its value."""
+        kept: list[str] = []
+        skip = False
+        for arg in args:
+            if skip:
+                skip = False
+                continue
+            flag = arg.split("=", 1)[0]
+            if arg.startswith("-") and flag in self.prefix_reserved:
+                log.warning("%s: fixed argument %s dropped: the daemon sets it", self.name, flag)
+                skip = self.prefix_reserved[flag] and "=" not in arg
+                continue
+            kept.append(arg)
+        return kept
+
     def fingerprint(self) -> Fingerprint | None:
         """The executable as it is on disk now, or None when the path finds none: one
         `stat`, cheap enough to ask often (`--version` runs the CLI's code, this does not)."""
-        found = shutil.which(self.path, path=self._env().get("PATH", os.defpath))
+        found = self.resolve()
         if found is None:
             return None
         try:
@@ -83,6 +147,10 @@ class AgentCli:
         except OSError:
             return None
         return Fingerprint(real, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def resolve(self) -> str | None:
+        """The executable the path finds on the CLI's PATH (a `which`), or None."""
+        return shutil.which(self.path, path=self._env().get("PATH", os.defpath))
 
     def _env(self) -> dict[str, str]:
         """The environment the CLI is detected with: the daemon's own unless told otherwise,

@@ -24,6 +24,8 @@ back to a fresh session (`backends.resume`).
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from backends.base import RunSpec
 from backends.cli_args import ArgRules, filter_args
 from backends.qwen.events import QwenStreamParser
@@ -60,6 +62,7 @@ class QwenBackend(StdinPromptCli):
     min_version = "0.24.4"
     tested_max = "0.24.4"
     session_markers = SESSION_MARKERS
+    prefix_reserved = MappingProxyType({flag: flag not in ARGS.alone for flag in ARGS.reserved})
 
     def parser(self, model: str, resume: str) -> QwenStreamParser:
         """A parser for one run's output."""
@@ -67,7 +70,7 @@ class QwenBackend(StdinPromptCli):
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *BASE_ARGS]
+        argv = self.command(*BASE_ARGS)
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
