@@ -16,6 +16,7 @@ from pathlib import Path
 from backends.process import ProcessRegistry
 from backends.process.unit import Containment
 from daemon.agent_pool import AgentPool
+from daemon.catalogs import ModelCatalogs
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -87,6 +88,8 @@ class Services:
     (None: no checkouts)."""
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between renewals of a claimed task's lease while its setup runs."""
+    catalogs: ModelCatalogs = field(default_factory=ModelCatalogs)
+    """Each CLI's model catalog, which a task's thinking level and service tier must fit."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

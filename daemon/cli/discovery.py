@@ -39,7 +39,7 @@ def candidates(settings: Settings) -> list[Backend]:
     found.append(CopilotBackend(copilot.path, copilot.args, copilot.model, detect_as=user))
     for agent in AGENTS:
         cli = settings.agent_cli(agent.name)
-        found.append(AcpBackend(agent, cli.path, cli.args, cli.model))
+        found.append(AcpBackend(agent, cli.path, cli.args, cli.model, detect_as=user))
     if settings.command_path:
         found.append(CommandBackend(settings.command_path, settings.command_args))
     if settings.scripted_backend:

@@ -6,7 +6,11 @@ Three frames are acted on, anything else is ignored:
 - `{"type": "daemon:task_available", "payload": {"runtime_id", "task_id"}}` wakes the claim loop;
 - `{"type": "daemon:workspaces_changed"}`: the account's workspaces changed (`Pushes` syncs);
 - `{"type": "daemon:pending_work", "payload": {"runtime_id", "kind"}}`: a heartbeat answer holds
-  work a user waits on (`Pushes` sends that runtime's heartbeat now).
+  work a user waits on (`Pushes` sends that runtime's heartbeat now);
+- `{"type": "daemon:runtime_profiles_changed", "payload": {"workspace_id", ...}}`: a custom
+  runtime profile of that workspace was created, edited, disabled or deleted (`Pushes` reads
+  them again). Each time the channel opens, the profiles of every workspace are read again
+  too: a change made while it was closed was announced to nobody.
 
 The channel only brings things forward: claims and heartbeats stay HTTP, and their intervals
 stay the fallback, so a server without the route (404, a refused upgrade) or a dropped
@@ -36,6 +40,7 @@ PATH = "/api/daemon/ws"
 TASK_AVAILABLE = "daemon:task_available"
 WORKSPACES_CHANGED = "daemon:workspaces_changed"
 PENDING_WORK = "daemon:pending_work"
+PROFILES_CHANGED = "daemon:runtime_profiles_changed"
 BACKOFF_FIRST = 1.0
 BACKOFF_CAP = 30.0
 RESET_AFTER = 10.0
@@ -66,6 +71,12 @@ class PushHandler(Protocol):
 
     def pending_work(self, runtime_id: str, kind: str) -> None:
         """A heartbeat answer for `runtime_id` holds work of this kind."""
+
+    def runtime_profiles_changed(self, workspace_id: str) -> None:
+        """A custom runtime profile of the workspace changed."""
+
+    def reconnected(self) -> None:
+        """The channel (re)opened: what was announced while it was closed is lost."""
 
 
 class ControlChannel:
@@ -143,6 +154,8 @@ class ControlChannel:
             self.connected.set()
             # Tasks queued while we were not listening were announced to nobody: claim once.
             self._wakeup.set()
+            if self._pushes is not None:
+                self._pushes.reconnected()
             self._session_scope = anyio.CancelScope()
             if sorted(self._runtime_ids()) != ids:  # re-registered while we connected
                 self._session_scope.cancel()
@@ -177,6 +190,10 @@ class ControlChannel:
             runtime_id, work = payload.get("runtime_id"), payload.get("kind", "")
             if isinstance(runtime_id, str) and runtime_id and isinstance(work, str):
                 self._pushes.pending_work(runtime_id, work)
+        elif kind == PROFILES_CHANGED and self._pushes is not None:
+            workspace_id = payload.get("workspace_id")
+            if isinstance(workspace_id, str) and workspace_id:
+                self._pushes.runtime_profiles_changed(workspace_id)
 
     def _failed(self, exc: Exception) -> None:
         # One line per outage, not one per retry: a server without the route would otherwise

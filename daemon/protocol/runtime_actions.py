@@ -1,8 +1,10 @@
 """Answers to the actions a heartbeat hands a runtime (`pending_*`), and the token renewal.
 
-This daemon does none of them (no self-update, no model discovery, no local skills), so it
-answers each the way an older Multica daemon without the feature would: a `failed` result
-saying so, and for a local-skills list an empty, unsupported one. Without an answer the
+A model list is answered with the runtime's catalog, as its CLI gives it (the worker's
+`models`, daemon/catalogs.py), within seconds. The others this daemon does not do (no
+self-update, no local skills), so it answers each the way an older Multica daemon without
+the feature would: a `failed` result saying so, and for a local-skills list an empty,
+unsupported one (so is a model list when no catalog is given). Without an answer the
 server's request would sit `running` until its own timeout and the UI would say the daemon
 did not respond.
 """
@@ -11,13 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
 
 import anyio
 from anyio.abc import TaskGroup
 
-from daemon.errors import ServerError
+from daemon.errors import ServerError, TransientServerError
 from daemon.protocol.client import ServerClient
 from daemon.protocol.runtime_models import HeartbeatResponse, PendingAction, RenewResponse
 from daemon.protocol.wire import ignore_body, parse_model
@@ -33,9 +36,16 @@ out thousands; more are left unanswered. Multica marks what it hands out running
 hands it out again, so this is at least the most one of its answers carries: a batch of 10
 local skill imports (`maxLocalSkillImportBatch`, asked for with `supports_batch_import`) and
 one each of update, model list and local skills."""
+RESULT_RETRIES = (0.0, 0.5, 2.0, 4.0)
+"""A result the server failed to store (a 5xx, a lost connection) is sent again after these
+waits, as Multica's daemon does: within the server's 60 s, not left `running` until then."""
 AT_ONCE = 2
 """Answers in flight at once: the HTTP pool's other connections stay free for claims,
 heartbeats and reports, however many actions a server hands out."""
+
+
+Body = dict[str, Any] | Callable[[], Awaitable[dict[str, Any]]]
+"""A result, or how to make it (read when the answer is due, not in the heartbeat)."""
 
 
 def _failed(what: str) -> dict[str, Any]:
@@ -45,8 +55,14 @@ def _failed(what: str) -> dict[str, Any]:
 class PendingActions:
     """Answers each pending action of a heartbeat once, without delaying the heartbeat."""
 
-    def __init__(self, client: ServerClient) -> None:
+    def __init__(
+        self,
+        client: ServerClient,
+        models: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
+    ) -> None:
+        """`models`: a runtime's model-list result, by runtime id (None: not supported)."""
         self._client = client
+        self._models = models
         self._answered: OrderedDict[str, None] = OrderedDict()
         self._limiter = anyio.CapacityLimiter(AT_ONCE)
         self._in_flight = 0
@@ -59,9 +75,13 @@ class PendingActions:
         imports = beat.pending_local_skill_imports or [
             i for i in (beat.pending_local_skill_import,) if i is not None
         ]
-        answers: list[tuple[str, PendingAction | None, dict[str, Any]]] = [
+        models: Body = _failed("model discovery")
+        if self._models is not None:
+            read = self._models
+            models = lambda: read(runtime_id)  # noqa: E731 - read when the answer is due
+        answers: list[tuple[str, PendingAction | None, Body]] = [
             ("update", beat.pending_update, _failed("self-update")),
-            ("models", beat.pending_model_list, _failed("model discovery")),
+            ("models", beat.pending_model_list, models),
             (
                 "local-skills",
                 beat.pending_local_skills,
@@ -109,21 +129,40 @@ class PendingActions:
             self._answered.popitem(last=False)
         return False
 
-    async def _answer(
-        self, runtime_id: str, kind: str, action: PendingAction, body: dict[str, Any]
-    ) -> None:
-        log.info("runtime %s: pending %s %s answered: %s", runtime_id, kind, action.id, body)
+    async def _answer(self, runtime_id: str, kind: str, action: PendingAction, body: Body) -> None:
         rid, request = quote(runtime_id, safe=""), quote(action.id, safe="")
         path = f"/api/daemon/runtimes/{rid}/{kind}/{request}/result"
         try:
-            async with self._limiter:
-                await self._client.post(f"result_{kind}", path, body, ignore_body)
+            if callable(body):
+                body = await body()
+            log.info(
+                "runtime %s: pending %s %s answered: %s", runtime_id, kind, action.id, _brief(body)
+            )
+            for wait in RESULT_RETRIES:
+                await anyio.sleep(wait)
+                try:
+                    async with self._limiter:
+                        await self._client.post(f"result_{kind}", path, body, ignore_body)
+                    break
+                except TransientServerError as exc:
+                    if wait == RESULT_RETRIES[-1]:
+                        raise
+                    log.info(
+                        "runtime %s: result of %s not taken (%s): again", runtime_id, kind, exc
+                    )
         except ServerError as exc:
             log.warning(
                 "runtime %s: result of %s %s not sent: %s", runtime_id, kind, action.id, exc
             )
         finally:
             self._in_flight -= 1
+
+
+def _brief(body: dict[str, Any]) -> dict[str, Any]:
+    """A result as logged: a model list by its count (it may hold hundreds of models)."""
+    if isinstance(body.get("models"), list):
+        return {**body, "models": f"{len(body['models'])} models"}
+    return body
 
 
 async def renew_token(client: ServerClient) -> RenewResponse:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -23,12 +25,18 @@ class Heartbeats:
     """Keeps every registered runtime alive on the server and answers what its beats carry."""
 
     def __init__(
-        self, registration: Registration, client: ServerClient, settings: Settings
+        self,
+        registration: Registration,
+        client: ServerClient,
+        settings: Settings,
+        *,
+        models: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
+        """`models`: a runtime's model-list result, by runtime id (None: not answered)."""
         self._registration = registration
         self._client = client
         self._interval = settings.heartbeat_interval
-        self.actions = PendingActions(client)
+        self.actions = PendingActions(client, models)
 
     async def run(self) -> None:
         """One heartbeat loop per runtime, started and stopped as the runtime set changes."""

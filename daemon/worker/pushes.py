@@ -8,6 +8,10 @@ its answer handled as any heartbeat's. The hint carries no work itself, so a los
 repeated one costs nothing but the wait for the next scheduled heartbeat; as Multica's
 daemon does, one runtime gets at most one such heartbeat a second and never two at once, so
 a user reloading a page cannot turn the hint into a heartbeat flood.
+`daemon:runtime_profiles_changed` (`{workspace_id}`), and every time the control channel
+opens (for every workspace): read the workspace's custom runtime profiles and register again
+if they differ from those registered; one read per workspace at a time, a notice arriving
+meanwhile read once more after it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from daemon.errors import RoundBoundary
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.registration import Registration
 
@@ -47,6 +52,8 @@ class Pushes:
         self._clock = clock
         self._last: dict[str, float] = {}
         self._inflight: set[str] = set()
+        self._refreshing: set[str] = set()
+        self._refresh_again: set[str] = set()
         self._tg: TaskGroup | None = None
         self.beats = 0
         """Heartbeats sent for pending-work pushes (tests and `status` read it)."""
@@ -69,6 +76,32 @@ class Pushes:
     def workspaces_changed(self) -> None:
         """A workspace came or went for this account: sync them now."""
         self._registration.request_sync()
+
+    def runtime_profiles_changed(self, workspace_id: str) -> None:
+        """A profile of the workspace changed: read them now (again after a read under way)."""
+        if self._tg is None:
+            return
+        if workspace_id in self._refreshing:
+            self._refresh_again.add(workspace_id)
+            return
+        self._refreshing.add(workspace_id)
+        self._tg.start_soon(self._refresh, workspace_id)
+
+    def reconnected(self) -> None:
+        """The control channel opened: profile notices may have been missed, read them all."""
+        for workspace in self._registration.workspaces:
+            self.runtime_profiles_changed(workspace["id"])
+
+    async def _refresh(self, workspace_id: str) -> None:
+        try:
+            while True:
+                self._refresh_again.discard(workspace_id)
+                with RoundBoundary(f"profiles of {workspace_id}"):
+                    await self._registration.refresh_profiles(workspace_id)
+                if workspace_id not in self._refresh_again:
+                    return
+        finally:
+            self._refreshing.discard(workspace_id)
 
     def pending_work(self, runtime_id: str, kind: str) -> None:
         """Something waits for `runtime_id`'s next heartbeat: send it now, within the limit."""

@@ -14,6 +14,7 @@ import socket
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -24,7 +25,7 @@ from daemon.agent_pool import AgentPool
 from daemon.config import Settings
 from daemon.containment import contain
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
-from daemon.multica_home import daemon_id, legacy_daemon_ids
+from daemon.multica_home import daemon_id, legacy_daemon_ids, profile_command_overrides
 from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
@@ -43,9 +44,10 @@ from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
-from daemon.worker.cli_watch import CliWatch
+from daemon.worker.cli_watch import CliWatch, Finder
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
+from daemon.worker.profiles import Profiles
 from daemon.worker.pushes import Pushes
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.runs import Runs
@@ -73,6 +75,9 @@ class WorkerOptions:
     outbox_interval: float = OUTBOX_INTERVAL
     prepare_lease_every: float = PREPARE_LEASE_EVERY
     """Seconds between a claimed task's lease renewals while its setup runs."""
+    finder: Finder | None = None
+    """How the command finds agent CLIs: CLIs installed later are looked for, and a custom
+    runtime profile may be of any family it makes possible (None: only the backends given)."""
 
 
 class Worker:
@@ -92,6 +97,7 @@ class Worker:
     ) -> None:
         """`reach` is how agents reach the daemon and the server (`AgentReach.found`; its health
         port is set when the port is served: `attach_health`)."""
+        finder = options.finder
         self.settings = settings
         self.client = client
         self.backends = dict(backends)
@@ -110,6 +116,13 @@ class Worker:
             metrics,
             shared=settings.agent_identity is not None,
         )
+        profiles = Profiles(
+            client,
+            self._families,
+            profile_command_overrides(settings.home, settings.profile),
+            settings.device_name,
+        )
+        self._finder = finder
         self.registration = Registration(
             client,
             settings,
@@ -117,8 +130,15 @@ class Worker:
             self.daemon_id,
             on_repos=self.workdirs.learned,
             legacy_ids=legacy,
+            profiles=profiles,
         )
-        self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
+        self.cli_watch = CliWatch(
+            self.backends,
+            self.registration,
+            settings.cli_check_interval,
+            finder=finder,
+            busy=self._busy,
+        )
         self.runs = Runs(budget, self._ended)
         self.summary = Summary()
         self.finished: deque[FinishedSnapshot] = deque(maxlen=FINISHED_KEPT)
@@ -148,7 +168,7 @@ class Worker:
         self._stopping = anyio.Event()
         self._starting = anyio.CancelScope()
         url = reach.server_url
-        self.heartbeats = Heartbeats(self.registration, client, settings)
+        self.heartbeats = Heartbeats(self.registration, client, settings, models=self._model_list)
         self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
             settings, self.runs, self.registration, url, options.control, self.pushes
@@ -161,6 +181,23 @@ class Worker:
             repo_locks=self.workdirs.cache,
             repo_in_use=self.workdirs.listed,
         )
+
+    def _families(self) -> dict[str, Backend]:
+        """Every backend a custom runtime profile may be of, by runtime type: those the
+        settings make possible (the found ones as found)."""
+        candidates = self._finder.candidates() if self._finder is not None else ()
+        found = {name: backend for name, (backend, _) in self.backends.items()}
+        return {b.name: b for b in candidates} | found
+
+    def _busy(self, backend: str) -> bool:
+        """Whether a task runs on the backend found under this name (not on a profile's)."""
+        found = self.backends.get(backend)
+        return found is not None and any(r.backend is found[0] for r in self.runs.values())
+
+    async def _model_list(self, runtime_id: str) -> dict[str, Any]:
+        """The model-list result of one of our runtimes (its CLI's catalog)."""
+        runtime = self.registration.runtime(runtime_id)
+        return await self.services.catalogs.result(runtime.backend if runtime else None)
 
     @property
     def registered(self) -> bool:

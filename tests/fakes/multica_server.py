@@ -33,8 +33,11 @@ lenient where Multica refuses:
 - comments folded into a queued run come one by one to a daemon naming
   `coalesced-comments-v1`, else folded into the trigger comment (tests/fakes/multica_comments.py);
 - the control WebSocket pushes `daemon:task_available` when a task is queued,
-  `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
-  request waits for a runtime's heartbeat (`server/internal/daemonws/hub.go`).
+  `daemon:workspaces_changed` when a workspace is created, `daemon:pending_work` when a
+  request waits for a runtime's heartbeat and `daemon:runtime_profiles_changed` when a custom
+  runtime profile changes (`server/internal/daemonws/hub.go`);
+- custom runtime profiles are listed and registered as tests/fakes/multica_profiles.py says;
+  a deregister keeps each runtime's `offline_reasons` entry on it.
 
 Test controls: queue Multica-shaped tasks, delete a runtime, cancel a task, make one
 workspace's register fail with 404, drop the answer of the next N calls of a route after the
@@ -68,13 +71,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from tests.fakes import multica_comments
 from tests.fakes.loopback import serve_app
 from tests.fakes.multica_gc import GcHandlers, Record
+from tests.fakes.multica_profiles import FakeProfile, ProfileControls, ProfileHandlers
 from tests.fakes.multica_routes import FakeRuntime, FakeTask, Handlers, SeenRequest, route_of
 from tests.fakes.multica_skills import SkillHandlers, for_claim
 from tests.helpers import eventually
 
 
 @dataclass
-class MulticaFake:
+class MulticaFake(ProfileControls):
     """The server's state and its test controls; `app` serves it."""
 
     token: str = ""
@@ -133,6 +137,10 @@ class MulticaFake:
     (`claimResponseRecoveryWindow`)..."""
     prepare_lease: float = 45.0
     """... once its prepare lease, from the claim or its last renewal, has run out."""
+    profiles: dict[str, FakeProfile] = field(default_factory=dict)
+    """Custom runtime profiles by id (`add_profile`, `edit_profile`, `delete_profile`)."""
+    profiles_route: bool = True
+    """Serve the profiles route (False: a server older than it, a router 404)."""
     merged_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtimes a register folded into another (old id → new id): registered under a
     `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
@@ -182,9 +190,11 @@ class MulticaFake:
         workspace_id: str = "",
         provider: str = "scripted",
         agent: dict[str, Any] | None = None,
+        runtime_id: str = "",
         **fields: Any,
     ) -> str:
-        """Queue a task with these claim fields for the `provider` runtime of a workspace."""
+        """Queue a task with these claim fields for the `provider` runtime of a workspace (for
+        `runtime_id`, with its provider, when the agent is bound to that one: a profile's)."""
         task_id = str(uuid.uuid4())
         agent_body = {
             "id": str(uuid.uuid4()),
@@ -195,7 +205,10 @@ class MulticaFake:
             "model": "",
             **(agent or {}),
         }
+        if runtime_id:
+            provider = self.runtimes[runtime_id].provider
         task = FakeTask(task_id, workspace_id or self.workspace_id, provider, fields, agent_body)
+        task.target_runtime = runtime_id
         self.tasks[task_id] = task
         self._announce(task)
         return task_id
@@ -204,6 +217,8 @@ class MulticaFake:
         # Multica's hub wakes every daemon connection watching a runtime the task can run on.
         for runtime in self.live_runtimes(task.workspace_id):
             if runtime.provider != task.provider:
+                continue
+            if task.target_runtime and runtime.id != task.target_runtime:
                 continue
             frame = {
                 "type": "daemon:task_available",
@@ -345,6 +360,7 @@ class MulticaFake:
     def app(self) -> _DroppingApp:
         """The ASGI app: the routes behind the answer-dropping control."""
         h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
+        profiles = ProfileHandlers(self)
         daemon = "/api/daemon"
         resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
@@ -361,6 +377,7 @@ class MulticaFake:
             Route(daemon + "/tasks/{id}/gc-check", gc.task, methods=["GET"]),
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
             Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
+            Route("/api/daemon/workspaces/{wid}/runtime-profiles", profiles.list, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
             Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),
