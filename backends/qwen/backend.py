@@ -59,7 +59,9 @@ class QwenBackend(StdinPromptCli):
     """Runs Qwen Code for a task; resumes sessions and falls back when one is gone."""
 
     name = "qwen"
-    min_version = "0.24.4"
+    # Multica's floor, the version whose stream-json it verified; 0.21.2 (the oldest the
+    # registry here serves above it) passes the same real-CLI scenarios as 0.24.4.
+    min_version = "0.20.0"
     tested_max = "0.24.4"
     session_markers = SESSION_MARKERS
     prefix_reserved = MappingProxyType({flag: flag not in ARGS.alone for flag in ARGS.reserved})
