@@ -18,11 +18,12 @@ import anyio
 import pytest
 
 from backends.acp import AcpBackend
+from backends.codex import CodexBackend
 from backends.opencode import OPENCODE
 from tests.fakes.agent_cli import CLAUDE_ANSWER, runs_of, write_cli
 from tests.fakes.chat_api import MODEL, PROVIDER, fake_chat, opencode_env
 from tests.fakes.multica_server import MulticaFake, multica_server
-from tests.fakes.openai_api import Answer
+from tests.fakes.openai_api import Answer, codex_env, codex_home, fake_openai
 from tests.fakes.real_cli import require_cli
 from tests.helpers import eventually, running_daemon
 
@@ -196,3 +197,30 @@ async def test_a_codex_service_tier_goes_to_a_model_that_has_it(tmp_path: Path) 
     assert 'service_tier="priority"' in fast and "fast_mode" in fast
     assert 'model_reasoning_effort="high"' in fast
     assert not any("service_tier" in a or "reasoning_effort" in a for a in slow + default)
+
+
+@pytest.mark.real_cli
+@pytest.mark.parametrize("mode", ["exec", "app-server"])
+async def test_codex_sends_the_effort_and_tier_its_catalog_offers(
+    tmp_path: Path, mode: str
+) -> None:
+    """The real Codex: a task on a model its bundled catalog gives `priority` and `high`
+    reaches the model API with both (`service_tier`, `reasoning.effort`), in either mode."""
+    path = require_cli("codex", "MULTICA_TEST_CODEX_PATH")
+    async with fake_openai([Answer("Fast.")]) as api:
+        agent_env = codex_env(tmp_path / "home", codex_home(tmp_path / "codex-home", api.url))
+        backend = CodexBackend(path, detect_env=agent_env, mode=mode)
+        found = {"codex": (backend, await backend.detect() or "")}
+        catalog = (await backend.models()).models
+        model = next(m for m in catalog if any(t.id == "priority" for t in m.service_tiers))
+        assert model.thinking is not None and model.thinking.offers("high")
+        async with (
+            multica_server() as fake,
+            running_daemon(tmp_path, fake.url, base_env=agent_env, backends=found, **CONTROL),
+        ):
+            agent = {"model": model.id, "thinking_level": "high", "service_tier": "priority"}
+            task_id = fake.queue_issue(provider="codex", agent=agent)
+            assert (await fake.finished(task_id, within=120)).status == "completed"
+    (request,) = api.main_requests()
+    assert request.body.get("service_tier") == "priority"
+    assert request.body.get("reasoning", {}).get("effort") == "high"
