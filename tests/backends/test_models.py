@@ -13,20 +13,26 @@ import pytest
 from backends.acp.discovery import parse_models
 from backends.acp.effort import effort_option
 from backends.agent_cli import AgentCli
+from backends.claude import ClaudeBackend
 from backends.claude.models import help_efforts
 from backends.codex.models import known_models, parse_catalog
 from backends.copilot.models import vendor
 from backends.models import Catalog, Model, Thinking, levels, qualified, valid_thinking
 from backends.models import valid_service_tier as valid_tier
 from backends.opencode.models import parse_models as opencode_models
+from backends.pi import PiBackend
 from backends.pi.models import rpc_models, table_models
 from backends.probe import ask
 from backends.process.identity import AgentUser
+from tests.fakes.chat_api import pi_env
+from tests.fakes.real_cli import require_cli
 from tests.fakes.system_user import agent_python, passable_dir
 
 pytestmark = pytest.mark.anyio
 
 EFFORTS = levels(("low", "high"), {})
+EVERY_EFFORT = ("low", "medium", "high", "xhigh", "max")
+HOME_ONLY = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent"}
 CATALOG = Catalog.of(
     [
         Model("a/one", provider="a", default=True, thinking=Thinking(EFFORTS, "low")),
@@ -267,3 +273,32 @@ async def test_a_probe_runs_as_the_agent_user_in_a_directory_of_its_own(
         True,
     )
     assert not await anyio.Path(cwd).exists()
+
+
+@pytest.mark.real_cli
+async def test_the_real_claude_code_names_its_efforts(tmp_path: Path) -> None:
+    """Claude Code's own `--help` gives every level, and the catalog narrows them per model."""
+    cli = ClaudeBackend(require_cli("claude", "MULTICA_TEST_CLAUDE_PATH"), detect_env=HOME_ONLY)
+    catalog = {m.id: m for m in (await cli.models()).models}
+    opus, haiku = catalog["claude-opus-4-7"].thinking, catalog["claude-haiku-4-5-20251001"].thinking
+    assert opus is not None and [lvl.value for lvl in opus.levels] == list(EVERY_EFFORT)
+    assert haiku is not None and [lvl.value for lvl in haiku.levels] == ["low", "medium", "high"]
+
+
+@pytest.mark.real_cli
+async def test_the_real_pi_lists_its_models_over_rpc(tmp_path: Path) -> None:
+    """Pi's RPC catalog: each configured model as `provider/id`, a reasoning one with its
+    levels (`xhigh` where mapped), the default one (settings) marked with its level."""
+    env = pi_env(tmp_path, "http://127.0.0.1:9")
+    agent_dir = Path(env["HOME"]) / ".pi" / "agent"
+    models = {"providers": {"p": {"baseUrl": "http://127.0.0.1:9/v1", "api": "openai-completions",
+              "apiKey": "k", "models": [{"id": "plain"}, {"id": "deep", "reasoning": True,
+                                          "thinkingLevelMap": {"xhigh": "xhigh"}}]}}}  # fmt: skip
+    (agent_dir / "models.json").write_text(json.dumps(models))
+    settings = {"defaultProvider": "p", "defaultModel": "deep", "defaultThinkingLevel": "high"}
+    (agent_dir / "settings.json").write_text(json.dumps(settings))
+    pi = PiBackend(require_cli("pi", "MULTICA_TEST_PI_PATH"), detect_env=env)
+    plain, deep = (await pi.models()).models
+    assert (plain.id, plain.thinking, deep.default) == ("p/plain", None, True)
+    assert deep.thinking is not None and deep.thinking.default == "high"
+    assert [lvl.value for lvl in deep.thinking.levels][-2:] == ["high", "xhigh"]
