@@ -14,10 +14,10 @@ import pytest
 
 from backends.base import MessageType, RunStatus
 from backends.qwen import QwenBackend
+from backends.version import version_at_least
 from tests.backends.support import drain, stdin_spec
 from tests.fakes.chat_api import fake_chat, qwen_env
 from tests.fakes.openai_api import Answer
-from backends.version import version_at_least
 from tests.fakes.real_cli import pinned_version, require_cli
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
