@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Self
 
 import anyio.to_thread
 
 from backends.cli_trust import UntrustedCliError, refusal
+from backends.models import EMPTY, Catalog
 from backends.process.identity import AgentUser
 from backends.version import cli_version
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +37,7 @@ class AgentCli:
     """An agent CLI run by path with configured arguments and a default model."""
 
     name = ""
-    command = ""
+    executable = ""
     """The executable looked up on PATH when no path is given ("" = the runtime's `name`)."""
     min_version = ""
     """The oldest version this backend works with ("" = any); checked at detection."""
@@ -42,6 +48,9 @@ class AgentCli:
     """Variables a running copy of the CLI sets for its children; never passed on."""
     probe_env: Mapping[str, str] = MappingProxyType({})
     """Variables set for the `--version` probe only (never for a task's run)."""
+    prefix_reserved: Mapping[str, bool] = MappingProxyType({})
+    """Flags a launch prefix may not set, each with whether it takes a value: those the
+    daemon gives the CLI itself (its protocol, its permissions, its session)."""
 
     def __init__(
         self,
@@ -53,10 +62,13 @@ class AgentCli:
         detect_as: AgentUser | None = None,
     ) -> None:
         """`path` defaults to the CLI's command, looked up on the agent's PATH."""
-        path = (self.command or self.name) if path is None else path
+        path = (self.executable or self.name) if path is None else path
         # The CLI runs in the task's work directory: a relative path must not resolve there.
         self.path = os.path.abspath(path) if os.sep in path else path
         self.args = tuple(args)
+        self.prefix: tuple[str, ...] = ()
+        """Words between the executable and the daemon's own arguments: a custom runtime
+        profile's fixed arguments (`ccms start q36`), part of what the command is."""
         self.model = model
         # `detect` runs the CLI with the daemon's own environment unless told otherwise.
         self._detect_env = detect_env
@@ -65,10 +77,13 @@ class AgentCli:
         self._detect_as = detect_as
         self.version = ""
         """What the CLI last answered to `--version` ("" before it did)."""
+        self.refused: OSError | None = None
+        """Why the system would not start the CLI at its last `--version` (None: it did)."""
 
     async def detect(self) -> str | None:
         """`<cli> --version` within 10 s: the version (also kept in `version`), or None.
         Raises `UntrustedCliError` (nothing run) for a CLI an agent user could change."""
+        self.refused = None
         if self.fingerprint() is None:
             # Nothing there to run: no fork. Start-up asks every CLI the daemon knows, and a
             # spawn forks the daemon in its event loop's thread, one after another: sixteen
@@ -78,9 +93,14 @@ class AgentCli:
             why = await anyio.to_thread.run_sync(self.refusal)
             if why is not None:
                 raise UntrustedCliError(why)
-        argv = [self.path, "--version"]
-        env = {**self.strip_markers(self._env()), **self.probe_env}
-        found = await cli_version(argv, env, user=self._detect_as)
+        refused: list[OSError] = []
+        found = await cli_version(
+            self.command("--version"),
+            self.probe_environment(),
+            user=self._detect_as,
+            refused=refused,
+        )
+        self.refused = refused[0] if refused else None
         if found:
             self.version = found
         return found
@@ -92,10 +112,55 @@ class AgentCli:
         path = self._env().get("PATH", os.defpath) if search_path is None else search_path
         return refusal(self.path, path)
 
+    async def models(self) -> Catalog:
+        """The models the CLI offers, as it reads them (none here: a CLI without a catalog
+        of its own takes a model entered by hand)."""
+        return EMPTY
+
+    @property
+    def probe_user(self) -> AgentUser | None:
+        """The user the CLI's probes run as (the agents' user; None: the daemon's own)."""
+        return self._detect_as
+
+    def probe_environment(self) -> dict[str, str]:
+        """The environment the CLI is asked things in (its version, its models)."""
+        return {**self.strip_markers(self._env()), **self.probe_env}
+
+    def command(self, *args: str) -> list[str]:
+        """The argv of one invocation: the executable, its launch prefix, then `args`."""
+        return [self.path, *self.prefix, *args]
+
+    def for_profile(self, path: str, fixed_args: Sequence[str]) -> Self:
+        """This CLI run as a custom runtime profile does: another executable, the profile's
+        fixed arguments as its launch prefix (without the flags the daemon owns), the same
+        settings otherwise; its version is its own, asked for again."""
+        twin = copy.copy(self)
+        twin.path = os.path.abspath(path) if os.sep in path else path
+        twin.prefix = tuple(self.filter_prefix(fixed_args))
+        twin.version = ""
+        return twin
+
+    def filter_prefix(self, args: Sequence[str]) -> list[str]:
+        """`args` as a launch prefix: every positional word kept (it names the command, as
+        `start` in `ccms start q36`), each flag of `prefix_reserved` dropped with its value."""
+        kept: list[str] = []
+        skip = False
+        for arg in args:
+            if skip:
+                skip = False
+                continue
+            flag = arg.split("=", 1)[0]
+            if arg.startswith("-") and flag in self.prefix_reserved:
+                log.warning("%s: fixed argument %s dropped: the daemon sets it", self.name, flag)
+                skip = self.prefix_reserved[flag] and "=" not in arg
+                continue
+            kept.append(arg)
+        return kept
+
     def fingerprint(self) -> Fingerprint | None:
         """The executable as it is on disk now, or None when the path finds none: one
         `stat`, cheap enough to ask often (`--version` runs the CLI's code, this does not)."""
-        found = shutil.which(self.path, path=self._env().get("PATH", os.defpath))
+        found = self.resolve()
         if found is None:
             return None
         try:
@@ -105,6 +170,10 @@ class AgentCli:
         except OSError:
             return None
         return Fingerprint(real, info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def resolve(self) -> str | None:
+        """The executable the path finds on the CLI's PATH (a `which`), or None."""
+        return shutil.which(self.path, path=self._env().get("PATH", os.defpath))
 
     def _env(self) -> dict[str, str]:
         """The environment the CLI is detected with: the daemon's own unless told otherwise,

@@ -161,6 +161,11 @@ class RunSpec:
     env: Mapping[str, str]
     task_id: str = ""
     model: str = ""
+    thinking_level: str = ""
+    """The reasoning effort in the CLI's own words ("": the CLI's default); checked against
+    the model's catalog before the run, so a backend gives it as it is."""
+    service_tier: str = ""
+    """The model's service tier (Codex's `priority`; "": the CLI's configuration's)."""
     resume_session_id: str = ""
     instructions: str = ""
     extra_args: Sequence[str] = field(default_factory=tuple)

@@ -74,6 +74,11 @@ class JsonLinesParser:
         if not line.strip():
             return ParseStep()
         event = json_object(line)
+        if event is None and self.resuming and self.says_session_missing(line):
+            # Said on stdout by some versions (Pi before 0.73, some of them), on stderr by
+            # others: either way the CLI's refusal to resume, and the run starts fresh.
+            self.session_not_found = True
+            return ParseStep()
         if event is None:
             quoted = self._note_unrecognised(line)
             if self.recognised:

@@ -74,9 +74,11 @@ async def cli_version(
     env: Mapping[str, str],
     bound: float = VERSION_TIMEOUT,
     user: AgentUser | None = None,
+    refused: list[OSError] | None = None,
 ) -> str | None:
     """Run `argv` (e.g. `claude --version`); its version line as the CLI prints it (`2.1.328
-    (Claude Code)`, what Multica shows beside the device), or None if it fails or hangs."""
+    (Claude Code)`, what Multica shows beside the device), or None if it fails or hangs.
+    `refused` gets the error of a CLI the system would not start (not a program: ENOEXEC)."""
     parser = _VersionLine()
     result: RunResult | None = None
     with anyio.move_on_after(bound):
@@ -92,7 +94,9 @@ async def cli_version(
                 async for _ in run.messages():
                     pass
                 result = await run.result()
-        except OSError:
+        except OSError as exc:
+            if refused is not None:
+                refused.append(exc)
             return None
     if result is None or result.status is not RunStatus.COMPLETED:
         return None

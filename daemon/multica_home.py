@@ -1,4 +1,5 @@
-"""What the `multica` CLI and its daemon keep in `~/.multica`: the daemon id and the login config.
+"""What the `multica` CLI and its daemon keep in `~/.multica`: the daemon id, the login config,
+and the paths custom runtime profiles run on this machine.
 
 Reusing these files is what lets this daemon take over from Multica's own: the server binds
 agents to runtimes registered under the machine's daemon id, so a daemon that made up a new
@@ -8,6 +9,7 @@ id would register runtimes no agent is assigned to. Every function takes the hom
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 import tempfile
@@ -20,6 +22,8 @@ from typing import Any
 from daemon.boundary.untrusted import read_regular
 from daemon.errors import ConfigError
 from daemon.protocol import jsonin
+
+log = logging.getLogger(__name__)
 
 DAEMON_ID_FILE = "daemon.id"
 CONFIG_FILE = "config.json"
@@ -156,6 +160,32 @@ def read_config(home: Path, profile: str = "") -> MulticaConfig:
             raise ConfigError(f"the Multica config {path}: {name} must be a string")
         values[name] = value.strip()
     return MulticaConfig(**values, path=path)
+
+
+def profile_command_overrides(home: Path, profile: str = "") -> dict[str, str]:
+    """The executable each custom runtime profile runs on this machine, by profile id, as
+    `multica runtime profile set-path` writes them (`profile_command_overrides` in the CLI's
+    `config.json`). Read at start, as Multica's daemon reads them (the CLI says to restart);
+    a config that cannot be read, or entries that are not paths, give none: the profiles'
+    commands are looked up on PATH instead."""
+    path = profile_dir(home, profile) / CONFIG_FILE
+    try:
+        data = read_regular(path, CONFIG_LIMIT)
+        _check_owned(path)
+        raw = jsonin.loads(data, limit=CONFIG_LIMIT, what="the file")
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, ConfigError) as exc:
+        log.warning("custom runtime paths of %s not read: %s", path, exc)
+        return {}
+    found = raw.get("profile_command_overrides") if isinstance(raw, dict) else None
+    if not isinstance(found, dict):
+        return {}
+    return {
+        key: value.strip()
+        for key, value in found.items()
+        if isinstance(key, str) and key and isinstance(value, str) and value.strip()
+    }
 
 
 def _check_owned(path: Path) -> None:

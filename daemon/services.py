@@ -16,6 +16,7 @@ from pathlib import Path
 from backends.process import ProcessRegistry
 from backends.process.unit import Containment
 from daemon.boundary.pool import AgentPool
+from daemon.catalogs import ModelCatalogs
 from daemon.config import Settings
 from daemon.ops.metrics import Metrics
 from daemon.protocol.api import TaskServer
@@ -96,6 +97,8 @@ class Services:
     """Which local directories running tasks hold, and who waits for them."""
     progress: Progress | None = None
     """Where a run's progress posts go (None: none are sent)."""
+    catalogs: ModelCatalogs = field(default_factory=ModelCatalogs)
+    """Each CLI's model catalog, which a task's thinking level and service tier must fit."""
 
     def __post_init__(self) -> None:
         if self.agent_users is None:

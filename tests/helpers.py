@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import functools
 import json
 import os
 import subprocess
@@ -24,7 +25,7 @@ import pytest
 
 import daemon
 from backends.base import Backend
-from daemon.cli.discovery import available
+from daemon.cli.discovery import available, candidates, detect
 from daemon.cli.tasks_api import TasksApi
 from daemon.config import Settings
 from daemon.ops.health import HealthServer
@@ -43,6 +44,7 @@ from daemon.testing import ROOT_AGENTS_ACCEPTED, fast_env, wait_for
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.worker import claims
+from daemon.worker.cli_watch import Finder
 from daemon.worker.worker import OUTBOX_INTERVAL, Worker, WorkerOptions
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -185,6 +187,7 @@ async def running_daemon(
     claim on the control socket waits for its answer (daemon/worker/claims.py).
     """
     settings = Settings.from_env(daemon_env(home, server_url, **env))
+    finder = Finder(functools.partial(candidates, settings), detect)
     metrics = Metrics()
     circuit = CircuitBreaker(cooldown=circuit_cooldown, metrics=metrics)
     found = {**await available(settings), **(backends or {})}
@@ -221,6 +224,7 @@ async def running_daemon(
                 prepare_lease_every=prepare_lease_every,
                 claim_budget=claim_budget,
                 claim_grace=claim_grace,
+                finder=finder,
             ),
         )
         if in_process is not None:

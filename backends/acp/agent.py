@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the backend imports this table
+    from backends.agent_cli import AgentCli
+    from backends.models import Catalog
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,11 @@ class AcpAgent:
     untested: str = ""
     """Why the daemon has never run this CLI ("" = it has: its tests drive the real CLI or
     a recording of it). An untested entry is offered, and says so when detected."""
+    effort: bool = False
+    """Its session's effort option is the agent's thinking level: offered for the session's
+    model in its catalog, and set (`session/set_config_option`) before the prompt."""
+    list_models: Callable[[AgentCli], Awaitable[Catalog]] | None = None
+    """How its models are read (None: from its ACP `session/new`, `discovery.py`)."""
 
     def __post_init__(self) -> None:
         if not self.provider:

@@ -25,10 +25,12 @@ from typing import Any
 import anyio
 
 from backends.acp.agent import AcpAgent
+from backends.acp.discovery import session_models
 from backends.acp.first_start import FirstStarts, data_dir
 from backends.acp.session import AcpSession, Turn
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
+from backends.models import Catalog
 from backends.process import ProcessRun, ProcessSpec, run_process
 from backends.process.identity import AgentUser
 
@@ -58,18 +60,33 @@ class AcpBackend(AgentCli):
         self.name = agent.name
         self.min_version = agent.min_version
         self.probe_env = agent.probe_env
+        # The words that put the CLI in ACP mode are given after the prefix already.
+        self.prefix_reserved = {a: False for a in agent.acp_args if a.startswith("-")}
         self._first_starts = FirstStarts()
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context cancels the turn and kills its process tree."""
         return self._run(spec)
 
+    async def models(self) -> Catalog:
+        """The agent's models: as its entry reads them, else from its ACP session (none
+        when that fails: the model is entered by hand)."""
+        if self.agent.list_models is not None:
+            return await self.agent.list_models(self)
+        found = await session_models(self, self.agent.acp_args, effort=self.agent.effort)
+        return Catalog.of(found or [])
+
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         model = spec.model or self.model
         servers = mcp_servers(spec.mcp)
         prompt = (spec.instructions, spec.prompt)
-        turn = Turn(prompt, str(spec.workdir), spec.resume_session_id, model, servers)
+        effort = spec.thinking_level if self.agent.effort else ""
+        if spec.thinking_level and not effort:
+            log.warning(
+                "%s: no reasoning effort can be set; %r not applied", self.name, spec.thinking_level
+            )
+        turn = Turn(prompt, str(spec.workdir), spec.resume_session_id, model, servers, effort)
         session = AcpSession(self.agent, turn)
         process = ProcessSpec.for_run(
             spec, self.argv(spec), self.env(spec), session.first_line(), keep_stdin_open=True
@@ -87,7 +104,7 @@ class AcpBackend(AgentCli):
 
     def argv(self, spec: RunSpec) -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *self.agent.acp_args]
+        argv = self.command(*self.agent.acp_args)
         model = spec.model or self.model
         if model and self.agent.model_flag:
             argv += [self.agent.model_flag, model]

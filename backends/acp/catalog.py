@@ -17,11 +17,37 @@ for some of them is noted at their entries.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from backends.acp.agent import AcpAgent
+from backends.acp.discovery import session_models
 from backends.gemini import GEMINI
+from backends.models import Catalog, Model
 from backends.opencode import OPENCODE
 
+if TYPE_CHECKING:
+    from backends.agent_cli import AgentCli
+
 UNTESTED = "no CLI available offline: its entry follows Multica's command line"
+
+
+async def _managed(cli: AgentCli) -> Catalog:
+    """No catalog and no choice: the CLI's own configuration picks its model (its ACP has no
+    session-scoped model switch, and `session/set_model` would rewrite that configuration)."""
+    del cli
+    return Catalog(supported=False)
+
+
+async def _grok_models(cli: AgentCli) -> Catalog:
+    """Grok's session catalog, its provider `xai`; when the handshake fails (not signed in,
+    offline), Multica's stand-in list, marked as such."""
+    found = await session_models(cli, GROK.acp_args)
+    if not found:
+        stand_in = [Model("grok-4.5", "Grok 4.5", "xai", default=True)]
+        stand_in.append(Model("grok-composer-2.5-fast", "Grok Composer 2.5 Fast", "xai"))
+        return Catalog.of(stand_in, fallback=True)
+    return Catalog.of([m if m.provider else Model(m.id, m.label, "xai", m.default) for m in found])
+
 
 # Hermes Agent (PyPI `hermes-agent[acp]`, 0.19.0 in the tests): its shell tool is `terminal`,
 # and it reads the brief from AGENTS.md.
@@ -32,6 +58,8 @@ HERMES = AcpAgent(
     acp_args=("acp",),
     # Without it Hermes asks before every dangerous shell command, outside ACP.
     env={"HERMES_YOLO_MODE": "1"},
+    # jcode (also run as `hermes`) applies its advertised effort; Hermes Agent advertises none.
+    effort=True,
 )
 
 # Kimi Code CLI (MoonshotAI): permissions are asked over ACP and granted by the client; its
@@ -92,6 +120,7 @@ GROK = AcpAgent(
     command="grok",
     acp_args=("--no-auto-update", "agent", "--always-approve", "stdio"),
     min_version="0.2.89",
+    list_models=_grok_models,
 )
 
 # QwenPaw 2.x (1.x speaks another protocol; 2.2.2.post1 in the tests, from PyPI): its shell
@@ -102,6 +131,7 @@ QWENPAW = AcpAgent(
     label="QwenPaw",
     command="qwenpaw",
     acp_args=("acp",),
+    list_models=_managed,
 )
 
 # MiniMax Code declares no `loadSession`: a task that names a session starts a fresh one.
@@ -112,6 +142,7 @@ MCODE = AcpAgent(
     acp_args=("acp",),
     min_version="0.1.2",
     untested=UNTESTED,
+    list_models=_managed,
 )
 
 # Dim 0.3.10 releases a session's lock when its process exits, so `session/load` works from
@@ -144,6 +175,7 @@ REASONIX = AcpAgent(
         "--workspace-only",
     ),
     untested=UNTESTED,
+    effort=True,
 )
 
 AGENTS: tuple[AcpAgent, ...] = (

@@ -80,12 +80,13 @@ class Calls:
         self._next_id = 0
         self._pending: dict[int, str] = {}
 
-    def request(self, method: str, params: dict[str, Any]) -> bytes:
-        """The line of a new request, noted as waiting for its answer."""
+    def request(self, method: str, params: dict[str, Any], *, wire: str = "") -> bytes:
+        """The line of a new request, noted as waiting for its answer; `wire` is the method
+        sent when it differs from the one the answer is matched to (two uses of one call)."""
         request_id = self._next_id
         self._next_id += 1
         self._pending[request_id] = method
-        return request(request_id, method, params)
+        return request(request_id, wire or method, params)
 
     def answered(self, frame: Frame) -> tuple[str, dict[str, Any]]:
         """The method `frame` answers ("" for an id we never sent or already had answered)

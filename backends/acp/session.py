@@ -7,13 +7,20 @@
     ← answer: the session id         (a refused resume/load: a fresh session/new, said so)
     → session/set_model              a model the CLI takes no flag for (or the model config
                                      option, session/set_config_option, where offered)
+    → session/set_config_option      the thinking level, through the effort option the
+                                     session advertises (an agent whose entry says so)
     → session/prompt
     ← session/update notifications   → messages (`updates.SessionUpdates`)
     ← session/request_permission     answered at once with the allow option
     ← answer: the stop reason        → the result; stdin is closed and the agent exits
 
 Every request the agent makes is answered at once (`requests`), so it never waits on a
-headless daemon; a granted permission starts the call it was asked for.
+headless daemon; a granted permission starts the call it was asked for. A thinking level the
+session cannot take (no effort option, a level it does not offer, a refused or unconfirmed
+change) is logged and the prompt goes out all the same, as in Multica: the level is the
+agent's setting, not the task's condition. The levels offered are those of the options the
+last answer showed; after `session/set_model`, whose answer shows none, the change is asked
+for and the agent's answer decides.
 Updates before the prompt is sent (a loaded session replaying its history) are dropped.
 """
 
@@ -28,6 +35,7 @@ import anyio
 
 from backends.acp import rpc
 from backends.acp.agent import AcpAgent
+from backends.acp.effort import confirmed, effort_option
 from backends.acp.requests import answer_request
 from backends.acp.updates import SessionUpdates
 from backends.acp.usage import turn_usage
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 PROTOCOL_VERSION = 1
 _CLIENT = {"name": "agent-daemon", "version": "1"}
 _MODEL_SWITCHES = ("session/set_model", "session/set_config_option")
+_EFFORT = "effort"
+"""The pending request that sets the thinking level (a `session/set_config_option`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +62,8 @@ class Turn:
     resume: str = ""
     model: str = ""
     mcp_servers: Sequence[Mapping[str, Any]] = ()
+    effort: str = ""
+    """The thinking level, set through the session's effort option ("": left as it is)."""
 
 
 class AcpSession:
@@ -71,6 +83,9 @@ class AcpSession:
         self._set_model = not agent.model_flag
         self._resumes = agent.resumes
         self._mcp = list(turn.mcp_servers)
+        self._effort = turn.effort
+        self._effort_id = ""
+        self._state: Mapping[str, Any] = {}
         self._capabilities: dict[str, Any] = {}
         self._calls = rpc.Calls()
         self._updates = SessionUpdates(pending_runs=agent.pending_runs)
@@ -165,6 +180,11 @@ class AcpSession:
             if frame.error is not None:
                 error = rpc.describe_error(frame.error)
                 return self._fail(f"could not switch to model {self.model!r}: {error}")
+            # A config change answers with the options as they are now; set_model with none.
+            current = method == "session/set_config_option"
+            return self._set_effort(result if current else self._state, current=current)
+        if method == _EFFORT:
+            self._effort_answered(frame, result)
             return self._send_prompt()
         if method == "session/prompt":
             return self._on_prompt_answer(frame, result)
@@ -192,6 +212,7 @@ class AcpSession:
 
     def _opened(self, result: Mapping[str, Any]) -> ParseStep:
         self.opened.set()
+        self._state = result
         requested, self.model = self.model, self.model or _current_model(result)
         status = Message(
             MessageType.STATUS,
@@ -201,9 +222,50 @@ class AcpSession:
         if self._set_model and requested and requested != _current_model(result):
             method, params = _model_switch(result, self.session_id, requested)
             return ParseStep(messages=[status], replies=[self._calls.request(method, params)])
-        step = self._send_prompt()
+        step = self._set_effort(result, current=True)
         step.messages.insert(0, status)
         return step
+
+    def _set_effort(self, state: Mapping[str, Any], *, current: bool) -> ParseStep:
+        """Ask for the thinking level before the prompt, where the session can take it."""
+        level = self._effort
+        if not level:
+            return self._send_prompt()
+        option = effort_option(state)
+        if option is None or not option.levels:
+            log.warning("%s: the session offers no reasoning effort; %r not set", self.label, level)
+            return self._send_prompt()
+        if current and not option.offers(level):
+            offered = ", ".join(lvl.value for lvl in option.levels)
+            log.warning(
+                "%s: the session offers reasoning efforts %s, not %r; not set",
+                self.label,
+                offered,
+                level,
+            )
+            return self._send_prompt()
+        self._effort_id = option.config_id
+        params = {"sessionId": self.session_id, "configId": option.config_id, "value": level}
+        return ParseStep(
+            replies=[self._calls.request(_EFFORT, params, wire="session/set_config_option")]
+        )
+
+    def _effort_answered(self, frame: rpc.Frame, result: Mapping[str, Any]) -> None:
+        level, config_id = self._effort, self._effort_id
+        if frame.error is not None:
+            error = rpc.describe_error(frame.error)
+            log.warning("%s: reasoning effort %r refused: %s", self.label, level, error)
+            return
+        now = confirmed(result, config_id)
+        if now != level:
+            log.warning(
+                "%s: reasoning effort %r asked for, the session says %r",
+                self.label,
+                level,
+                now or "nothing",
+            )
+            return
+        log.info("%s: reasoning effort %s (%s)", self.label, level, config_id)
 
     def _send_prompt(self) -> ParseStep:
         self.prompting = True

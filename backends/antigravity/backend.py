@@ -103,7 +103,7 @@ class AntigravityBackend(AgentCli):
     """Runs the Antigravity CLI for a task, continuing its conversation when asked."""
 
     name = "antigravity"
-    command = "agy"
+    executable = "agy"
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree and removes its log."""
@@ -125,7 +125,7 @@ class AntigravityBackend(AgentCli):
 
     def argv(self, spec: RunSpec, log_file: Path) -> list[str]:
         """The command line for one run."""
-        argv = [self.path, "-p", spec.prompt, "--dangerously-skip-permissions"]
+        argv = self.command("-p", spec.prompt, "--dangerously-skip-permissions")
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

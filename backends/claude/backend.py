@@ -3,7 +3,7 @@
     claude -p --output-format stream-json --input-format stream-json --verbose
            --permission-mode bypassPermissions --disallowedTools AskUserQuestion
            [--mcp-config FILE --strict-mcp-config]
-           [--model M] [--resume SESSION] [--append-system-prompt-file FILE]
+           [--model M] [--effort LEVEL] [--resume SESSION] [--append-system-prompt-file FILE]
            [configured args] [task args]
 
 The prompt goes in as one stream-json user message, written by the process helper while it is
@@ -28,11 +28,14 @@ import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from pathlib import Path
+from types import MappingProxyType
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
+from backends.claude.models import claude_models
 from backends.claude.stream import ClaudeStreamParser
 from backends.cli_args import drop_reserved
+from backends.models import Catalog
 from backends.process import ProcessSpec
 from backends.process.identity import AgentUser
 from backends.resume import Launch, start_session
@@ -74,8 +77,9 @@ SESSION_MARKERS = frozenset(
     }
 )
 
-# The daemon parses stream-json and owns the MCP set; configured arguments may not change them.
-_RESERVED_FLAGS = ("--output-format", "--input-format", "--mcp-config")
+# The daemon parses stream-json, owns the MCP set and the effort (the agent's thinking level);
+# configured arguments may not change them.
+_RESERVED_FLAGS = ("--output-format", "--input-format", "--mcp-config", "--effort")
 
 _INSTRUCTIONS = "instructions.md"
 
@@ -90,6 +94,9 @@ class ClaudeBackend(AgentCli):
     min_version = "2.0.0"
     tested_max = "2.1.332"
     session_markers = SESSION_MARKERS
+    prefix_reserved = MappingProxyType(
+        {"-p": False, "--permission-mode": True} | dict.fromkeys(_RESERVED_FLAGS, True)
+    )
 
     # AgentCli's signature again, with `is_root` added: spelt out so the type checker sees
     # every argument, not forwarded through **kwargs.
@@ -111,6 +118,10 @@ class ClaudeBackend(AgentCli):
         """Start the CLI; leaving the context kills its process tree."""
         return self._run(spec)
 
+    async def models(self) -> Catalog:
+        """The models Claude Code takes, with the efforts its `--help` names."""
+        return await claude_models(self)
+
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
         with ExitStack() as scratch:
@@ -126,7 +137,7 @@ class ClaudeBackend(AgentCli):
 
     def argv(self, spec: RunSpec, resume: str = "", instructions: Sequence[str] = ()) -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *self.base_args]
+        argv = self.command(*self.base_args)
         if spec.mcp_config is not None:
             argv += ["--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
         if spec.settings_file is not None:
@@ -134,6 +145,8 @@ class ClaudeBackend(AgentCli):
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
+        if spec.thinking_level:
+            argv += ["--effort", spec.thinking_level]
         if resume:
             argv += ["--resume", resume]
         argv += instructions
@@ -164,7 +177,8 @@ def prompt_line(prompt: str) -> bytes:
 
 
 def filter_args(args: Sequence[str]) -> list[str]:
-    """Drop `--output-format`, `--input-format` and `--mcp-config` with their values."""
+    """Drop `--output-format`, `--input-format`, `--mcp-config` and `--effort` with their
+    values."""
     return drop_reserved(args, "claude", _RESERVED_FLAGS)
 
 

@@ -52,6 +52,10 @@ class Thread:
     resume: str = ""
     model: str = ""
     instructions: str = ""
+    effort: str = ""
+    """The reasoning effort (`model_reasoning_effort`; "": the configuration's)."""
+    service_tier: str = ""
+    """The service tier (`serviceTier`; "": the configuration's)."""
 
 
 class AppServerSession:
@@ -145,6 +149,10 @@ class AppServerSession:
         if self.thread.instructions:
             # After Codex's own system prompt, as exec mode's `developer_instructions`.
             params["developerInstructions"] = self.thread.instructions
+        if self.thread.effort:
+            params["config"] = {"model_reasoning_effort": self.thread.effort}
+        if self.thread.service_tier:
+            params["serviceTier"] = self.thread.service_tier
         return params
 
     def _start_thread(self) -> ParseStep:
@@ -161,10 +169,15 @@ class AppServerSession:
         status = Message(
             MessageType.STATUS, content=f"Codex thread {self.thread_id}", session_id=self.thread_id
         )
-        params = {
+        params: dict[str, Any] = {
             "threadId": self.thread_id,
             "input": [{"type": "text", "text": self.thread.prompt}],
         }
+        # The turn's own fields, as Multica sets them on all three requests.
+        if self.thread.effort:
+            params["effort"] = self.thread.effort
+        if self.thread.service_tier:
+            params["serviceTier"] = self.thread.service_tier
         return ParseStep(messages=[status], replies=[self._calls.request("turn/start", params)])
 
     def _on_notification(self, method: str, params: Mapping[str, Any]) -> ParseStep:

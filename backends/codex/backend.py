@@ -6,7 +6,8 @@ line and reads nothing back. `app-server` speaks JSON-RPC over stdio
 hung (`backends.codex.handshake`), and shows a running command's output as it comes.
 
     codex exec --json --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox
-               [-m MODEL] [-c developer_instructions=...] [configured args] [task args]
+               [-m MODEL] [-c developer_instructions=...] [-c model_reasoning_effort=...]
+               [-c service_tier=...] [configured args] [task args] [--enable fast_mode]
                [resume THREAD] -
 
 The prompt is read from stdin (`-`), which is closed after it: nothing is ever asked back in
@@ -30,6 +31,7 @@ import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import anyio
@@ -39,7 +41,9 @@ from backends.base import AgentRun, RunSpec
 from backends.codex.appserver import AppServerSession, Thread
 from backends.codex.events import CodexEventParser
 from backends.codex.handshake import HANDSHAKE_TIMEOUT, HandshakeBoundRun
+from backends.codex.models import codex_models
 from backends.codex.rollouts import rollout_totals
+from backends.models import Catalog
 from backends.process import ProcessSpec, run_process
 from backends.resume import Launch, start_session
 from daemon.boundary.beneath import opened_dir, read_at
@@ -70,6 +74,8 @@ SESSION_MARKERS = frozenset(
     }
 )
 
+FAST_TIER = "priority"
+FAST_MODE = "fast_mode"
 # Given twice, a clap flag is an error; the daemon already asks for JSON.
 _RESERVED_FLAGS = ("--json",)
 _CONFIG_LIMIT = 1024 * 1024
@@ -82,6 +88,7 @@ class CodexBackend(AgentCli):
     min_version = "0.100.0"
     tested_max = "0.171.0"
     session_markers = SESSION_MARKERS
+    prefix_reserved = MappingProxyType({"--json": False, "--listen": True})
 
     def __init__(
         self,
@@ -100,6 +107,10 @@ class CodexBackend(AgentCli):
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
         return self._run(spec)
+
+    async def models(self) -> Catalog:
+        """The catalog bundled with the installed CLI (`debug models --bundled`)."""
+        return await codex_models(self)
 
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
@@ -138,9 +149,14 @@ class CodexBackend(AgentCli):
             spec.resume_session_id,
             spec.model or self.model,
             spec.instructions,
+            spec.thinking_level,
+            spec.service_tier,
         )
         session = AppServerSession(thread, model)
-        argv = [self.path, *APP_SERVER_ARGS, *filter_args(self.args), *filter_args(spec.extra_args)]
+        argv = self.command(
+            *APP_SERVER_ARGS, *filter_args(self.args), *filter_args(spec.extra_args)
+        )
+        argv += fast_mode(spec.service_tier)
         process = ProcessSpec.for_run(
             spec, argv, self.env(spec), session.first_line(), keep_stdin_open=True
         )
@@ -149,7 +165,7 @@ class CodexBackend(AgentCli):
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *BASE_ARGS]
+        argv = self.command(*BASE_ARGS)
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
@@ -162,8 +178,13 @@ class CodexBackend(AgentCli):
             )
             # JSON string syntax is valid TOML basic-string syntax, escapes included.
             argv += ["-c", f"developer_instructions={json.dumps(spec.instructions)}"]
+        if spec.thinking_level:
+            argv += ["-c", f"model_reasoning_effort={json.dumps(spec.thinking_level)}"]
+        if spec.service_tier:
+            argv += ["-c", f"service_tier={json.dumps(spec.service_tier)}"]
         argv += filter_args(self.args)
         argv += filter_args(spec.extra_args)
+        argv += fast_mode(spec.service_tier)
         if resume:
             argv += ["resume", resume]
         argv.append("-")
@@ -176,6 +197,12 @@ class CodexBackend(AgentCli):
     def _spec(self, spec: RunSpec, resume: str) -> ProcessSpec:
         argv = self.argv(spec, resume)
         return ProcessSpec.for_run(spec, argv, self.env(spec), spec.prompt.encode())
+
+
+def fast_mode(service_tier: str) -> list[str]:
+    """The Fast tier needs its feature on (`--enable fast_mode`), as Multica turns it on; the
+    other tiers need nothing."""
+    return ["--enable", FAST_MODE] if service_tier == FAST_TIER else []
 
 
 def filter_args(args: Sequence[str]) -> list[str]:

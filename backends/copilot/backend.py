@@ -22,11 +22,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import MappingProxyType
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.cli_args import drop_reserved
 from backends.copilot.events import CopilotEventParser
+from backends.copilot.models import copilot_models
+from backends.models import Catalog
 from backends.process import ProcessSpec
 from backends.resume import Launch, start_session
 
@@ -46,10 +49,17 @@ class CopilotBackend(AgentCli):
     # The JSON envelope (`type`, `data`, a final `result` line) is stable from 1.0 on.
     min_version = "1.0.0"
     tested_max = "1.0.102"
+    prefix_reserved = MappingProxyType(
+        dict.fromkeys(_RESERVED_WITH_VALUE, True) | dict.fromkeys(_RESERVED, False)
+    )
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
         return self._run(spec)
+
+    async def models(self) -> Catalog:
+        """The account's models, from the CLI's ACP session."""
+        return await copilot_models(self)
 
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
@@ -67,7 +77,7 @@ class CopilotBackend(AgentCli):
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered); it holds
         no word of the prompt."""
-        argv = [self.path, *BASE_ARGS]
+        argv = self.command(*BASE_ARGS)
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

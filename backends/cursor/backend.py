@@ -38,7 +38,7 @@ class CursorBackend(StdinPromptCli):
     """Runs Cursor Agent for a task, resuming its session when asked."""
 
     name = "cursor"
-    command = "cursor-agent"
+    executable = "cursor-agent"
     min_version = ""
     tested_max = ""
     session_markers = frozenset({"CURSOR_AGENT", "CURSOR_TRACE_ID"})
@@ -49,7 +49,7 @@ class CursorBackend(StdinPromptCli):
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *BASE_ARGS, "--workspace", str(spec.workdir)]
+        argv = self.command(*BASE_ARGS, "--workspace", str(spec.workdir))
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

@@ -54,7 +54,7 @@ class DevecoBackend(AgentCli):
 
     def argv(self, spec: RunSpec) -> list[str]:
         """The command line for one run, the prompt last."""
-        argv = [self.path, *BASE_ARGS, "--dir", str(spec.workdir)]
+        argv = self.command(*BASE_ARGS, "--dir", str(spec.workdir))
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

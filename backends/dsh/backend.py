@@ -46,7 +46,7 @@ class DshBackend(AgentCli):
         if version is None:
             return None
         env = {**self.strip_markers(self._env()), **self.probe_env}
-        if not await probe([self.path, "--profile", PROFILE, "--probe"], env, self._detect_as):
+        if not await probe(self.command("--profile", PROFILE, "--probe"), env, self._detect_as):
             self.version = ""
             return None
         return version
@@ -63,7 +63,7 @@ class DshBackend(AgentCli):
         def launch(resume: str) -> Launch:
             command = execute_command(spec, request_id, resume, model)
             line = (json.dumps(command) + "\n").encode()
-            argv = [self.path, *LAUNCH_ARGS, *self.args]
+            argv = self.command(*LAUNCH_ARGS, *self.args)
             env = self.strip_markers(spec.env)
             parser = DshFrameParser(request_id, resume, self.version, self.tested_max)
             return ProcessSpec.for_run(spec, argv, env, line, keep_stdin_open=True), parser

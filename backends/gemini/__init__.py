@@ -11,6 +11,10 @@ Sessions are not resumed although the CLI offers `session/load`: in 0.61.0 the l
 session its previous run saved answered "No previous sessions found for this project" more
 often than not, and when it did load, it replayed the old answer after its own answer, where
 it ran into the new turn's text. A task that names a session starts a fresh one, and says so.
+
+Multica dropped its own Gemini runtime; this one still registers as `gemini`: the server takes
+any type and routes by the runtime, so agents bound to a `gemini` runtime keep their runtime,
+where another type would register a new one and strand them (README, "Agent backends").
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class OpenclawBackend(AgentCli):
 
     def argv(self, spec: RunSpec, session: str) -> list[str]:
         """The command line for one run, the prompt last."""
-        argv = [self.path, "agent", "--local", "--json", "--session-id", session]
+        argv = self.command("agent", "--local", "--json", "--session-id", session)
         extra = [*filter_args(self.args, ARGS), *filter_args(spec.extra_args, ARGS)]
         model = spec.model or self.model
         if model and not any(a == "--agent" or a.startswith("--agent=") for a in extra):

@@ -1,6 +1,7 @@
 """The Pi backend: `pi -p --mode json`, one prompt per run, resumable by session id.
 
-    pi -p --mode json [--model MODEL] [configured args] [task args] [--session ID]
+    pi -p --mode json [--model MODEL] [--thinking LEVEL] [configured args] [task args]
+       [--session ID]
 
 The prompt is read from stdin, which is closed after it (Pi reads a piped stdin to its end as
 the prompt). Arguments that would change that are dropped from the configured and the task's
@@ -20,9 +21,13 @@ terminal refuses — so a session it cannot resume here starts a fresh one (`bac
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from backends.base import RunSpec
 from backends.cli_args import ArgRules, filter_args
+from backends.models import Catalog
 from backends.pi.events import PiEventParser
+from backends.pi.models import pi_models
 from backends.stdin_cli import StdinPromptCli
 
 BASE_ARGS = ("-p", "--mode", "json")
@@ -34,7 +39,7 @@ SESSION_MARKERS = frozenset({"PI_CODING_AGENT"})
 # The daemon's own flags, and Pi's flags that take no value (0.73.1).
 ARGS = ArgRules(
     cli="pi",
-    reserved={"-p", "--print", "--mode", "--session", "--fork", "--export"},
+    reserved={"-p", "--print", "--mode", "--session", "--fork", "--export", "--thinking"},
     alone={
         "-p", "--print", "-h", "--help", "-v", "--version", "-c", "--continue", "-r",
         "--resume", "--no-session", "-nt", "--no-tools", "-nbt", "--no-builtin-tools",
@@ -48,9 +53,16 @@ class PiBackend(StdinPromptCli):
     """Runs the Pi CLI for a task; resumes sessions and falls back when one is gone."""
 
     name = "pi"
-    min_version = "0.73.1"
+    # None, as in Multica: 0.60.0, 0.65.2 and 0.73.1 pass the same real-CLI scenarios (0.7.6
+    # answers no `--version`, so it is never found).
+    min_version = ""
     tested_max = "0.73.1"
     session_markers = SESSION_MARKERS
+    prefix_reserved = MappingProxyType({flag: flag not in ARGS.alone for flag in ARGS.reserved})
+
+    async def models(self) -> Catalog:
+        """Pi's catalog, over its RPC mode (else its `--list-models` table)."""
+        return await pi_models(self)
 
     def parser(self, model: str, resume: str) -> PiEventParser:
         """A parser for one run's output."""
@@ -58,10 +70,12 @@ class PiBackend(StdinPromptCli):
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *BASE_ARGS]
+        argv = self.command(*BASE_ARGS)
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
+        if spec.thinking_level:
+            argv += ["--thinking", spec.thinking_level]
         argv += filter_args(self.args, ARGS)
         argv += filter_args(spec.extra_args, ARGS)
         if resume:

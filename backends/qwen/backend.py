@@ -24,6 +24,8 @@ back to a fresh session (`backends.resume`).
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 from backends.base import RunSpec
 from backends.cli_args import ArgRules, filter_args
 from backends.qwen.events import QwenStreamParser
@@ -57,9 +59,12 @@ class QwenBackend(StdinPromptCli):
     """Runs Qwen Code for a task; resumes sessions and falls back when one is gone."""
 
     name = "qwen"
-    min_version = "0.24.4"
+    # Multica's floor, the version whose stream-json it verified; 0.21.2 (the oldest the
+    # registry here serves above it) passes the same real-CLI scenarios as 0.24.4.
+    min_version = "0.20.0"
     tested_max = "0.24.4"
     session_markers = SESSION_MARKERS
+    prefix_reserved = MappingProxyType({flag: flag not in ARGS.alone for flag in ARGS.reserved})
 
     def parser(self, model: str, resume: str) -> QwenStreamParser:
         """A parser for one run's output."""
@@ -67,7 +72,7 @@ class QwenBackend(StdinPromptCli):
 
     def argv(self, spec: RunSpec, resume: str = "") -> list[str]:
         """The command line for one run (configured and task arguments filtered)."""
-        argv = [self.path, *BASE_ARGS]
+        argv = self.command(*BASE_ARGS)
         model = spec.model or self.model
         if model:
             argv += ["--model", model]

@@ -17,7 +17,7 @@ from backends.process.child_watch import pidfd_child_watcher
 from backends.process.linux import hide_from_agents
 from daemon.boundary.agent_user import refuse_root_agents, take_over
 from daemon.boundary.pool import AgentPool
-from daemon.cli.discovery import available
+from daemon.cli.discovery import available, candidates, detect
 from daemon.cli.disk_usage import disk_usage
 from daemon.cli.embedded import own_token, serve_alone, start_embedded
 from daemon.cli.port_owner import expected_owners
@@ -37,6 +37,7 @@ from daemon.shutdown import ShutdownBudget
 from daemon.state.lock import state_dir_lock
 from daemon.workdirs.checkout import PATH as CHECKOUT_PATH
 from daemon.workdirs.checkout import CheckoutRoute
+from daemon.worker.cli_watch import Finder
 from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")
@@ -182,7 +183,11 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             client = ServerClient(http, metrics=metrics, circuit=circuit, budget=budget)
             # A separate server tells us of queued tasks over its control WebSocket; the
             # embedded one in this process tells the worker directly (`subscribe`).
-            options = WorkerOptions(control=not settings.embedded, subreaper=True)
+            options = WorkerOptions(
+                control=not settings.embedded,
+                subreaper=True,
+                finder=Finder(functools.partial(candidates, settings), detect),
+            )
             worker = Worker(
                 settings,
                 client,

@@ -35,11 +35,14 @@ from daemon.protocol.http_client import make_http_client as make_http_client
 from daemon.protocol.models import (
     ClaimRequest,
     DeregisterRequest,
+    FailedProfile,
     HeartbeatRequest,
+    OfflineReason,
     RecoverOrphansResponse,
     RegisterRequest,
     RegisterResponse,
     RuntimeInfo,
+    RuntimeProfiles,
     Skill,
     SkillRef,
     Task,
@@ -89,8 +92,10 @@ class ServerClient(Caller):
         cli_version: str,
         runtimes: Sequence[RuntimeInfo],
         legacy_daemon_ids: Sequence[str] = (),
+        failed_profiles: Sequence[FailedProfile] = (),
     ) -> RegisterResponse:
-        """Register this daemon's backends in one workspace; returns the server's runtimes."""
+        """Register this daemon's backends in one workspace; returns the server's runtimes.
+        `failed_profiles`: the workspace's custom runtimes this machine cannot run."""
         # From now on every call says which daemon it comes from (the embedded server checks it).
         self._http.headers[DAEMON_ID_HEADER] = daemon_id
         body = RegisterRequest(
@@ -100,8 +105,16 @@ class ServerClient(Caller):
             cli_version=cli_version,
             runtimes=list(runtimes),
             legacy_daemon_ids=list(legacy_daemon_ids),
+            failed_profiles=list(failed_profiles),
         )
         return await self._call("register", "POST", "/api/daemon/register", self._registered, body)
+
+    async def runtime_profiles(self, workspace_id: str) -> RuntimeProfiles:
+        """The workspace's enabled custom runtime profiles (tried once; an older server has
+        no such route and answers 404)."""
+        path = f"/api/daemon/workspaces/{quote(workspace_id, safe='')}/runtime-profiles"
+        parse = parse_model(RuntimeProfiles)
+        return await self._call("runtime_profiles", "GET", path, parse, None, _SINGLE_TRY)
 
     async def workspace_repos(self, workspace_id: str) -> WorkspaceRepos:
         """The workspace's repository list as the server has it now (tried once)."""
@@ -313,9 +326,14 @@ class ServerClient(Caller):
         body = {"skills": [ref.model_dump(mode="json")]}
         return await self._call("skill_bundle", "POST", path, _one_bundle, body)
 
-    async def deregister(self, runtime_ids: Sequence[str]) -> None:
-        """Tell the server these runtimes are going away (at shutdown)."""
-        body = DeregisterRequest(runtime_ids=list(runtime_ids))
+    async def deregister(
+        self, runtime_ids: Sequence[str], reasons: Mapping[str, OfflineReason] | None = None
+    ) -> None:
+        """Tell the server these runtimes are going away (at shutdown, or their CLI became
+        unusable: `reasons` by runtime id)."""
+        body = DeregisterRequest(
+            runtime_ids=list(runtime_ids), offline_reasons=dict(reasons) if reasons else None
+        )
         await self._call("deregister", "POST", "/api/daemon/deregister", ignore_body, body)
 
     def _transcript_answer(self, response: Answered) -> str | None:

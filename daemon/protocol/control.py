@@ -68,6 +68,12 @@ class ChannelTiming:
     jitter: Callable[[float, float], float] = random.uniform
     """Spreads the reconnect backoff (so daemons do not reconnect in step)."""
 
+    def runtime_profiles_changed(self, workspace_id: str) -> None:
+        """A custom runtime profile of the workspace changed."""
+
+    def reconnected(self) -> None:
+        """The channel (re)opened: what was announced while it was closed is lost."""
+
 
 class ControlChannel:
     """Keeps the control WebSocket open for the current runtimes, sets `wakeup` on news, sends
@@ -92,6 +98,7 @@ class ControlChannel:
         self._user_agent = self._headers.pop("User-Agent", None)
         self._runtime_ids = runtime_ids
         self._wakeup = wakeup
+        self._pushes = pushes
         self._beats = beats
         self._timing = timing
         self.calls = ControlCalls()
@@ -148,6 +155,8 @@ class ControlChannel:
             self.connected.set()
             # Tasks queued while we were not listening were announced to nobody: claim once.
             self._wakeup.set()
+            if self._pushes is not None:
+                self._pushes.reconnected()
             self._session_scope = anyio.CancelScope()
             if sorted(set(self._runtime_ids())) != ids:  # re-registered while we connected
                 self._session_scope.cancel()

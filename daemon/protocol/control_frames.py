@@ -6,6 +6,10 @@ The daemon acts on these and ignores any other:
 - `{"type": "daemon:workspaces_changed"}`: the account's workspaces changed (`Pushes` syncs);
 - `{"type": "daemon:pending_work", "payload": {"runtime_id", "kind"}}`: a heartbeat answer holds
   work a user waits on (`Pushes` sends that runtime's heartbeat now);
+- `{"type": "daemon:runtime_profiles_changed", "payload": {"workspace_id", ...}}`: a custom
+  runtime profile of that workspace was created, edited, disabled or deleted (`Pushes` reads
+  them again). Each time the channel opens, the profiles of every workspace are read again
+  too: a change made while it was closed was announced to nobody;
 - `{"type": "daemon:heartbeat_ack", "payload": {"runtime_id", "status", "runtime_gone",
   "server_capabilities", "pending_*"...}}`: a heartbeat answered, as the HTTP answer would be
   (`Heartbeats` acts on it; `rpc-v1` among the capabilities lets requests go on this
@@ -38,12 +42,20 @@ log = logging.getLogger(__name__)
 TASK_AVAILABLE = "daemon:task_available"
 WORKSPACES_CHANGED = "daemon:workspaces_changed"
 PENDING_WORK = "daemon:pending_work"
+PROFILES_CHANGED = "daemon:runtime_profiles_changed"
 HEARTBEAT_ACK = "daemon:heartbeat_ack"
 FRAME_LIMIT = ANSWER_LIMIT + 64 * 1024
 """Bytes of one frame read: a claim's answer as large as one over HTTP may be (up to 32 tasks
 with their instructions, context and skills), in its envelope. Multica's daemon reads up to
 64 MiB; its old 64 KiB left a claim the server had made unread, so the task never started."""
-_KNOWN = {TASK_AVAILABLE, WORKSPACES_CHANGED, PENDING_WORK, HEARTBEAT_ACK, RPC_RESPONSE}
+_KNOWN = {
+    TASK_AVAILABLE,
+    WORKSPACES_CHANGED,
+    PENDING_WORK,
+    PROFILES_CHANGED,
+    HEARTBEAT_ACK,
+    RPC_RESPONSE,
+}
 """The frame types counted by name; any other is counted as `other`."""
 
 
@@ -55,6 +67,12 @@ class PushHandler(Protocol):
 
     def pending_work(self, runtime_id: str, kind: str) -> None:
         """A heartbeat answer for `runtime_id` holds work of this kind."""
+
+    def runtime_profiles_changed(self, workspace_id: str) -> None:
+        """A custom runtime profile of the workspace changed."""
+
+    def reconnected(self) -> None:
+        """The channel (re)opened: what was announced while it was closed is lost."""
 
 
 class SocketBeats(Protocol):
@@ -113,6 +131,10 @@ class ControlFrames:
             runtime_id, work = payload.get("runtime_id"), payload.get("kind", "")
             if isinstance(runtime_id, str) and runtime_id and isinstance(work, str):
                 self._pushes.pending_work(runtime_id, work)
+        elif kind == PROFILES_CHANGED and self._pushes is not None:
+            workspace_id = payload.get("workspace_id")
+            if isinstance(workspace_id, str) and workspace_id:
+                self._pushes.runtime_profiles_changed(workspace_id)
 
     def _ack(self, payload: dict[str, object], ws: ClientConnection) -> None:
         try:

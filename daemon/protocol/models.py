@@ -69,6 +69,37 @@ class RuntimeInfo(WireModel):
     type: str
     version: Text = ""
     status: str = "online"
+    profile_id: str | None = None
+    """The custom runtime profile this runtime runs (None: a CLI found on this machine)."""
+
+
+class FailedProfile(WireModel):
+    """A custom runtime profile this machine cannot run, and why (the server shows it)."""
+
+    profile_id: str
+    command_name: str
+    reason: str
+
+
+class RuntimeProfile(WireModel):
+    """A workspace's custom runtime: a CLI family driven through another command."""
+
+    id: str
+    display_name: Text = ""
+    protocol_family: Text = ""
+    command_name: Text = ""
+    fixed_args: TextList = Field(default_factory=list)
+    visibility: Text = ""
+    enabled: Flag = False
+
+
+class RuntimeProfiles(WireModel):
+    """Answer to `GET /api/daemon/workspaces/{id}/runtime-profiles`: the enabled ones."""
+
+    workspace_id: Text = ""
+    runtime_profiles: Annotated[list[RuntimeProfile], BeforeValidator(_empty_list)] = Field(
+        default_factory=list
+    )
 
 
 class RegisterRequest(WireModel):
@@ -81,6 +112,7 @@ class RegisterRequest(WireModel):
     runtimes: list[RuntimeInfo]
     legacy_daemon_ids: list[str] = Field(default_factory=list)
     """Ids this machine registered under before: the server folds their runtimes into ours."""
+    failed_profiles: list[FailedProfile] = Field(default_factory=list)
 
 
 class RepoRef(WireModel):
@@ -126,6 +158,8 @@ class RegisteredRuntime(WireModel):
     name: Text = ""
     provider: Text = ""
     status: Text = ""
+    profile_id: Text = ""
+    """The custom runtime profile it is an instance of ("": a CLI found here)."""
 
 
 class RegisterResponse(WireModel):
@@ -243,6 +277,10 @@ class Agent(WireModel):
     custom_env: TextMap = Field(default_factory=dict)
     custom_args: TextList = Field(default_factory=list)
     model: Text = ""
+    thinking_level: Text = ""
+    """The reasoning effort picked for the agent, in its CLI's words ("": the default)."""
+    service_tier: Text = ""
+    """The service tier picked for the agent (Codex's `priority`; "": the default)."""
     skills: Annotated[list[Skill], BeforeValidator(_skill_entries)] = Field(default_factory=list)
     skill_refs: Annotated[list[SkillRef], BeforeValidator(_skill_entries)] = Field(
         default_factory=list
@@ -469,7 +507,18 @@ class TaskStatusResponse(WireModel):
     status: str
 
 
+class OfflineReason(WireModel):
+    """Why a runtime went offline, by runtime id in a deregister: a code clients switch on
+    (`not_executable` is the one Multica's server refuses work for), the daemon's words, and
+    the command that repairs the install when it knows one."""
+
+    code: str
+    detail: str = ""
+    repair: dict[str, str] | None = None
+
+
 class DeregisterRequest(WireModel):
     """Body of `POST /api/daemon/deregister`."""
 
     runtime_ids: list[str]
+    offline_reasons: dict[str, OfflineReason] | None = None

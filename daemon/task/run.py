@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, AsyncExitStack, nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -34,6 +35,7 @@ from daemon.task.prepare_lease import prepare_lease
 from daemon.task.reporter import Reporter
 from daemon.task.retries import Retries
 from daemon.task.session_pin import ROLLOUT_FLUSH_WAIT, SessionPin, arrives, resumable_check
+from daemon.task.setup.model_choice import choose
 from daemon.task.setup.skill_bundles import resolve_skills
 from daemon.task.setup.spec import LocalSetup, agent_spec, prepare
 from daemon.task.setup.workspace import TaskDirs, remove_tree
@@ -252,6 +254,13 @@ class TaskRun:
             # A token not task-scoped, a bad custom_env name, a Codex config it cannot edit.
             log.error("task %s: refusing to start the agent: %s", self.id, exc)
             return Ending(error=str(exc), failure_reason="")
+        choice = await choose(self.task, self.backend, self._services.catalogs)
+        spec = replace(
+            spec,
+            model=choice.model,
+            thinking_level=choice.thinking_level,
+            service_tier=choice.service_tier,
+        )
         log.info(
             "task %s: running backend=%s workdir=%s%s",
             self.id,

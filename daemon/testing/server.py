@@ -19,11 +19,14 @@ import anyio
 from daemon.errors import PermanentServerError, TaskGoneError
 from daemon.protocol.client import HookAnswer
 from daemon.protocol.models import (
+    FailedProfile,
+    OfflineReason,
     RecoverOrphansResponse,
     RegisteredRuntime,
     RegisterResponse,
     RepoRef,
     RuntimeInfo,
+    RuntimeProfiles,
     Skill,
     SkillRef,
     Task,
@@ -293,6 +296,7 @@ class FakeTaskServer:
         cli_version: str,
         runtimes: Sequence[RuntimeInfo],
         legacy_daemon_ids: Sequence[str] = (),
+        failed_profiles: Sequence[FailedProfile] = (),
     ) -> RegisterResponse:
         """One runtime per backend, named `<workspace>/<backend>`."""
         # The signature is `ServerClient.register`'s, word for word, on purpose: the worker is
@@ -303,6 +307,11 @@ class FakeTaskServer:
             for r in runtimes
         ]
         return RegisterResponse(runtimes=answer, repos=self.repos.get(workspace_id, []))
+
+    async def runtime_profiles(self, workspace_id: str) -> RuntimeProfiles:
+        """No custom runtime profiles."""
+        self._take("runtime_profiles")
+        return RuntimeProfiles(workspace_id=workspace_id)
 
     async def workspace_repos(self, workspace_id: str) -> WorkspaceRepos:
         """The workspace's repositories now."""
@@ -329,7 +338,9 @@ class FakeTaskServer:
             self.statuses[task.id] = "dispatched"
         return claimed
 
-    async def deregister(self, runtime_ids: Sequence[str]) -> None:
+    async def deregister(
+        self, runtime_ids: Sequence[str], reasons: Mapping[str, OfflineReason] | None = None
+    ) -> None:
         """Note the runtimes going away."""
         self._take("deregister")
         self.deregistered.extend(runtime_ids)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -47,14 +48,16 @@ class Heartbeats:
         inventory: LocalInventory | None = None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        models: Callable[[str], Awaitable[dict[str, Any]]] | None = None,
     ) -> None:
-        """`inventory` reads this machine's local skills for the server (None: none)."""
+        """`inventory` reads this machine's local skills for the server (None: none);
+        `models`: a runtime's model-list result, by runtime id (None: not answered)."""
         self._registration = registration
         self._client = client
         # As Multica's daemon: an interval of 0 means its default, not a beat without pause.
         self._interval = settings.heartbeat_interval or DEFAULT_INTERVAL
         self._clock = clock
-        self.actions = PendingActions(client, inventory)
+        self.actions = PendingActions(client, inventory, models)
         self._acked: dict[str, float] = {}
         """When each runtime's last heartbeat on the socket was answered."""
         self._due: dict[str, Wakeup] = {}

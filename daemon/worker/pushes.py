@@ -8,6 +8,10 @@ its answer handled as any heartbeat's. The hint carries no work itself, so a los
 repeated one costs nothing but the wait for the next scheduled heartbeat; as Multica's
 daemon does, one runtime gets at most one such heartbeat a second and never two at once, so
 a user reloading a page cannot turn the hint into a heartbeat flood.
+`daemon:runtime_profiles_changed` (`{workspace_id}`), and every time the control channel
+opens (for every workspace): read the workspace's custom runtime profiles and register again
+if they differ from those registered; one read per workspace at a time, a notice arriving
+meanwhile read once more after it.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 import anyio
 from anyio.abc import TaskGroup
 
+from daemon.errors import RoundBoundary
 from daemon.task.background import Background
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.registration import Registration
@@ -34,7 +39,8 @@ FORGET_AFTER = 600.0
 
 
 class Pushes(Background):
-    """Acts on the server's workspace and pending-work pushes; `run` holds their tasks."""
+    """Acts on the server's workspace, pending-work and profile pushes; `run` holds their
+    tasks."""
 
     def __init__(
         self,
@@ -49,6 +55,8 @@ class Pushes(Background):
         self._clock = clock
         self._last: dict[str, float] = {}
         self._inflight: set[str] = set()
+        self._refreshing: set[str] = set()
+        self._refresh_again: set[str] = set()
         self.beats = 0
         """Heartbeats sent for pending-work pushes (tests and `status` read it)."""
 
@@ -60,6 +68,32 @@ class Pushes(Background):
     def workspaces_changed(self) -> None:
         """A workspace came or went for this account: sync them now."""
         self._registration.request_sync()
+
+    def runtime_profiles_changed(self, workspace_id: str) -> None:
+        """A profile of the workspace changed: read them now (again after a read under way)."""
+        if self._tg is None:
+            return
+        if workspace_id in self._refreshing:
+            self._refresh_again.add(workspace_id)
+            return
+        self._refreshing.add(workspace_id)
+        self._tg.start_soon(self._refresh, workspace_id)
+
+    def reconnected(self) -> None:
+        """The control channel opened: profile notices may have been missed, read them all."""
+        for workspace in self._registration.workspaces:
+            self.runtime_profiles_changed(workspace["id"])
+
+    async def _refresh(self, workspace_id: str) -> None:
+        try:
+            while True:
+                self._refresh_again.discard(workspace_id)
+                with RoundBoundary(f"profiles of {workspace_id}"):
+                    await self._registration.refresh_profiles(workspace_id)
+                if workspace_id not in self._refresh_again:
+                    return
+        finally:
+            self._refreshing.discard(workspace_id)
 
     def pending_work(self, runtime_id: str, kind: str) -> None:
         """Something waits for `runtime_id`'s next heartbeat: send it now, within the limit."""

@@ -1,9 +1,16 @@
 """This daemon's runtimes on the server: registered per workspace (heartbeats.py keeps them
-alive), re-registered (once, coalesced) when the server forgets one or a CLI's version changed,
+alive), re-registered (once, coalesced) when the server forgets one, a CLI's version changed,
+a CLI came or went, or the workspace's custom runtime profiles changed (profiles.py);
 re-synced every half hour and whenever the server says the workspaces changed.
 
-A little past 300 lines: every path that registers shares the one `_register` and its record
-of what each workspace was last told, and splitting them would open those to a second module.
+Each register of a workspace carries its whole set — every CLI found here, every profile this
+machine runs, the profiles it cannot — and its answer is the workspace's runtimes: a runtime
+held before that the answer leaves out (a profile disabled, a CLI no longer usable) is taken
+offline on the server at once (`deregister`, with why when it is known), not left to the
+server's stale-heartbeat sweep. One workspace registers one call at a time.
+
+Past 300 lines: every path that registers shares the one `_register` and its record of what
+each workspace was last told, and splitting them would open those to a second module.
 """
 
 from __future__ import annotations
@@ -26,11 +33,12 @@ from daemon.errors import (
     ServerError,
 )
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import RepoRef, RuntimeInfo, Task, Workspace
+from daemon.protocol.models import OfflineReason, RepoRef, RuntimeInfo, Task, Workspace
 from daemon.protocol.release import cli_version
 from daemon.protocol.retry import RetryPolicy
 from daemon.protocol.runtime_names import runtime_name
 from daemon.wakeup import Wakeup
+from daemon.worker.profiles import NOT_FETCHED, Profiles, ProfileSet, signature
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +57,8 @@ class Runtime:
     id: str
     workspace_id: str
     backend: Backend
+    profile_id: str = ""
+    """The custom runtime profile it runs ("": a CLI found on this machine)."""
 
 
 class Registration:
@@ -71,9 +81,11 @@ class Registration:
         on_repos: Callable[[str, list[RepoRef], dict[str, Any] | None], None] | None = None,
         on_change: Callable[[], None] | None = None,
         legacy_ids: Sequence[str] = (),
+        profiles: Profiles | None = None,
     ) -> None:
         """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`);
-        `on_change` is called (on the event loop) whenever the set of runtimes changes."""
+        `on_change` is called (on the event loop) whenever the set of runtimes changes;
+        `profiles`: how each workspace's custom runtime profiles are run (None: not read)."""
         self._on_change = on_change
         self._client = client
         self.legacy_ids = tuple(legacy_ids)
@@ -93,6 +105,12 @@ class Registration:
         """The versions each workspace's last accepted register carried, by backend."""
         self._held: set[str] = set()
         """Every runtime id a register answered in this process, dropped ones included."""
+        self._profiles = profiles
+        self._profile_sets: dict[str, ProfileSet] = {}
+        """Each workspace's profiles as last registered (their signature says which set)."""
+        self._locks: dict[str, anyio.Lock] = {}
+        self.offline_reasons: dict[str, OfflineReason] = {}
+        """Why a backend's runtimes go offline, by backend name (set before it is dropped)."""
 
     @property
     def runtimes(self) -> list[Runtime]:
@@ -161,37 +179,126 @@ class Registration:
             del self.by_workspace[gone]
             self.names.pop(gone, None)
             self._sent.pop(gone, None)
+            self._profile_sets.pop(gone, None)
             changed = True
         if changed:
             self._notify()
         return last_error
 
-    async def _register(self, workspace: Workspace, *, recover: bool) -> list[Runtime]:
-        """Register every backend in one workspace; the answer replaces its runtimes."""
+    async def _register(
+        self, workspace: Workspace, *, recover: bool, profiles: ProfileSet | None = None
+    ) -> list[Runtime]:
+        """Register every backend and profile in one workspace; the answer replaces its
+        runtimes, and those it leaves out go offline. `profiles`: the set already read."""
+        lock = self._locks.setdefault(workspace.id, anyio.Lock())
+        async with lock:
+            return await self._register_locked(workspace, recover, profiles)
+
+    async def _register_locked(
+        self, workspace: Workspace, recover: bool, profiles: ProfileSet | None
+    ) -> list[Runtime]:
         device = self._settings.device_name
         sent = self._versions()
+        if profiles is None:
+            profiles = await self._read_profiles(workspace.id)
         infos = [
             RuntimeInfo(name=runtime_name(name, device), type=name, version=version)
             for name, (_, version) in self._backends.items()
-        ]
+        ] + [p.info for p in profiles.runtimes]
+        before = self.by_workspace.get(workspace.id, [])
+        if not infos and not profiles.failed:
+            # Nothing this machine can run there any more (its CLIs unusable, its profiles
+            # disabled): a register would be refused; what it held goes offline.
+            self.by_workspace[workspace.id] = []
+            self._sent[workspace.id] = sent
+            await self._deregister(before)
+            return []
         answer = await self._client.register(
-            workspace.id, self.daemon_id, device, cli_version(), infos, self.legacy_ids
+            workspace.id,
+            self.daemon_id,
+            device,
+            cli_version(),
+            infos,
+            self.legacy_ids,
+            profiles.failed,
         )
+        by_profile = {p.profile_id: p.backend for p in profiles.runtimes}
         runtimes: list[Runtime] = []
         for info, registered in zip(infos, answer.runtimes, strict=False):
+            profile = registered.profile_id or info.profile_id or ""
+            if profile in by_profile:
+                runtimes.append(Runtime(registered.id, workspace.id, by_profile[profile], profile))
+                continue
             name = registered.provider if registered.provider in self._backends else info.type
-            runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
+            if name in self._backends:
+                runtimes.append(Runtime(registered.id, workspace.id, self._backends[name][0]))
         self.by_workspace[workspace.id] = runtimes
         self._sent[workspace.id] = sent
+        if profiles.signature is not None:
+            self._profile_sets[workspace.id] = profiles
         if self._on_repos is not None:
             self._on_repos(workspace.id, answer.repos, answer.settings)
         log.info(
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )
+        kept = {r.id for r in runtimes}
+        await self._deregister([r for r in before if r.id not in kept])
         if recover:
             await recover_orphans(self._client, self._new(runtimes))
         self._held.update(r.id for r in runtimes)
         return runtimes
+
+    async def _read_profiles(self, workspace_id: str) -> ProfileSet:
+        """The workspace's profiles as this machine runs them; when the server does not say,
+        the set last registered (a failed read is no change)."""
+        if self._profiles is None:
+            return NOT_FETCHED
+        found = await self._profiles.of(workspace_id)
+        if found.signature is None:
+            return self._profile_sets.get(workspace_id, NOT_FETCHED)
+        return found
+
+    async def _deregister(self, dropped: list[Runtime]) -> None:
+        """Take runtimes this daemon no longer runs offline on the server now (best effort:
+        its stale-heartbeat sweep would, minutes later), with why where that is known."""
+        if not dropped:
+            return
+        reasons = {
+            r.id: self.offline_reasons[r.backend.name]
+            for r in dropped
+            if not r.profile_id and r.backend.name in self.offline_reasons
+        }
+        ids = [r.id for r in dropped]
+        log.info("runtimes %s: no longer run here: taken offline", ", ".join(ids))
+        try:
+            await self._client.deregister(ids, reasons)
+        except ServerError as exc:
+            log.warning("runtimes %s: deregister failed: %s", ", ".join(ids), exc)
+
+    async def refresh_profiles(self, workspace_id: str) -> None:
+        """The server says the workspace's profiles changed (or the control channel came
+        back, and they may have): read them, and register again when the set differs from
+        the one registered (a repeated notice costs one read)."""
+        if self._profiles is None or workspace_id not in self.by_workspace:
+            return
+        listed = await self._profiles.fetch(workspace_id)
+        if listed is None:
+            return
+        known = self._profile_sets.get(workspace_id)
+        if known is not None and known.signature == signature(listed):
+            return
+        log.info("workspace %s: custom runtime profiles changed: registering again", workspace_id)
+        built = await self._profiles.build(workspace_id, listed)
+        workspace = Workspace(id=workspace_id, name=self.names.get(workspace_id, ""))
+        before = {r.id for r in self.by_workspace.get(workspace_id, [])}
+        try:
+            # No orphans recovered: the workspace's other runtimes may be running tasks.
+            registered = await self._register(workspace, recover=False, profiles=built)
+        except ServerError as exc:
+            log.warning("workspace %s: registering the profiles failed: %s", workspace_id, exc)
+            return
+        if {r.id for r in registered} != before:
+            self._notify()
 
     def _new(self, runtimes: list[Runtime]) -> list[Runtime]:
         """The runtimes whose ids this process never held. One it held came back unchanged:
@@ -216,21 +323,27 @@ class Registration:
 
     async def report_versions(self) -> None:
         """Register again each workspace whose last accepted register carried other versions
-        than the backends have now: the server upserts its runtimes (running tasks untouched,
-        no orphans recovered); a failure leaves it behind, for the next call to retry."""
+        than the backends have now, or other backends (a CLI found, one no longer usable):
+        the server upserts its runtimes (running tasks untouched, no orphans recovered), and
+        a backend left out goes offline; a failure leaves the workspace behind, for the next
+        call to retry."""
         now = self._versions()
         for workspace_id, runtimes in list(self.by_workspace.items()):
             sent = self._sent.get(workspace_id)
-            # A workspace without runtimes is the workspace sync's to register.
-            if not runtimes or sent is None or sent == now:
+            # A workspace never registered is the workspace sync's to register; one left
+            # without runtimes here (its CLIs unusable) gets them back here when one returns.
+            if sent is None or sent == now:
                 continue
             changes = ", ".join(
-                f"{name} {sent.get(name) or '-'} -> {version}"
-                for name, version in now.items()
-                if sent.get(name) != version
+                [
+                    f"{name} {sent.get(name) or '-'} -> {version}"
+                    for name, version in now.items()
+                    if sent.get(name) != version
+                ]
+                + [f"{name} gone" for name in sent if name not in now]
             )
             log.info(
-                "workspace %s: agent CLI version changed (%s): registering again",
+                "workspace %s: agent CLIs changed (%s): registering again",
                 workspace_id,
                 changes,
             )

@@ -15,6 +15,7 @@ import socket
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -26,7 +27,7 @@ from daemon.boundary.pool import AgentPool
 from daemon.config import Settings
 from daemon.errors import RoundBoundary, RuntimeGoneError, ServerError
 from daemon.local_skills.reader import LocalInventory
-from daemon.multica_home import daemon_id, legacy_daemon_ids
+from daemon.multica_home import daemon_id, legacy_daemon_ids, profile_command_overrides
 from daemon.ops.metrics import Metrics
 from daemon.ops.provider_failures import ProviderFailures
 from daemon.protocol.circuit import CircuitBreaker
@@ -48,9 +49,10 @@ from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
 from daemon.worker.claims import BUDGET, Claims
-from daemon.worker.cli_watch import CliWatch
+from daemon.worker.cli_watch import CliWatch, Finder
 from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
+from daemon.worker.profiles import Profiles
 from daemon.worker.pushes import Pushes
 from daemon.worker.registration import Registration, recover_orphans
 from daemon.worker.runs import Runs
@@ -82,6 +84,9 @@ class WorkerOptions:
     """Seconds the server may take over a claim on the control socket (claims.py)."""
     claim_grace: float = GRACE
     """Seconds an answer on the control socket is waited for past its budget."""
+    finder: Finder | None = None
+    """How the command finds agent CLIs: CLIs installed later are looked for, and a custom
+    runtime profile may be of any family it makes possible (None: only the backends given)."""
 
 
 class Worker:
@@ -101,6 +106,7 @@ class Worker:
     ) -> None:
         """`reach` is how agents reach the daemon and the server (`AgentReach.found`; its health
         port is set when the port is served: `attach_health`)."""
+        finder = options.finder
         self.settings = settings
         self.client = client
         self.backends = dict(backends)
@@ -120,6 +126,13 @@ class Worker:
             metrics,
             shared=settings.agent_identity is not None,
         )
+        profiles = Profiles(
+            client,
+            self._families,
+            profile_command_overrides(settings.home, settings.profile),
+            settings.device_name,
+        )
+        self._finder = finder
         self.registration = Registration(
             client,
             settings,
@@ -128,8 +141,15 @@ class Worker:
             on_repos=self.workdirs.learned,
             on_change=self._changed,
             legacy_ids=legacy,
+            profiles=profiles,
         )
-        self.cli_watch = CliWatch(self.backends, self.registration, settings.cli_check_interval)
+        self.cli_watch = CliWatch(
+            self.backends,
+            self.registration,
+            settings.cli_check_interval,
+            finder=finder,
+            busy=self._busy,
+        )
         self.runs = Runs(budget, self._ended)
         self.summary = Summary()
         self.finished: deque[FinishedSnapshot] = deque(maxlen=FINISHED_KEPT)
@@ -162,7 +182,9 @@ class Worker:
         self._starting = anyio.CancelScope()
         url = reach.server_url
         inventory = LocalInventory(reach.base_env, settings.agent_identity)
-        self.heartbeats = Heartbeats(self.registration, client, settings, inventory)
+        self.heartbeats = Heartbeats(
+            self.registration, client, settings, inventory, models=self._model_list
+        )
         self.pushes = Pushes(self.registration, self.heartbeats)
         self.pickup = Pickup(
             settings,
@@ -189,6 +211,23 @@ class Worker:
             repo_locks=self.workdirs.cache,
             repo_in_use=self.workdirs.listed,
         )
+
+    def _families(self) -> dict[str, Backend]:
+        """Every backend a custom runtime profile may be of, by runtime type: those the
+        settings make possible (the found ones as found)."""
+        candidates = self._finder.candidates() if self._finder is not None else ()
+        found = {name: backend for name, (backend, _) in self.backends.items()}
+        return {b.name: b for b in candidates} | found
+
+    def _busy(self, backend: str) -> bool:
+        """Whether a task runs on the backend found under this name (not on a profile's)."""
+        found = self.backends.get(backend)
+        return found is not None and any(r.backend is found[0] for r in self.runs.values())
+
+    async def _model_list(self, runtime_id: str) -> dict[str, Any]:
+        """The model-list result of one of our runtimes (its CLI's catalog)."""
+        runtime = self.registration.runtime(runtime_id)
+        return await self.services.catalogs.result(runtime.backend if runtime else None)
 
     @property
     def status(self) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from backends.claude import ClaudeBackend
-from tests.fakes.agent_cli import NEW_SHAPE, write_cli
+from tests.fakes.agent_cli import CLAUDE_ANSWER, NEW_SHAPE, write_cli
 from tests.fakes.multica_server import MulticaFake, multica_server
 from tests.helpers import eventually, running_daemon
 
@@ -104,3 +104,79 @@ async def test_an_upgraded_cli_reports_its_new_version_without_a_restart(tmp_pat
         task_id = fake.queue_issue(provider="claude")
         await fake.finished(task_id)
     assert "claude 2.1.400" in fail_body(fake, task_id)["error"]
+
+
+async def test_a_cli_installed_while_the_daemon_runs_is_registered_and_runs_tasks(
+    tmp_path: Path,
+) -> None:
+    """No Claude Code at the start; installed later at its configured path, it is found at
+    the next check, registered beside the runtime already there, and runs its tasks."""
+    cli = tmp_path / "claude"
+    options = {"MULTICA_CLAUDE_PATH": str(cli), "MULTICA_DAEMON_CLI_CHECK_INTERVAL": "100ms"}
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, **options) as d:
+        assert [r.provider for r in fake.live_runtimes()] == ["scripted"]
+        write_cli(cli, "2.1.332 (Claude Code)", CLAUDE_ANSWER)
+        await eventually(lambda: len(fake.live_runtimes()) == 2, within=20)
+        assert "claude" in d.worker.backends
+        task_id = fake.queue_issue(provider="claude")
+        assert (await fake.finished(task_id)).status == "completed"
+
+
+def npm_stub(root: Path) -> Path:
+    """What npm leaves when a package's postinstall never ran: its `bin/` entry a placeholder
+    the system cannot start, linked from where the CLI is looked for."""
+    package = root / "node_modules" / "@anthropic-ai" / "claude-code"
+    (package / "bin").mkdir(parents=True)
+    manifest = {"name": "@anthropic-ai/claude-code", "scripts": {"postinstall": "node install.cjs"}}
+    (package / "package.json").write_text(json.dumps(manifest))
+    stub = package / "bin" / "claude.exe"
+    stub.write_text("placeholder: the postinstall replaces this file\n")
+    stub.chmod(0o755)
+    return stub
+
+
+@pytest.mark.parametrize("how", ["gone", "not-executable", "too-old"])
+async def test_an_unusable_cli_is_taken_offline_with_why_and_comes_back(
+    tmp_path: Path, how: str
+) -> None:
+    """A CLI that is gone, that the system will not start, or that is older than the backend
+    takes is dropped: its runtime goes offline with the reason clients read (and, for an npm
+    placeholder, the repair command), while the daemon goes on; put back, it is registered
+    again."""
+    cli = write_cli(tmp_path / "claude", "2.1.332 (Claude Code)", CLAUDE_ANSWER)
+    options = {"MULTICA_CLAUDE_PATH": str(cli), "MULTICA_DAEMON_CLI_CHECK_INTERVAL": "100ms"}
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, **options) as d:
+        (claude,) = [r for r in fake.live_runtimes() if r.provider == "claude"]
+        if how == "gone":
+            cli.unlink()
+        elif how == "not-executable":
+            stub = npm_stub(tmp_path / "npm")
+            cli.unlink()
+            cli.symlink_to(stub)
+        else:
+            write_cli(cli, "1.0.128 (Claude Code)")
+        await eventually(lambda: claude.status == "offline", within=20)
+        reason = claude.offline_reason
+        assert reason is not None and "claude" not in d.worker.backends
+        assert [r.status for r in fake.live_runtimes() if r.provider == "scripted"] == ["online"]
+        if how == "gone":
+            assert reason["code"] == "not_installed"
+        elif how == "not-executable":
+            assert reason["code"] == "not_executable" and str(stub) in reason["detail"]
+            assert reason["repair"] == {
+                "package": "@anthropic-ai/claude-code",
+                "command": f"cd {stub.parent.parent} && node install.cjs",
+                "shell": "bash",
+            }
+        else:
+            assert reason == {
+                "code": "version_too_old",
+                "detail": "claude 1.0.128 (Claude Code) is older than 2.0.0, the oldest this "
+                "daemon runs",
+            }
+        if cli.is_symlink():
+            cli.unlink()
+        write_cli(cli, "2.1.332 (Claude Code)", CLAUDE_ANSWER)
+        await eventually(lambda: claude.status == "online", within=20)
+        task_id = fake.queue_issue(provider="claude")
+        assert (await fake.finished(task_id)).status == "completed"

@@ -141,8 +141,9 @@ async def test_the_health_document_has_gos_shapes(tmp_path: Path) -> None:
     assert "server_circuit" in doc and "outbox_depth" in doc and doc["tasks"] == []
 
 
-async def test_pending_actions_are_answered_once_as_unsupported(tmp_path: Path) -> None:
-    """Each pending action gets one result, shaped as an older Multica daemon sends it."""
+async def test_pending_actions_are_answered_once(tmp_path: Path) -> None:
+    """Each pending action gets one result: the model list the runtime's (a scripted one has
+    none to offer), the others shaped as an older Multica daemon sends them."""
     async with multica_server() as fake:
         fake.pending = {
             "pending_update": {"id": "u1", "target_version": "9.9.9"},
@@ -168,9 +169,16 @@ async def test_pending_actions_are_answered_once_as_unsupported(tmp_path: Path) 
         ("local-skills/import", "i2"),
     }
     assert {r["runtime_id"] for r in fake.action_results} == {runtime.id}
-    for key in [("update", "u1"), ("models", "m1")]:
-        assert results[key]["status"] == "failed"
-        assert "not supported" in results[key]["error"]
+    assert results[("update", "u1")]["status"] == "failed"
+    assert "not supported" in results[("update", "u1")]["error"]
+    models = {k: v for k, v in results[("models", "m1")].items() if k not in ("kind", "request_id")}
+    assert models == {
+        "runtime_id": runtime.id,
+        "status": "completed",
+        "models": [],
+        "supported": True,
+        "fallback": False,
+    }
     imported = results[("local-skills/import", "i1")]
     assert imported["status"] == "failed"
     assert imported["error"] == 'provider "scripted" does not expose runtime local skills'

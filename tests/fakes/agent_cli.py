@@ -1,6 +1,7 @@
 """A stand-in agent CLI written by a test: an executable answering `--version` with a version
-of the test's choosing (and noting each time it is asked), and otherwise printing lines; or
-one an agent user planted, noting the uid of each run."""
+of the test's choosing (and noting each time it is asked), `--help` with a help text, and
+otherwise printing lines, each run's arguments noted (`runs_of`); or one an agent user
+planted, noting the uid of each run."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ from pathlib import Path
 from backends.process.identity import AgentUser
 
 _SCRIPT = """#!{python}
-import sys, time
+import json, sys, time
+open({runs!r}, "a").write(json.dumps(sys.argv[1:]) + "\\n")
 if "--version" in sys.argv:
     open({asked!r}, "a").write("asked\\n")
     print({version!r}, flush=True)
     sys.exit(0 if {version!r} else 1)
+if "--help" in sys.argv:
+    print({help!r}, flush=True)
+    sys.exit(0)
 for line in {lines!r}:
     print(line, flush=True)
 time.sleep({linger!r})
@@ -32,6 +37,7 @@ def write_cli(
     lines: Sequence[str] = (),
     *,
     linger: float = 0.0,
+    help_text: str = "",
 ) -> Path:
     """Install (or replace, as an upgrade does: a new file renamed over the old one) a CLI at
     `path` that answers `--version` with `version` ("" = fails) and, run otherwise, prints
@@ -41,6 +47,8 @@ def write_cli(
         _SCRIPT.format(
             python=sys.executable,
             asked=str(asked_file(path)),
+            runs=str(path.with_name(path.name + ".runs")),
+            help=help_text,
             version=version,
             lines=list(lines),
             linger=linger,
@@ -55,11 +63,31 @@ def asked_file(path: Path) -> Path:
     return path.with_name(path.name + ".asked")
 
 
+def runs_of(path: Path) -> list[list[str]]:
+    """The arguments of every run of the CLI at `path`, in order."""
+    found = path.with_name(path.name + ".runs")
+    return [json.loads(line) for line in found.read_text().splitlines()] if found.exists() else []
+
+
 def asked_of(path: Path) -> int:
     """How many times the CLI at `path` was asked for its version."""
     found = asked_file(path)
     return len(found.read_text().splitlines()) if found.exists() else 0
 
+
+CLAUDE_ANSWER = (
+    json.dumps({"type": "system", "subtype": "init", "session_id": "s1"}),
+    json.dumps(
+        {
+            "type": "result",
+            "subtype": "success",
+            "is_error": False,
+            "result": "Done.",
+            "session_id": "s1",
+        }
+    ),
+)
+"""A Claude Code run that answers `Done.` in stream-json."""
 
 NEW_SHAPE = (
     json.dumps({"kind": "session.open", "id": "s1"}),

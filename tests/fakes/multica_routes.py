@@ -66,6 +66,12 @@ class FakeRuntime:
     """Go's `device_name · version`, what the runtime's page shows as its device."""
     queued: dict[str, Any] = field(default_factory=dict)
     """One-shot `pending_*` requests the next heartbeat hands out (Multica's `PopPending`)."""
+    profile_id: str = ""
+    """The custom runtime profile it is an instance of ("": a built-in runtime)."""
+    failure_reason: str = ""
+    """Why the daemon could not run its profile (`failed_profiles`; "": it runs)."""
+    offline_reason: dict[str, Any] | None = None
+    """What the deregister that took it offline said of why (`offline_reasons`)."""
 
 
 @dataclass
@@ -103,6 +109,8 @@ class FakeTask:
     """Monotonic time until which the task, dispatched and not started, is not handed out
     again (its prepare lease)."""
     started: bool = False
+    target_runtime: str = ""
+    """The runtime its agent is bound to ("": any of its provider in its workspace)."""
     retired_session_id: str = ""
     rollout_missing: bool = False
     branch_name: str = ""
@@ -156,6 +164,17 @@ class SeenRequest:
     at: float = field(default_factory=time.monotonic, compare=False)
 
 
+def _row(found: FakeRuntime) -> dict[str, Any]:
+    """`AgentRuntimeResponse`, the fields a daemon reads."""
+    return {
+        "id": found.id,
+        "name": found.name,
+        "provider": found.provider,
+        "status": found.status,
+        "profile_id": found.profile_id or None,
+    }
+
+
 def route_of(path: str) -> str:
     """The route name a control refers to: the path's last part (`heartbeat`, `complete`, …)."""
     return path.rstrip("/").rsplit("/", 1)[-1]
@@ -205,14 +224,20 @@ class Handlers:
         workspace_id = body.get("workspace_id") or ""
         if not workspace_id:
             return error(400, "workspace_id is required")
-        if not body.get("runtimes"):
+        if not body.get("runtimes") and not body.get("failed_profiles"):
             return error(400, "at least one runtime or failed profile is required")
         if workspace_id not in self.fake.workspaces or workspace_id in self.fake.refused_registers:
             return error(404, "workspace not found")
-        out = [self._upsert(workspace_id, body, r) for r in body["runtimes"]]
+        refused = self._check_profiles(workspace_id, body)
+        if refused is not None:
+            return refused
+        out = [self._upsert(workspace_id, body, r) for r in body.get("runtimes") or []]
         legacy = body.get("legacy_daemon_ids") or []
         for row in out:
-            self._merge_legacy(self.fake.runtimes[row["id"]], legacy)
+            if not row["profile_id"]:  # profile rows have no hostname-keyed ancestor
+                self._merge_legacy(self.fake.runtimes[row["id"]], legacy)
+        for failed in body.get("failed_profiles") or []:
+            self._profile_row(workspace_id, body, failed, failed=True)
         settings = self.fake.settings.get(workspace_id) or {}
         return JSONResponse({"runtimes": out, **self._repos(workspace_id), "settings": settings})
 
@@ -241,9 +266,13 @@ class Handlers:
     ) -> dict[str, Any]:
         # One row per (workspace, daemon, provider): a restart gets its runtime back; a deleted
         # runtime's row is gone, so registering again makes a new one.
+        if (runtime.get("profile_id") or "").strip():
+            row = self._profile_row(workspace_id, body, runtime, failed=False)
+            assert row is not None  # `_check_profiles` refused the register otherwise
+            return _row(row)
         daemon_id, provider = body["daemon_id"], runtime.get("type") or ""
         for found in self.fake.live_runtimes(workspace_id):
-            if (found.daemon_id, found.provider) == (daemon_id, provider):
+            if (found.daemon_id, found.provider, found.profile_id) == (daemon_id, provider, ""):
                 found.status = "online"
                 break
         else:
@@ -256,7 +285,56 @@ class Handlers:
         found.version = runtime.get("version") or ""
         device = (body.get("device_name") or "").strip()
         found.device_info = " · ".join(p for p in (device, found.version) if p)
-        return {"id": found.id, "name": found.name, "provider": provider, "status": found.status}
+        return _row(found)
+
+    def _check_profiles(self, workspace_id: str, body: dict[str, Any]) -> JSONResponse | None:
+        """The register's refusal for a profile entry it cannot take (Go checks each in turn:
+        tests/fakes/multica_profiles.py)."""
+        for entry in body.get("runtimes") or []:
+            profile_id = (entry.get("profile_id") or "").strip()
+            if not profile_id:
+                continue
+            profile = self.fake.profiles.get(profile_id)
+            if profile is None or profile.workspace_id != workspace_id:
+                return error(400, f"unknown runtime profile: {profile_id}")
+            if not profile.enabled:
+                return error(409, f"runtime profile is disabled: {profile_id}")
+        return None
+
+    def _profile_row(
+        self, workspace_id: str, body: dict[str, Any], entry: dict[str, Any], *, failed: bool
+    ) -> FakeRuntime | None:
+        """`UpsertAgentRuntimeWithProfile`: the profile's row for this daemon, online or (a
+        failed profile) offline with its reason; None for a failed entry of a profile that is
+        unknown or disabled."""
+        profile = self.fake.profiles.get((entry.get("profile_id") or "").strip())
+        if profile is None or profile.workspace_id != workspace_id or not profile.enabled:
+            return None
+        daemon_id = body["daemon_id"]
+        device = (body.get("device_name") or "").strip()
+        for found in self.fake.live_runtimes(workspace_id):
+            if (found.daemon_id, found.profile_id) == (daemon_id, profile.id):
+                break
+        else:
+            found = FakeRuntime(
+                str(uuid.uuid4()), workspace_id, daemon_id, profile.protocol_family, ""
+            )
+            found.profile_id = profile.id
+            self.fake.runtimes[found.id] = found
+        found.provider = profile.protocol_family
+        found.cli_version = body.get("cli_version") or ""
+        if failed:
+            found.name = f"{profile.display_name} ({device})" if device else profile.display_name
+            found.status, found.version = "offline", ""
+            reason = (entry.get("reason") or "").strip()
+            found.failure_reason = reason or "custom runtime command could not be resolved"
+            found.device_info = device
+        else:
+            found.name = entry.get("name") or found.name
+            found.status, found.version = "online", entry.get("version") or ""
+            found.failure_reason = ""
+            found.device_info = " · ".join(p for p in (device, found.version) if p)
+        return found
 
     def _merge_legacy(self, registered: FakeRuntime, legacy_ids: list[Any]) -> None:
         """Go's `mergeLegacyRuntimes`: a runtime of the same workspace and provider registered
@@ -264,7 +342,7 @@ class Handlers:
         the new runtime, and its row is deleted."""
         wanted = {str(i).strip().lower() for i in legacy_ids if str(i).strip()}
         for old in self.fake.live_runtimes(registered.workspace_id):
-            if old.id == registered.id or old.provider != registered.provider:
+            if old.id == registered.id or old.provider != registered.provider or old.profile_id:
                 continue
             if old.daemon_id.lower() not in wanted:
                 continue
@@ -280,9 +358,12 @@ class Handlers:
             return refused
         if not body.get("runtime_ids"):
             return error(400, "runtime_ids is required")
+        reasons = body.get("offline_reasons") or {}
         for runtime_id in body["runtime_ids"]:
             if runtime_id in self.fake.runtimes:
                 self.fake.runtimes[runtime_id].status = "offline"
+                # `setRuntimeOffline`: the reason goes in the row's metadata when one is given.
+                self.fake.runtimes[runtime_id].offline_reason = reasons.get(runtime_id)
         return JSONResponse({"status": "ok"})
 
     async def heartbeat(self, request: Request) -> JSONResponse:
@@ -464,7 +545,11 @@ class Handlers:
 
     @staticmethod
     def _runtime_for(task: FakeTask, ours: dict[str, Any]) -> str | None:
+        if task.target_runtime:
+            return task.target_runtime if task.target_runtime in ours else None
         for runtime in ours.values():
+            if runtime.profile_id:
+                continue  # a profile's runtime runs the agents bound to it
             if (runtime.workspace_id, runtime.provider) == (task.workspace_id, task.provider):
                 return str(runtime.id)
         return None

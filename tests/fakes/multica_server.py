@@ -38,9 +38,12 @@ lenient where Multica refuses:
 - plugin hooks are called and plugin MCP credentials served for a daemon
   (tests/fakes/multica_plugins.py);
 - the control WebSocket pushes `daemon:task_available` when a task is queued,
-  `daemon:workspaces_changed` when a workspace is created and `daemon:pending_work` when a
-  request waits for a runtime's heartbeat, and answers the daemon's heartbeats and claims
-  (multica_control.py).
+  `daemon:workspaces_changed` when a workspace is created, `daemon:pending_work` when a
+  request waits for a runtime's heartbeat and `daemon:runtime_profiles_changed` when a custom
+  runtime profile changes (`server/internal/daemonws/hub.go`), and answers the daemon's
+  heartbeats and claims (multica_control.py);
+- custom runtime profiles are listed and registered as tests/fakes/multica_profiles.py says;
+  a deregister keeps each runtime's `offline_reasons` entry on it.
 
 Test controls: queue Multica-shaped tasks, delete a runtime, cancel a task, make one
 workspace's register fail with 404, drop the answer of the next N calls of a route after the
@@ -76,6 +79,7 @@ from tests.fakes.loopback import serve_app
 from tests.fakes.multica_control import serve_control
 from tests.fakes.multica_gc import GcHandlers, Record
 from tests.fakes.multica_plugins import Answer, PluginHandlers, Plugins
+from tests.fakes.multica_profiles import FakeProfile, ProfileControls, ProfileHandlers
 from tests.fakes.multica_routes import (
     IMPORT_BATCH,
     FakeRuntime,
@@ -89,7 +93,7 @@ from tests.helpers import eventually
 
 
 @dataclass
-class MulticaFake:
+class MulticaFake(ProfileControls):
     """The server's state and its test controls; `app` serves it."""
 
     token: str = ""
@@ -150,6 +154,10 @@ class MulticaFake:
     """... once its prepare lease, from the claim or its last renewal, has run out."""
     plugins: Plugins = field(default_factory=Plugins)
     """Plugin installations, their hooks' answers and every hook call (multica_plugins.py)."""
+    profiles: dict[str, FakeProfile] = field(default_factory=dict)
+    """Custom runtime profiles by id (`add_profile`, `edit_profile`, `delete_profile`)."""
+    profiles_route: bool = True
+    """Serve the profiles route (False: a server older than it, a router 404)."""
     merged_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtimes a register folded into another (old id → new id): registered under a
     `legacy_daemon_ids` entry, same workspace and provider (Go's `mergeLegacyRuntimes`)."""
@@ -207,9 +215,11 @@ class MulticaFake:
         workspace_id: str = "",
         provider: str = "scripted",
         agent: dict[str, Any] | None = None,
+        runtime_id: str = "",
         **fields: Any,
     ) -> str:
-        """Queue a task with these claim fields for the `provider` runtime of a workspace."""
+        """Queue a task with these claim fields for the `provider` runtime of a workspace (for
+        `runtime_id`, with its provider, when the agent is bound to that one: a profile's)."""
         task_id = str(uuid.uuid4())
         agent_body = {
             "id": str(uuid.uuid4()),
@@ -220,7 +230,10 @@ class MulticaFake:
             "model": "",
             **(agent or {}),
         }
+        if runtime_id:
+            provider = self.runtimes[runtime_id].provider
         task = FakeTask(task_id, workspace_id or self.workspace_id, provider, fields, agent_body)
+        task.target_runtime = runtime_id
         self.tasks[task_id] = task
         self._announce(task)
         return task_id
@@ -229,6 +242,8 @@ class MulticaFake:
         # Multica's hub wakes every daemon connection watching a runtime the task can run on.
         for runtime in self.live_runtimes(task.workspace_id):
             if runtime.provider != task.provider:
+                continue
+            if task.target_runtime and runtime.id != task.target_runtime:
                 continue
             frame = {
                 "type": "daemon:task_available",
@@ -416,6 +431,7 @@ class MulticaFake:
         """The ASGI app: the routes behind the answer-dropping control."""
         h, gc, skills = Handlers(self), GcHandlers(self), SkillHandlers(self)
         plugins = PluginHandlers(self)
+        profiles = ProfileHandlers(self)
         daemon = "/api/daemon"
         resolve = daemon + "/runtimes/{rid}/tasks/{tid}/skill-bundles/resolve"
         routes = [
@@ -438,6 +454,7 @@ class MulticaFake:
             Route(daemon + "/tasks/{id}/gc-check", gc.task, methods=["GET"]),
             Route("/api/daemon/workspaces", h.workspaces, methods=["GET"]),
             Route("/api/daemon/workspaces/{wid}/repos", h.workspace_repos, methods=["GET"]),
+            Route("/api/daemon/workspaces/{wid}/runtime-profiles", profiles.list, methods=["GET"]),
             Route("/api/daemon/register", h.register, methods=["POST"]),
             Route("/api/daemon/deregister", h.deregister, methods=["POST"]),
             Route("/api/daemon/heartbeat", h.heartbeat, methods=["POST"]),

@@ -349,3 +349,56 @@ def test_tool_results_are_named_after_their_calls_once_transcribed() -> None:
     agent.update(sessionUpdate="tool_call", toolCallId="c1", kind="execute", status="in_progress")
     agent.update(sessionUpdate="tool_call_update", toolCallId="c1", status="completed")
     assert results_named_after_calls(agent.messages) == [("execute", "execute")]
+
+
+EFFORT = {
+    "id": "effort",
+    "category": "thought_level",
+    "currentValue": "low",
+    "options": [{"value": "low"}, {"value": "high"}],
+}
+
+
+def effort_session(level: str, model: str = "") -> Agent:
+    agent = AcpAgent(name="x", label="X", command="x", acp_args=("acp",), effort=True)
+    return Agent(AcpSession(agent, Turn(("Go.",), "/w", model=model, effort=level)))
+
+
+def test_a_thinking_level_the_session_offers_is_set_before_the_prompt() -> None:
+    """`session/set_config_option` on the advertised option, then the prompt, whatever the
+    agent confirms (a level it confirms otherwise is only logged)."""
+    for confirmed in ("high", "low"):
+        agent = effort_session("high")
+        agent.answer(INIT)
+        agent.answer({"sessionId": SESSION, "configOptions": [EFFORT]})
+        asked = agent.sent[-1]
+        assert (asked["method"], asked["params"]) == (
+            "session/set_config_option",
+            {"sessionId": SESSION, "configId": "effort", "value": "high"},
+        )
+        agent.answer({"configOptions": [{**EFFORT, "currentValue": confirmed}]})
+        assert agent.sent[-1]["method"] == "session/prompt"
+
+
+def test_a_level_the_session_does_not_offer_is_not_asked_for() -> None:
+    """No effort option, or one without the level: the prompt goes out at once."""
+    for options in ([], [EFFORT]):
+        agent = effort_session("max")
+        agent.answer(INIT)
+        agent.answer({"sessionId": SESSION, "configOptions": options})
+        assert agent.methods()[-1] == "session/prompt"
+        assert "session/set_config_option" not in agent.methods()
+
+
+def test_after_a_model_switch_the_level_follows_the_new_models_options() -> None:
+    """The model's config change answers with its options: the level is checked against
+    those; a refused level change still sends the prompt."""
+    agent = effort_session("high", model="other")
+    agent.answer(INIT)
+    model = {"id": "model", "currentValue": "first", "options": [{"value": "other"}]}
+    agent.answer({"sessionId": SESSION, "configOptions": [model]})
+    assert agent.sent[-1]["params"]["configId"] == "model"
+    agent.answer({"configOptions": [model, EFFORT]})
+    assert agent.sent[-1]["params"] == {"sessionId": SESSION, "configId": "effort", "value": "high"}
+    agent.refuse("no such level")
+    assert agent.sent[-1]["method"] == "session/prompt"

@@ -52,13 +52,15 @@ def test_resume_adds_the_session() -> None:
 def test_configured_then_task_arguments_come_last() -> None:
     """Extra arguments follow the fixed ones, configured before the task's own."""
     backend = ClaudeBackend("claude", ["--max-turns", "5"])
-    argv = backend.argv(spec(extra_args=["--effort", "high"]))
-    assert argv[-4:] == ["--max-turns", "5", "--effort", "high"]
+    argv = backend.argv(spec(extra_args=["--fallback-model", "haiku"]))
+    assert argv[-4:] == ["--max-turns", "5", "--fallback-model", "haiku"]
 
 
 def test_format_arguments_are_dropped_with_their_values() -> None:
-    """Arguments that would switch the stream format are refused, in both spellings."""
-    args = ["--output-format", "text", "--verbose", "--input-format=text", "--max-turns", "3"]
+    """Arguments that would switch the stream format, or set the effort (the agent's thinking
+    level is the daemon's to give), are refused, in both spellings."""
+    args = ["--output-format", "text", "--verbose", "--input-format=text", "--max-turns", "3",
+            "--effort", "max", "--effort=low"]  # fmt: skip
     assert filter_args(args) == ["--verbose", "--max-turns", "3"]
 
 

@@ -25,13 +25,13 @@ def test_argv_reads_the_prompt_from_stdin_in_json_mode_with_the_model_whole() ->
 
 
 def test_arguments_that_would_change_the_prompt_or_the_output_are_dropped() -> None:
-    """The daemon's flags (with their values), `@file` and positional words go; other flags
-    keep their values, standalone flags take none."""
+    """The daemon's flags (with their values: the thinking level is the agent's, given by the
+    daemon), `@file` and positional words go; other flags keep their values, standalone flags
+    take none."""
     given = ["--mode", "text", "-p", "--thinking", "high", "@notes.md", "extra words",
              "--no-skills", "stray", "--session=x", "--tools", "read,bash",
              "--ext-flag=1"]  # fmt: skip
-    assert filter_args(given, ARGS) == ["--thinking", "high", "--no-skills", "--tools", "read,bash",
-                                  "--ext-flag=1"]  # fmt: skip
+    assert filter_args(given, ARGS) == ["--no-skills", "--tools", "read,bash", "--ext-flag=1"]
 
 
 def test_pis_own_session_marker_is_not_handed_on() -> None:

@@ -199,6 +199,16 @@ def test_a_session_pi_cannot_resume_here_is_reported_missing(stderr: str) -> Non
     assert result.status is RunStatus.FAILED
 
 
+def test_the_refusal_printed_on_stdout_by_older_versions_is_one_too() -> None:
+    """Pi 0.60 and 0.65 print the other directory's session on stdout, and exit 0: it is the
+    same refusal (a fresh session follows), not output of a new format."""
+    parser = PiEventParser("m", resuming="01a219c9")
+    step = parser.feed("Session found in different project: /tmp/pi/other")
+    result = parser.finish(0, "")
+    assert parser.session_not_found and not step.invalid and not step.messages
+    assert result.failure_reason != UNRECOGNISED_REASON
+
+
 def test_a_missing_session_without_resuming_is_no_fallback() -> None:
     """The same words from a run that resumed nothing start no second run."""
     parser = PiEventParser("m")

@@ -14,6 +14,7 @@ import pytest
 
 from backends.base import MessageType, RunStatus
 from backends.qwen import QwenBackend
+from backends.version import version_at_least
 from tests.backends.support import drain, stdin_spec
 from tests.fakes.chat_api import fake_chat, qwen_env
 from tests.fakes.openai_api import Answer
@@ -27,11 +28,13 @@ def qwen() -> QwenBackend:
     return QwenBackend(require_cli("qwen", "MULTICA_TEST_QWEN_PATH"))
 
 
-async def test_detect_reports_the_pinned_version_which_is_the_minimum(qwen: QwenBackend) -> None:
-    """`detect` answers with the installed version, the one the backend asks for at least."""
+async def test_detect_reports_the_pinned_version_which_is_new_enough(qwen: QwenBackend) -> None:
+    """`detect` answers with the installed version, one the backend takes (Multica's floor,
+    0.20.0, or newer)."""
     version = await qwen.detect()
     assert version == pinned_version("@qwen-code/qwen-code")
-    assert version == QwenBackend.min_version
+    assert version_at_least(version or "", QwenBackend.min_version)
+    assert QwenBackend.min_version == "0.20.0"
 
 
 async def test_a_session_resumes_and_an_unknown_one_starts_fresh(

@@ -418,6 +418,7 @@ async def test_register_sends_the_protocol_body() -> None:
         "cli_version": "0.1.0",
         "runtimes": [{"name": "Claude", "type": "claude", "version": "2.0", "status": "online"}],
         "legacy_daemon_ids": ["box.local"],
+        "failed_profiles": [],
     }
 
 

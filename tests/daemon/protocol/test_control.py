@@ -82,11 +82,17 @@ class _Recorded:
     def pending_work(self, runtime_id: str, kind: str) -> None:
         self.calls.append(("pending", runtime_id, kind))
 
+    def runtime_profiles_changed(self, workspace_id: str) -> None:
+        self.calls.append(("profiles", workspace_id))
+
+    def reconnected(self) -> None:
+        self.calls.append(("opened",))
+
 
 async def test_pushes_reach_their_handler_and_malformed_ones_do_not() -> None:
-    """`workspaces_changed` and `pending_work` go to the push handler in order; a pending-work
-    frame without a runtime id, or with a field of the wrong type, is dropped; none wakes
-    the claim."""
+    """The channel's opening, `workspaces_changed`, `pending_work` and
+    `runtime_profiles_changed` go to the push handler in order; a frame without its runtime
+    or workspace id, or with a field of the wrong type, is dropped; none wakes the claim."""
     frames = (
         '{"type": "daemon:workspaces_changed", "payload": {}}',
         '{"type": "daemon:pending_work", "payload": {"runtime_id": "r1", "kind": "model_list"}}',
@@ -94,6 +100,9 @@ async def test_pushes_reach_their_handler_and_malformed_ones_do_not() -> None:
         '{"type": "daemon:pending_work", "payload": {"runtime_id": 7}}',
         '{"type": "daemon:pending_work", "payload": "r1"}',
         '{"type": "daemon:pending_work", "payload": {"runtime_id": "r1", "kind": 3}}',
+        '{"type": "daemon:runtime_profiles_changed", "payload": {"workspace_id": "w1"}}',
+        '{"type": "daemon:runtime_profiles_changed", "payload": {"workspace_id": 5}}',
+        '{"type": "daemon:runtime_profiles_changed", "payload": {"runtime_profile_id": "p"}}',
         '{"type": "daemon:workspaces_changed"}',
     )
 
@@ -114,10 +123,12 @@ async def test_pushes_reach_their_handler_and_malformed_ones_do_not() -> None:
         )
         async with anyio.create_task_group() as tg:
             await _opened(tg, channel, wakeup)
-            await eventually(lambda: len(pushes.calls) == 3)
+            await eventually(lambda: len(pushes.calls) == 5)
             assert pushes.calls == [
+                ("opened",),
                 ("workspaces",),
                 ("pending", "r1", "model_list"),
+                ("profiles", "w1"),
                 ("workspaces",),
             ]
             assert not await wakeup.wait(0)

@@ -4,6 +4,7 @@ agent user, a replacement anyone but root could change is refused and never run.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import AsyncIterator
@@ -15,10 +16,10 @@ import pytest
 import daemon
 from backends.base import Backend
 from backends.process.identity import AgentUser
-from daemon.cli.discovery import available
+from daemon.cli.discovery import available, candidates, detect
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.worker.cli_watch import CliWatch
+from daemon.worker.cli_watch import CliWatch, Finder
 from daemon.worker.registration import Registration
 from tests.fakes.agent_cli import asked_of, euids_of, plant_cli, recording_cli, write_cli
 from tests.fakes.multica_server import MulticaFake, multica_server
@@ -39,7 +40,9 @@ async def watching(
             backends = dict(await available(settings))
             registration = Registration(ServerClient(http), settings, backends, "d1")
             await registration.register_when_reachable()
-            yield fake, registration, CliWatch(backends, registration, 0), backends
+            finder = Finder(functools.partial(candidates, settings), detect)
+            watch = CliWatch(backends, registration, 0, finder=finder)
+            yield fake, registration, watch, backends
 
 
 def registered_versions(fake: MulticaFake) -> list[str]:
@@ -146,3 +149,46 @@ async def test_a_cli_repointed_to_one_the_agent_user_writes_is_refused_unrun(
     (line,) = [r.getMessage() for r in caplog.records if r.name == "daemon.worker.cli_watch"]
     why = f"{folder} is owned by uid {agent_user.uid} ({agent_user.name}), not root"
     assert line == f"backend opencode: executable {planted} changed and is refused: {why}"
+
+
+async def test_a_cli_gone_twice_in_a_row_is_dropped_and_found_again(tmp_path: Path) -> None:
+    """The only CLI's executable missing at one check is left alone (an upgrade may be
+    between unlink and link); missing at the next, its runtime is taken offline, saying so,
+    and the workspace keeps no runtime; reinstalled, it is found and registered again."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, registration, watch, backends):
+        (runtime,) = fake.live_runtimes()
+        cli.unlink()
+        assert await watch.check() == []
+        assert runtime.status == "online" and "claude" in backends
+        assert await watch.check() == ["claude"]
+        assert (runtime.status, registration.runtimes, backends) == ("offline", [], {})
+        assert runtime.offline_reason == {
+            "code": "not_installed",
+            "detail": f"claude: {cli} is no longer installed",
+        }
+        write_cli(cli, "2.1.332 (Claude Code)")
+        assert await watch.check() == ["claude"]
+        assert runtime.status == "online"
+        assert registration.runtime_ids() == [runtime.id]
+        assert backends["claude"][1] == "2.1.332 (Claude Code)"
+
+
+async def test_a_cli_whose_probe_fails_is_not_asked_again_until_it_changes(
+    tmp_path: Path,
+) -> None:
+    """A CLI installed after the start that gives no version is asked once, not at every
+    check, and again once its executable changes."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    async with watching(tmp_path, cli) as (fake, registration, watch, backends):
+        other = tmp_path / "no-codex"
+        write_cli(other, "")
+        for _ in range(3):
+            assert await watch.check() == []
+        assert asked_of(other) == 1
+        write_cli(other, "codex-cli 0.171.0")
+        assert await watch.check() == ["codex"]
+        assert asked_of(other) == 2
+        assert sorted(r.provider for r in fake.live_runtimes()) == ["claude", "codex"]
+        assert sorted(backends) == ["claude", "codex"]
+        assert len(registration.runtimes) == 2
