@@ -79,8 +79,9 @@ class CliWatch:
         self._seen: dict[str, Fingerprint | None] = {
             name: _fingerprint(backend) for name, (backend, _) in backends.items()
         }
-        self._tried: dict[str, Fingerprint] = {}
-        """Executables of CLIs not found that failed their probe: asked again once changed."""
+        self._tried: dict[str, Fingerprint] = _not_offered(backends, finder)
+        """Executables of CLIs not found that failed their probe (at start-up, too: refused,
+        too old, no version): asked again once changed, not at every check."""
         self._doubts: dict[str, int] = {}
         """Checks in a row that found a CLI gone or not startable, by name."""
 
@@ -195,6 +196,17 @@ class CliWatch:
             self._registration.offline_reasons.pop(backend.name, None)
             added.append(backend.name)
         return added
+
+
+def _not_offered(
+    backends: MutableMapping[str, tuple[Backend, str]], finder: Finder | None
+) -> dict[str, Fingerprint]:
+    """The executables of the CLIs start-up detection ran and did not offer (near enough:
+    taken just after it)."""
+    if finder is None:
+        return {}
+    there = {b.name: _fingerprint(b) for b in finder.candidates() if b.name not in backends}
+    return {name: found for name, found in there.items() if found is not None}
 
 
 def _fingerprint(backend: Backend) -> Fingerprint | None:

@@ -11,6 +11,7 @@ import re
 import sys
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
@@ -38,7 +39,7 @@ async def test_an_acp_cli_the_agent_can_rewrite_is_never_run_by_root_nor_offered
 ) -> None:
     """OpenCode under a prefix its agent user owns: the root daemon does not run it for
     `--version` (not as root, not at all), says so in one line and does not offer it; a task
-    rewrites it and the CLI watch runs nothing either."""
+    rewrites it and the CLI watch runs nothing either, saying so once for the new executable."""
     a, b = two_users
     owner = a  # the user the probes would run as, and the first a task runs as
     prefix = passable_tmp / "npm-prefix"
@@ -71,13 +72,22 @@ async def test_an_acp_cli_the_agent_can_rewrite_is_never_run_by_root_nor_offered
             task = await _rewritten_by(api, owner)
         async with httpx.AsyncClient(timeout=5) as http:
             agents = (await http.get(f"{child.health_url}/health")).json()["agents"]
+
+        # One line at start-up and one per rewritten executable; none for the checks between
+        # (ten a second), which find the same executable.
+        def refused() -> list[str]:
+            return [line for line in child.lines if "backend opencode: refused" in line]
+
+        await eventually(lambda: len(refused()) >= 2)
+        said = len(refused())
+        await anyio.sleep(1.0)
+        assert len(refused()) == said, refused()
     assert 0 not in euids_of(prefix), "root ran a CLI the agent user wrote"
     assert euids_of(prefix) == []
     assert task["status"] == "completed", task["error"]
     assert "opencode" not in agents and "command" in agents
-    refused = [line for line in child.lines if "backend opencode: refused" in line]
     why = f"{prefix} is owned by uid {owner.uid} ({owner.name}), not root"
-    assert len(refused) == 1 and refused[0].endswith(f"refused, not offered: {why}"), refused
+    assert all(line.endswith(f"refused, not offered: {why}") for line in refused()), refused()
 
 
 async def _rewritten_by(api: TasksApi, owner: AgentUser) -> dict[str, object]:

@@ -30,10 +30,11 @@ pytestmark = pytest.mark.anyio
 
 @asynccontextmanager
 async def watching(
-    home: Path, cli: Path
+    home: Path, cli: Path, **more: str
 ) -> AsyncIterator[tuple[MulticaFake, Registration, CliWatch, dict[str, tuple[Backend, str]]]]:
-    """A fake server, the `claude` at `cli` detected and registered, and a watch over it."""
-    env = {"MULTICA_CLAUDE_PATH": str(cli), "MULTICA_SCRIPTED_BACKEND": "0"}
+    """A fake server, the `claude` at `cli` detected and registered, and a watch over it
+    (`more`: settings of other CLIs)."""
+    env = {"MULTICA_CLAUDE_PATH": str(cli), "MULTICA_SCRIPTED_BACKEND": "0", **more}
     async with multica_server() as fake:
         settings = Settings.from_env(daemon_env(home, fake.url, **env))
         async with make_http_client(fake.url, settings.token, daemon.__version__) as http:
@@ -172,6 +173,23 @@ async def test_a_cli_gone_twice_in_a_row_is_dropped_and_found_again(tmp_path: Pa
         assert runtime.status == "online"
         assert registration.runtime_ids() == [runtime.id]
         assert backends["claude"][1] == "2.1.332 (Claude Code)"
+
+
+async def test_a_cli_start_up_did_not_offer_is_not_asked_again_until_it_changes(
+    tmp_path: Path,
+) -> None:
+    """A CLI there at the start that start-up detection did not offer (its probe failed) is
+    not asked again by the watch's checks, only once its executable changes."""
+    cli = write_cli(tmp_path / "claude", "2.1.328 (Claude Code)")
+    other = write_cli(tmp_path / "codex", "")
+    async with watching(tmp_path, cli, MULTICA_CODEX_PATH=str(other)) as (_, _, watch, backends):
+        assert asked_of(other) == 1 and "codex" not in backends
+        for _ in range(3):
+            assert await watch.check() == []
+        assert asked_of(other) == 1
+        write_cli(other, "codex-cli 0.171.0")
+        assert await watch.check() == ["codex"]
+        assert asked_of(other) == 2
 
 
 async def test_a_cli_whose_probe_fails_is_not_asked_again_until_it_changes(
