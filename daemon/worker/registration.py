@@ -51,6 +51,16 @@ FAILURE_BACKOFF = 60.0
 
 
 @dataclass(frozen=True, slots=True)
+class Listeners:
+    """What the rest of the daemon hears from registration (each called on the event loop)."""
+
+    repos: Callable[[str, list[RepoRef], dict[str, Any] | None], None] | None = None
+    """A workspace's repositories and settings, as each register's answer gives them."""
+    changed: Callable[[], None] | None = None
+    """The set of runtimes changed."""
+
+
+@dataclass(frozen=True, slots=True)
 class Runtime:
     """A server-side runtime: one backend registered in one workspace."""
 
@@ -78,18 +88,16 @@ class Registration:
         daemon_id: str,
         *,
         clock: Callable[[], float] = time.monotonic,
-        on_repos: Callable[[str, list[RepoRef], dict[str, Any] | None], None] | None = None,
-        on_change: Callable[[], None] | None = None,
+        listeners: Listeners = Listeners(),
         legacy_ids: Sequence[str] = (),
         profiles: Profiles | None = None,
     ) -> None:
         """`legacy_ids`: the ids this machine registered under before (`legacy_daemon_ids`);
-        `on_change` is called (on the event loop) whenever the set of runtimes changes;
-        `profiles`: how each workspace's custom runtime profiles are run (None: not read)."""
-        self._on_change = on_change
+        `listeners` hear of repositories and of changes to the set of runtimes; `profiles`:
+        how each workspace's custom runtime profiles are run (None: not read)."""
+        self._listeners = listeners
         self._client = client
         self.legacy_ids = tuple(legacy_ids)
-        self._on_repos = on_repos
         self._settings = settings
         self._backends = backends
         self.daemon_id = daemon_id
@@ -133,8 +141,8 @@ class Registration:
     def _notify(self) -> None:
         self._changed.set()
         self._changed = anyio.Event()
-        if self._on_change is not None:
-            self._on_change()
+        if self._listeners.changed is not None:
+            self._listeners.changed()
 
     async def register_when_reachable(self) -> None:
         """Register, waiting out a server that is down; fatal only when nothing registered."""
@@ -236,8 +244,8 @@ class Registration:
         self._sent[workspace.id] = sent
         if profiles.signature is not None:
             self._profile_sets[workspace.id] = profiles
-        if self._on_repos is not None:
-            self._on_repos(workspace.id, answer.repos, answer.settings)
+        if self._listeners.repos is not None:
+            self._listeners.repos(workspace.id, answer.repos, answer.settings)
         log.info(
             "workspace %s: registered runtimes %s", workspace.id, ", ".join(r.id for r in runtimes)
         )

@@ -54,7 +54,7 @@ from daemon.worker.heartbeats import Heartbeats
 from daemon.worker.pickup import Pickup
 from daemon.worker.profiles import Profiles
 from daemon.worker.pushes import Pushes
-from daemon.worker.registration import Registration, recover_orphans
+from daemon.worker.registration import Listeners, Registration, recover_orphans
 from daemon.worker.runs import Runs
 from daemon.worker.summary import Summary
 from daemon.worker.token_renewal import renew_once, renewal_loop
@@ -138,8 +138,7 @@ class Worker:
             settings,
             self.backends,
             self.daemon_id,
-            on_repos=self.workdirs.learned,
-            on_change=self._changed,
+            listeners=Listeners(repos=self.workdirs.learned, changed=self._changed),
             legacy_ids=legacy,
             profiles=profiles,
         )
