@@ -222,7 +222,7 @@ async def test_a_task_cancelled_while_it_waits_never_runs(tmp_path: Path) -> Non
         ("relative/dir", {}, "must be absolute"),
         ("/tmp", {}, "protected system root"),
         ("{missing}", {}, "does not exist"),
-        ("{folder}", {"mode": "parallel"}, "does not support execution_mode 'parallel'"),
+        ("{folder}", {"mode": "parallel"}, 'does not support execution_mode "parallel"'),
         ("{plain}", {"mode": "worktree"}, "is not a git repository"),
     ],
 )
@@ -367,7 +367,7 @@ async def test_with_an_agent_user_the_folder_must_be_that_users(
         refused = await fake.finished(queue(fake, d, roots, "read"))
         worked = await fake.finished(queue(fake, d, mine, "read"))
     assert refused.status == "failed" and refused.failure_reason == "local_directory_error"
-    assert f"run as '{agent_user.name}'" in refused.error and "uid 0" in refused.error
+    assert f'run as "{agent_user.name}"' in refused.error and "uid 0" in refused.error
     assert list(roots.iterdir()) == []
     assert worked.status == "completed", worked.error
     assert f"uid={agent_user.uid} cwd={mine}" in worked.output

@@ -23,7 +23,7 @@ from daemon.protocol.models import Task
 from daemon.protocol.pacing import Beat
 from daemon.services import Services
 from daemon.task.localdir.placed import LocalPlace
-from daemon.task.localdir.resource import LocalDirectory, check_path, find
+from daemon.task.localdir.resource import LocalDirectory, check_path, find, quoted
 from daemon.task.status_poll import poll_status
 from daemon.wakeup import Wakeup
 
@@ -116,7 +116,11 @@ class FolderHold:
         except Exception as exc:
             # The report must still go out: the folder is named, the agent's words are kept.
             log.error("task %s: settling %s failed", label, place.local.path, exc_info=exc)
-            return "", "", f"local_directory: settling {place.local.display_name!r} failed: {exc}"
+            return (
+                "",
+                "",
+                f"local_directory: settling {quoted(place.local.display_name)} failed: {exc}",
+            )
         if done.error:
             log.error("task %s: %s", label, done.error)
         elif done.branch:

@@ -73,10 +73,11 @@ class LocalDirectory:
         """Refuse a mode this daemon does not implement (never fall back to in place)."""
         if self.mode.strip() not in ("", IN_PLACE, WORKTREE):
             raise LocalDirectoryError(
-                f"local_directory: this daemon does not support execution_mode {self.mode!r}"
-                f" for {self.display_name!r} (update the daemon, or set the resource's execution"
-                f" mode to {IN_PLACE!r} or {WORKTREE!r}); refusing to run in place, since that"
-                " would modify a directory the resource asked to isolate"
+                "local_directory: this daemon does not support execution_mode"
+                f" {quoted(self.mode)} for {quoted(self.display_name)} (update the daemon, or set"
+                f" the resource's execution mode to {quoted(IN_PLACE)} or {quoted(WORKTREE)});"
+                " refusing to run in place, since that would modify a directory the resource"
+                " asked to isolate"
             )
 
 
@@ -100,7 +101,8 @@ def find(task: Task, daemon_id: str) -> LocalDirectory | None:
         if found is not None:
             raise LocalDirectoryError(
                 "local_directory: project has multiple local_directory resources for this"
-                f" daemon ({found.display_name!r} and {_text(ref, 'label') or 'another'!r});"
+                f" daemon ({quoted(found.display_name)} and"
+                f" {quoted(_text(ref, 'label') or 'another')});"
                 " remove the extra in project settings"
             )
         path = _absolute(_text(ref, "local_path"))
@@ -113,20 +115,20 @@ def check_path(local: LocalDirectory, homes: Iterable[str], user: AgentUser | No
     path = local.path
     homes = [os.path.normpath(h) for h in homes if h]
     if why := _protected(str(path), homes):
-        raise LocalDirectoryError(f"local_directory: {why} ({str(path)!r})")
+        raise LocalDirectoryError(f"local_directory: {why} ({quoted(path)})")
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise LocalDirectoryError(f"local_directory: path does not exist: {str(path)!r}") from None
+        raise LocalDirectoryError(f"local_directory: path does not exist: {quoted(path)}") from None
     except OSError as exc:
-        raise LocalDirectoryError(f"local_directory: stat {str(path)!r}: {exc.strerror}") from None
+        raise LocalDirectoryError(f"local_directory: stat {quoted(path)}: {exc.strerror}") from None
     if not stat.S_ISDIR(info.st_mode):
-        raise LocalDirectoryError(f"local_directory: path is not a directory: {str(path)!r}")
+        raise LocalDirectoryError(f"local_directory: path is not a directory: {quoted(path)}")
     real = os.path.realpath(path)
     # Checked on the real path too: a link (or a parent that is one) must not route the
     # agent's writes into a root the literal path does not name.
     if why := _protected(real, homes, resolve=True):
-        where = f"symlink target of {str(path)!r} is {real!r}" if real != str(path) else real
+        where = f"symlink target of {quoted(path)} is {quoted(real)}" if real != str(path) else real
         raise LocalDirectoryError(f"local_directory: {why} ({where})")
     if user is not None:
         _fits(local, info, user)
@@ -145,11 +147,11 @@ def _fits(local: LocalDirectory, info: os.stat_result, user: AgentUser) -> None:
         ok = mode & stat.S_IRWXO == stat.S_IRWXO
     if not ok:
         raise LocalDirectoryError(
-            f"local_directory: agents on this machine run as {user.name!r} (uid {user.uid}),"
-            f" which cannot write {local.display_name!r}: it belongs to uid {info.st_uid}, gid"
-            f" {info.st_gid}, mode {stat.S_IMODE(mode):04o}. Give the folder to that user (or"
-            " its group write access), or point the project at a folder it owns; the daemon"
-            " does not change the permissions of your files"
+            f"local_directory: agents on this machine run as {quoted(user.name)}"
+            f" (uid {user.uid}), which cannot write {quoted(local.display_name)}: it belongs to"
+            f" uid {info.st_uid}, gid {info.st_gid}, mode {stat.S_IMODE(mode):04o}. Give the"
+            " folder to that user (or its group write access), or point the project at a"
+            " folder it owns; the daemon does not change the permissions of your files"
         )
 
 
@@ -163,11 +165,11 @@ def _probe(path: Path, real: Path) -> None:
                 create_at(fd, name, b"", 0o600)
             except OSError as exc:
                 raise LocalDirectoryError(
-                    f"local_directory: write {str(path)!r}: {exc.strerror}"
+                    f"local_directory: write {quoted(path)}: {exc.strerror}"
                 ) from None
             os.unlink(name, dir_fd=fd)
     except OSError as exc:
-        raise LocalDirectoryError(f"local_directory: read {str(path)!r}: {exc.strerror}") from None
+        raise LocalDirectoryError(f"local_directory: read {quoted(path)}: {exc.strerror}") from None
 
 
 def _protected(path: str, homes: list[str], *, resolve: bool = False) -> str:
@@ -175,7 +177,7 @@ def _protected(path: str, homes: list[str], *, resolve: bool = False) -> str:
     for banned in PROTECTED_ROOTS:
         forms = {banned, os.path.realpath(banned)} if resolve else {banned}
         if path in forms:
-            return f"path is a protected system root {banned!r}"
+            return f"path is a protected system root {quoted(banned)}"
     for home in homes:
         forms = {home, os.path.realpath(home)} if resolve else {home}
         if path in forms:
@@ -188,7 +190,9 @@ def _absolute(raw: str) -> Path:
     if not text:
         raise LocalDirectoryError("local_directory: local_path is empty")
     if not os.path.isabs(text) or "\0" in text:
-        raise LocalDirectoryError(f"local_directory: local_path must be absolute, got {text!r}")
+        raise LocalDirectoryError(
+            f"local_directory: local_path must be absolute, got {quoted(text)}"
+        )
     return Path(os.path.normpath(text))
 
 
@@ -214,3 +218,9 @@ def _ref(raw: object) -> dict[str, object]:
 def _text(ref: dict[str, object], key: str) -> str:
     value = ref.get(key)
     return value if isinstance(value, str) else ""
+
+
+def quoted(value: object) -> str:
+    """A name or path in a sentence the user reads, in double quotes as Multica's daemon
+    quotes them (its `%q`)."""
+    return json.dumps(str(value), ensure_ascii=False)

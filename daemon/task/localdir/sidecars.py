@@ -33,6 +33,7 @@ from daemon.boundary.beneath import (
 )
 from daemon.errors import LocalDirectoryError
 from daemon.task.localdir import brief_block
+from daemon.task.localdir.resource import quoted
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class FolderWrites:
                 rewrite_at(fd, name, text.encode())
         except (OSError, ValueError):
             raise LocalDirectoryError(
-                f"local_directory: {path} in {self.folder.name!r} is not the daemon's task"
+                f"local_directory: {path} in {quoted(self.folder.name)} is not the daemon's task"
                 " marker; move it away so the task can mark its folder"
             ) from None
         self.files.append((*dirs, name))

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from daemon.boundary.beneath import Owner, made_dirs_at, opened_real, remove_under
 from daemon.errors import GitError, LocalDirectoryError
+from daemon.task.localdir.resource import quoted
 from daemon.task.localdir.untracked import MAX_UNTRACKED_BYTES, MAX_UNTRACKED_FILES, copy_untracked
 from daemon.workdirs.git import Git
 from daemon.workdirs.names import branch_name
@@ -125,15 +126,15 @@ def make_worktree(
         root = Path(os.path.realpath(git.run(["rev-parse", "--show-toplevel"], cwd=folder)))
     except GitError:
         raise LocalDirectoryError(
-            f"local_directory: {folder.name!r} is not a git repository, but its project resource"
-            " is set to execution_mode=worktree; initialise a repository there or switch the"
-            " resource back to in_place"
+            f"local_directory: {quoted(folder.name)} is not a git repository, but its project"
+            " resource is set to execution_mode=worktree; initialise a repository there or switch"
+            " the resource back to in_place"
         ) from None
     try:
         rel = folder.relative_to(root)
     except ValueError:
         raise LocalDirectoryError(
-            f"local_directory: {str(folder)!r} is not inside its repository root {str(root)!r}"
+            f"local_directory: {quoted(folder)} is not inside its repository root {quoted(root)}"
         ) from None
     with repo_lock(root):
         if os.path.lexists(path):
@@ -147,7 +148,7 @@ def make_worktree(
             stash = git.run([*_identity(git, root), "stash", "create"], cwd=root)
         except GitError as exc:
             raise LocalDirectoryError(
-                f"could not capture the uncommitted changes in {str(root)!r}, so the worktree"
+                f"could not capture the uncommitted changes in {quoted(root)}, so the worktree"
                 f" would not match what you have on disk: {exc}"
             ) from None
         branch = _add(git, root, path, branch_name(agent_name, task_id), head)
@@ -173,13 +174,13 @@ def _replay(git: Git, root: Path, path: Path, stash: str, owner: Owner | None) -
             git.run(["stash", "apply", stash], cwd=path)
         except GitError as exc:
             raise LocalDirectoryError(
-                f"could not replay the uncommitted changes from {str(root)!r} into the task"
+                f"could not replay the uncommitted changes from {quoted(root)} into the task"
                 f" worktree (the agent would have seen a different tree than you have): {exc}"
             ) from None
     copied, left = copy_untracked(git, root, path, owner)
     if left:
         raise LocalDirectoryError(
-            f"could not replay every untracked file from {str(root)!r} into the task worktree"
+            f"could not replay every untracked file from {quoted(root)} into the task worktree"
             f" (copied {copied}, {left} left over; the replay covers regular files up to"
             f" {MAX_UNTRACKED_FILES} files / {MAX_UNTRACKED_BYTES >> 20} MiB and does not follow"
             " symlinks) — gitignore or clean up the untracked files, or switch the resource"
@@ -191,7 +192,7 @@ def _replay(git: Git, root: Path, path: Path, stash: str, owner: Owner | None) -
         return git.run(["rev-parse", "--verify", "HEAD"], cwd=path)
     except GitError as exc:
         raise LocalDirectoryError(
-            f"could not record a baseline commit for the replayed state of {str(root)!r}: {exc}"
+            f"could not record a baseline commit for the replayed state of {quoted(root)}: {exc}"
         ) from None
 
 
@@ -200,7 +201,7 @@ def _head(git: Git, root: Path) -> str:
         return git.run(["rev-parse", "--verify", "HEAD"], cwd=root)
     except GitError:
         raise LocalDirectoryError(
-            f"repository {str(root)!r} has no commit to branch from (worktree mode needs at"
+            f"repository {quoted(root)} has no commit to branch from (worktree mode needs at"
             " least one commit; make an initial commit or switch the resource back to"
             " in_place)"
         ) from None

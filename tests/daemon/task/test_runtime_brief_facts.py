@@ -7,11 +7,13 @@ fact fails the test named after it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from daemon.protocol.models import Task
+from daemon.task.setup.prompt import build_prompt
 from daemon.task.setup.runtime_brief import runtime_brief
 
 ISSUE, CHAT, QUICK, AUTO = "issue", "chat", "quick_create", "autopilot"
@@ -302,3 +304,25 @@ def test_a_workspace_catalog_replaces_the_seven_statuses_by_category() -> None:
     assert "These are category rules" in brief
     plain = runtime_brief(_task(ISSUE))
     assert "These are category rules" not in plain and "Built-in only" not in plain
+
+
+def test_every_section_a_prompt_points_to_is_in_its_brief() -> None:
+    """A prompt that sends the agent to a section of its brief ("## Comment Formatting
+    above") names a heading the brief has: a comment-triggered run, with comments folded in
+    from two threads, and a plain issue run."""
+    folded = [
+        {"id": "c-2", "thread_id": "th-2", "content": "second"},
+        {"id": "c-3", "thread_id": "th-3", "content": "third"},
+    ]
+    tasks = [
+        _task(ISSUE, trigger_comment_content="please look", coalesced_comments=folded),
+        _task(ISSUE, trigger_comment_content="please look"),
+        _task(ISSUE, trigger_comment_id=None),
+    ]
+    pointed = 0
+    for task in tasks:
+        brief = runtime_brief(task)
+        for heading in re.findall(r"`?(## [A-Z][\w ]*?)`? above", build_prompt(task)):
+            pointed += 1
+            assert f"\n{heading}\n" in brief, heading
+    assert pointed >= 2

@@ -47,7 +47,7 @@ _FULL_TAIL = (
     " stage.\n"
     '- `multica issue comment add <issue-id> (--content-file <path> | --content "..." |'
     " --content-stdin) [--parent <comment-id>] [--attachment <path>]`: post a comment; what"
-    ' you write yourself always goes through `--content-file` (see "Comment bodies").'
+    ' you write yourself always goes through `--content-file` (see "Comment Formatting").'
     " `multica issue comment add --help` has every flag.\n"
     "- `multica issue metadata list <issue-id>`, `multica issue metadata set <issue-id>"
     " --key <k> --value <v> [--type string|number|bool]`, `multica issue metadata delete"
@@ -89,7 +89,7 @@ QUICK_CREATE = (
 # Inline bodies lost their newlines and quotes, heredocs swallowed the flags after them, and
 # files under /tmp leaked between runs: hence a file of the run's own.
 COMMENT_BODIES = (
-    "## Comment bodies\n\n"
+    "## Comment Formatting\n\n"
     "Write every comment body to a UTF-8 file in your working directory with your"
     " file-writing tool (never `/tmp` or another shared place), post it with"
     " `--content-file <path>`, then delete the file (`rm ./reply.md`). Do not post what you"

@@ -35,7 +35,7 @@ _ISSUE_STEPS = (
 
 _POST = (
     "4. Post your result as one comment with `multica issue comment add`, from a file (see"
-    ' "Comment bodies"). When the prompt names a triggering comment, reply in its thread'
+    ' "Comment Formatting"). When the prompt names a triggering comment, reply in its thread'
     " with the `--parent` it gives for this turn (never one from an earlier turn), one reply"
     " per thread when it lists several; otherwise post a new top-level comment. This step"
     " is not optional: the comment is the only thing the user sees.\n"
@@ -43,7 +43,7 @@ _POST = (
 
 _POST_AS_LEADER = (
     "4. Post your result as one comment with `multica issue comment add`, from a file (see"
-    ' "Comment bodies"), replying in the thread and with the `--parent` this turn\'s'
+    ' "Comment Formatting"), replying in the thread and with the `--parent` this turn\'s'
     " prompt gives, or as a new top-level comment when there is none. The one exception:"
     " when you decide no action is needed, record it with `multica squad activity"
     ' <issue-id> no_action --reason "..."` and end without any comment at all.\n'

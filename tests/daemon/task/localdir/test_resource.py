@@ -61,7 +61,7 @@ def test_a_link_into_a_protected_root_or_a_home_is_refused(tmp_path: Path) -> No
     home = tmp_path / "home"
     home.mkdir()
     (tmp_path / "home-link").symlink_to(home)
-    for name, words in (("etc-link", "protected system root '/etc'"), ("home-link", "home")):
+    for name, words in (("etc-link", 'protected system root "/etc"'), ("home-link", "home")):
         ref = {"local_path": str(tmp_path / name), "daemon_id": "d"}
         found = find(_task(ref), "d")
         assert found is not None
@@ -99,7 +99,7 @@ def test_an_agent_user_must_be_able_to_write_the_folder(tmp_path: Path) -> None:
     with pytest.raises(LocalDirectoryError) as refused:
         check_path(found, [], other)
     text = str(refused.value)
-    assert "'agent1'" in text and f"uid {me.st_uid}" in text and "mode 0755" in text
+    assert '"agent1"' in text and f"uid {me.st_uid}" in text and "mode 0755" in text
     assert "does not change the permissions" in text
     folder.chmod(0o775)
     group = AgentUser("agent1", me.st_uid + 4242, me.st_gid, (me.st_gid,), "/h")
