@@ -141,9 +141,10 @@ def agent_env(base: Mapping[str, str], task: Task, place: TaskPlace) -> dict[str
     env.update(_run_markers(task))
     if place.multica_bin is not None:
         # Some agents run tools in a sandbox with a reduced PATH; `multica` must still resolve.
-        inherited = base.get("PATH", "")
+        # Its directory once: already on the inherited PATH, it only moves to the front.
         first = str(place.multica_bin.parent)
-        env["PATH"] = first + (os.pathsep + inherited if inherited else "")
+        rest = [p for p in base.get("PATH", "").split(os.pathsep) if p and p != first]
+        env["PATH"] = os.pathsep.join([first, *rest])
     check_custom_env(task.agent.custom_env)
     env.update({k: v for k, v in task.agent.custom_env.items() if not _blocked(k)})
     return env

@@ -128,6 +128,8 @@ def test_the_multica_binary_directory_goes_first_on_path(tmp_path: Path) -> None
     place = _place(tmp_path, multica_bin=Path("/opt/multica/bin/multica"))
     assert agent_env({"PATH": "/usr/bin"}, _task(), place)["PATH"] == "/opt/multica/bin:/usr/bin"
     assert agent_env({}, _task(), place)["PATH"] == "/opt/multica/bin"
+    inherited = {"PATH": "/usr/bin:/opt/multica/bin:/bin"}
+    assert agent_env(inherited, _task(), place)["PATH"] == "/opt/multica/bin:/usr/bin:/bin"
 
 
 def test_custom_env_goes_on_top_except_the_daemons_names(tmp_path: Path) -> None:
