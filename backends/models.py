@@ -18,6 +18,13 @@ from typing import Any
 
 # Claude Code's context-window suffix (`claude-opus-5[1m]`): the model is the base model.
 _CONTEXT_WINDOW = re.compile(r"\[[1-9][0-9]*[km]\]$")
+_PLAIN_ID = re.compile(r"[A-Za-z][A-Za-z0-9_./-]*")
+
+
+class DiscoveryFailed(Exception):
+    """The CLI was asked for its catalog and gave none it stands behind (DeepSeek Harness's
+    `--list-models` exiting non-zero, or listing nothing): the model-list answer fails, and a
+    task's thinking level is passed on unchecked, as Multica's daemon does with a failed read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +166,12 @@ def levels(values: Sequence[str], labels: dict[str, str]) -> tuple[ThinkingLevel
     """Thinking levels for `values`, labelled as the CLI's UI does (a value it did not
     know yet is shown as it is, title-cased)."""
     return tuple(ThinkingLevel(v, labels.get(v) or v.replace("-", " ").title()) for v in values)
+
+
+def plain_id(word: str) -> bool:
+    """Whether `word` reads as a model or agent id in a CLI's plain listing (a letter first,
+    then letters, digits and `-_./`), not as a header (`Agents:`) or a box-drawing glyph."""
+    return _PLAIN_ID.fullmatch(word) is not None
 
 
 def _level(level: ThinkingLevel) -> dict[str, str]:

@@ -19,7 +19,7 @@ import anyio
 
 from backends.agent_cli import AgentCli
 from backends.base import Backend
-from backends.models import EMPTY, Catalog
+from backends.models import EMPTY, Catalog, DiscoveryFailed
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,9 @@ class ModelCatalogs:
             return {"status": "failed", "error": "the runtime is not registered by this daemon"}
         try:
             return (await self.of(backend)).result()
+        except DiscoveryFailed as exc:  # the CLI's own answer: no catalog this time
+            log.warning("%s: model discovery failed: %s", backend.name, exc)
+            return {"status": "failed", "error": f"model discovery failed: {exc}"}
         except Exception as exc:  # a discovery bug fails this answer, never the daemon
             log.exception("%s: model discovery failed", backend.name)
             return {"status": "failed", "error": f"model discovery failed: {exc}"}

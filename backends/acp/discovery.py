@@ -75,17 +75,8 @@ async def session_models(
 ) -> list[Model] | None:
     """The models `cli`'s ACP session offers (None: the handshake failed, or its answer
     carries no catalog); with `effort`, the current model's levels from the effort option."""
-    talks: list[Handshake] = []
-
-    def talk(cwd: Path) -> Handshake:
-        talks.append(Handshake(cwd))
-        return talks[-1]
-
-    await ask(cli, acp_args, talk=talk)
-    session = talks[0].session if talks else None
+    session = await new_session(cli, acp_args)
     if session is None:
-        why = talks[0].error if talks and talks[0].error else "no answer to session/new"
-        log.info("%s: model discovery over ACP failed: %s", cli.name, why)
         return None
     models = parse_models(session)
     if models is None:
@@ -98,6 +89,22 @@ async def session_models(
     return [
         Model(m.id, m.label, m.provider, m.default, thinking) if m.default else m for m in models
     ]
+
+
+async def new_session(cli: AgentCli, acp_args: Sequence[str]) -> dict[str, Any] | None:
+    """The answer to `session/new` of a short ACP run of `cli` (None: it gave none)."""
+    talks: list[Handshake] = []
+
+    def talk(cwd: Path) -> Handshake:
+        talks.append(Handshake(cwd))
+        return talks[-1]
+
+    await ask(cli, acp_args, talk=talk)
+    session = talks[0].session if talks else None
+    if session is None:
+        why = talks[0].error if talks and talks[0].error else "no answer to session/new"
+        log.info("%s: model discovery over ACP failed: %s", cli.name, why)
+    return session
 
 
 def parse_models(result: Mapping[str, Any]) -> list[Model] | None:

@@ -28,9 +28,11 @@ from pathlib import Path
 from backends import api_errors
 from backends.agent_cli import AgentCli
 from backends.antigravity.log import AgyLog, read_log, transcript_answer
+from backends.antigravity.models import antigravity_models
 from backends.base import AgentRun, Message, MessageType, ParseStep, RunResult, RunSpec, RunStatus
 from backends.cli_args import ArgRules, filter_args
 from backends.json_lines import ended_early
+from backends.models import Catalog
 from backends.process import ProcessSpec, run_process
 from daemon.boundary.beneath import fresh_dir_under, read_under, remove_under
 
@@ -104,6 +106,10 @@ class AntigravityBackend(AgentCli):
 
     name = "antigravity"
     executable = "agy"
+
+    async def models(self) -> Catalog:
+        """The models `agy models` lists (`backends.antigravity.models`)."""
+        return await antigravity_models(self)
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree and removes its log."""

@@ -8,10 +8,11 @@
 
 Multica's daemon drives it exactly as it drives Claude Code — the prompt as one stream-json
 user message, `control_request` lines answered with an allow, stdin closed after the `result`
-line — so this backend is Claude Code's with another command line and another name on the
-usage. Besides the question tool, the plan-mode tools are kept away too: headless, entering
-plan mode would end the turn with a plan and no work. The runtime brief is the
-`CODEBUDDY.md` it loads from the work directory (its own memory file, not `CLAUDE.md`).
+line — so this backend is Claude Code's with another command line, another name on the
+usage and its own model catalog (`backends.codebuddy.models`). Besides the question tool, the
+plan-mode tools are kept away too: headless, entering plan mode would end the turn with a plan
+and no work. The runtime brief is the `CODEBUDDY.md` it loads from the work directory (its
+own memory file, not `CLAUDE.md`).
 
 No registry serves the CLI here (npm answers 404 for `@tencent-ai/codebuddy-code`), so its
 tests run the parser on output of Claude Code's documented format.
@@ -22,6 +23,8 @@ from __future__ import annotations
 from backends.claude.backend import BASE_ARGS as CLAUDE_BASE_ARGS
 from backends.claude.backend import ClaudeBackend
 from backends.claude.stream import ClaudeStreamParser
+from backends.codebuddy.models import codebuddy_models
+from backends.models import Catalog
 
 # Claude Code's flags, and two more tools a headless run has no one to answer: plan mode
 # waits for a person to approve the plan.
@@ -48,3 +51,7 @@ class CodebuddyBackend(ClaudeBackend):
     min_version = ""
     tested_max = ""
     session_markers = SESSION_MARKERS
+
+    async def models(self) -> Catalog:
+        """CodeBuddy's own catalog over ACP (`backends.codebuddy.models`), not Claude Code's."""
+        return await codebuddy_models(self)

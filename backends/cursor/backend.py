@@ -20,6 +20,8 @@ from __future__ import annotations
 from backends.base import RunSpec
 from backends.cli_args import ArgRules, filter_args
 from backends.cursor.events import CursorStreamParser
+from backends.cursor.models import cursor_models
+from backends.models import Catalog
 from backends.stdin_cli import StdinPromptCli
 
 BASE_ARGS = ("-p", "--output-format", "stream-json", "--yolo")
@@ -42,6 +44,10 @@ class CursorBackend(StdinPromptCli):
     min_version = ""
     tested_max = ""
     session_markers = frozenset({"CURSOR_AGENT", "CURSOR_TRACE_ID"})
+
+    async def models(self) -> Catalog:
+        """The models `cursor-agent --list-models` lists (`backends.cursor.models`)."""
+        return await cursor_models(self)
 
     def parser(self, model: str, resume: str) -> CursorStreamParser:
         """A parser for one run's output."""

@@ -1,7 +1,7 @@
 """The DevEco Code backend: `deveco run --format json`, one prompt per run, resumable.
 
     deveco run --format json --dangerously-skip-permissions --dir DIR [--model M]
-               [--session SESSION] [configured args] [task args] PROMPT
+               [--variant LEVEL] [--session SESSION] [configured args] [task args] PROMPT
 
 As Multica's daemon runs it: `run` takes the prompt as its last word (it has no stdin mode),
 `--dir` and `PWD` anchor its discovery of `AGENTS.md` and `.deveco/skills/` in the task's
@@ -21,6 +21,8 @@ from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.cli_args import ArgRules, filter_args
 from backends.deveco.events import DevecoEventParser
+from backends.deveco.models import deveco_models
+from backends.models import Catalog
 from backends.process import ProcessSpec, run_process
 
 BASE_ARGS = ("run", "--format", "json", "--dangerously-skip-permissions")
@@ -38,6 +40,10 @@ class DevecoBackend(AgentCli):
     """Runs DevEco Code for a task, resuming its session when asked."""
 
     name = "deveco"
+
+    async def models(self) -> Catalog:
+        """The models `deveco models` lists (`backends.deveco.models`)."""
+        return await deveco_models(self)
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""
@@ -58,6 +64,8 @@ class DevecoBackend(AgentCli):
         model = spec.model or self.model
         if model:
             argv += ["--model", model]
+        if spec.thinking_level:
+            argv += ["--variant", spec.thinking_level]
         if spec.resume_session_id:
             argv += ["--session", spec.resume_session_id]
         argv += filter_args(self.args, ARGS)

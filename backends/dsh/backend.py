@@ -2,7 +2,8 @@
 
     dsh --profile multica --stdio [configured args]
     stdin:  {"v":1,"type":"execute","request_id":TASK,"cwd":DIR,"prompt":...,
-             "resume_session_id":S,"model":{"provider":P,"id":M},"mcp_servers":[...]}
+             "resume_session_id":S,"model":{"provider":P,"id":M},"reasoning_effort":LEVEL,
+             "mcp_servers":[...]}
 
 The Multica runtime profile (a bundle installed into dsh with `dsh plugin --profile multica
 add <bundle>`) gives dsh the stdio protocol: one execute command in, versioned JSONL frames
@@ -27,7 +28,9 @@ from urllib.parse import unquote
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.dsh.frames import PROTOCOL_VERSION, DshFrameParser
+from backends.dsh.models import dsh_models
 from backends.dsh.probe import probe
+from backends.models import Catalog
 from backends.process import ProcessSpec
 from backends.resume import Launch, start_session
 
@@ -50,6 +53,10 @@ class DshBackend(AgentCli):
             self.version = ""
             return None
         return version
+
+    async def models(self) -> Catalog:
+        """The models the runtime profile lists (`backends.dsh.models`)."""
+        return await dsh_models(self, PROFILE)
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the runtime; leaving the context kills its process tree."""
@@ -88,6 +95,8 @@ def execute_command(
         command["resume_session_id"] = resume
     if model:
         command["model"] = dict(model)
+    if spec.thinking_level:
+        command["reasoning_effort"] = spec.thinking_level
     return command
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from backends.models import Catalog
+from backends.omp.models import omp_models
 from backends.pi.backend import PiBackend
 from backends.pi.events import PiEventParser
 
@@ -36,6 +38,10 @@ class OmpBackend(PiBackend):
     min_version = ""
     tested_max = ""
     session_markers = frozenset({"PI_CODING_AGENT", "OMP_CODING_AGENT"})
+
+    async def models(self) -> Catalog:
+        """The models `omp models --json` lists (`backends.omp.models`), not Pi's RPC."""
+        return await omp_models(self)
 
     def parser(self, model: str, resume: str) -> OmpEventParser:
         """A parser for one run's output."""

@@ -25,6 +25,8 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.cli_args import ArgRules, filter_args
+from backends.models import Catalog
+from backends.openclaw.agents import openclaw_agents
 from backends.openclaw.output import OpenclawParser
 from backends.process import ProcessSpec, run_process
 
@@ -41,6 +43,10 @@ class OpenclawBackend(AgentCli):
 
     name = "openclaw"
     min_version = "2026.5.5"
+
+    async def models(self) -> Catalog:
+        """OpenClaw's agents, which a task's model names (`backends.openclaw.agents`)."""
+        return await openclaw_agents(self)
 
     def start(self, spec: RunSpec) -> AbstractAsyncContextManager[AgentRun]:
         """Start the CLI; leaving the context kills its process tree."""

@@ -8,8 +8,8 @@ on the CLI's default, never fails for a stale setting — and one that cannot be
 catalog could not be read) is passed on for the CLI to judge. Codex's default model is its
 configuration's, which may be any model: no level or tier is given without a model named.
 The catalog is read at most once per task, and only when something depends on it: a level or
-tier set, or OpenCode's model, which its CLI takes only as `provider/model` (a bare id one
-provider's catalog entry claims is completed).
+tier set, or the model of OpenCode or its fork DevEco Code, whose CLIs take one only as
+`provider/model` (a bare id one provider's catalog entry claims is completed).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from daemon.protocol.models import Task
 
 log = logging.getLogger(__name__)
 
-_QUALIFIED_ONLY = frozenset({"opencode"})
+_QUALIFIED_ONLY = frozenset({"opencode", "deveco"})
 """Families whose CLI takes a model only as `provider/model`."""
 
 
