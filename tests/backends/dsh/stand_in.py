@@ -1,6 +1,7 @@
 """A stand-in `dsh` with Multica's runtime profile, speaking protocol version 1 over stdio:
-`--version`, `--probe` (unless PROBE=none), and `--stdio`, which reads the execute command,
-records it, answers with frames and exits when stdin closes."""
+`--version`, `--probe` (unless PROBE=none), `--list-models` (prints the lines of the file
+MODELS names, then exits with LIST_EXIT, 0 by default), and `--stdio`, which reads the
+execute command, records it, answers with frames and exits when stdin closes."""
 
 import json
 import os
@@ -14,6 +15,10 @@ if "--probe" in args:
     if os.environ.get("PROBE") != "none":
         print(json.dumps({"v": 1, "type": "probe", "runtime": "dsh", "protocol_version": 1}))
     sys.exit(0)
+if args == ["--profile", "multica", "--list-models"]:
+    with open(os.environ["MODELS"]) as listing:
+        sys.stdout.write(listing.read())
+    sys.exit(int(os.environ.get("LIST_EXIT", "0")))
 assert args[:3] == ["--profile", "multica", "--stdio"], args
 command = json.loads(sys.stdin.readline())
 with open(os.environ["RECORD"], "a") as record:
