@@ -5,7 +5,8 @@ its model takes it, and is dropped, with a warning, when it does not.
 
 The OpenCode runs drive the real CLI offline against the fake Chat Completions API, its one
 model configured with reasoning variants: the level reaches the model request as OpenCode
-sends it (`reasoning_effort`). The Claude runs use a stand-in CLI that notes its arguments.
+sends it (`reasoning_effort`). The Claude and CodeBuddy runs use a stand-in CLI that notes
+its arguments.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 from backends.acp import AcpBackend
 from backends.codex import CodexBackend
 from backends.opencode import OPENCODE
+from tests.backends.codebuddy.test_models import SESSION, acp_answers
 from tests.fakes.agent_cli import CLAUDE_ANSWER, runs_of, write_cli
 from tests.fakes.chat_api import MODEL, PROVIDER, fake_chat, opencode_env
 from tests.fakes.multica_server import MulticaFake, multica_server
@@ -98,6 +100,41 @@ async def test_a_thinking_level_reaches_claude_only_where_its_model_takes_it(
     assert opus[opus.index("--effort") + 1] == "xhigh"
     assert "--effort" not in sonnet
     assert "thinking level 'xhigh' does not fit claude model 'claude-sonnet-4-6'" in caplog.text
+
+
+async def test_codebuddy_lists_its_own_models_and_takes_the_efforts_its_flag_does(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """CodeBuddy's model list is its ACP session's catalog (not Claude Code's), every model
+    with the levels `--effort` takes; a task's `xhigh` reaches the CLI as `--effort xhigh`,
+    and `enabled` — advertised by the session, refused by the flag — is dropped with a
+    warning, the task running on CodeBuddy's default."""
+    cli = write_cli(tmp_path / "codebuddy", "2.130.0", acp_answers(SESSION))
+    env = {**CONTROL, "MULTICA_CODEBUDDY_PATH": str(cli)}
+    caplog.set_level(logging.WARNING, "daemon.task.setup.model_choice")
+    async with multica_server() as fake, running_daemon(tmp_path, fake.url, control=True, **env):
+        (runtime,) = fake.live_runtimes()
+        await eventually(lambda: bool(fake.watchers))
+        request = fake.request_models(runtime.id)
+        await eventually(lambda: any(r["request_id"] == request for r in fake.action_results))
+        # The catalog is kept a minute: the tasks' checks read it, not the CLI.
+        write_cli(cli, "2.130.0", CLAUDE_ANSWER)
+        for level in ("xhigh", "enabled"):
+            agent = {"model": "glm-5.2", "thinking_level": level}
+            task_id = fake.queue_issue(provider="codebuddy", agent=agent)
+            assert (await fake.finished(task_id)).status == "completed"
+    answer = result_of(fake, request)
+    assert (answer["status"], answer["fallback"]) == ("completed", False)
+    models = {m["id"]: m for m in answer["models"]}  # type: ignore[attr-defined]
+    assert list(models) == ["hy3", "glm-5.2", "kimi-k3-1", "deepseek-v3-2-volc", "mystery-1"]
+    assert models["glm-5.2"]["provider"] == "zhipu"
+    levels = [lvl["value"] for lvl in models["glm-5.2"]["thinking"]["supported_levels"]]
+    assert levels == ["low", "high", "xhigh"]
+    applied, dropped = [run for run in runs_of(cli) if "-p" in run]
+    assert applied[applied.index("--effort") + 1] == "xhigh"
+    assert applied[applied.index("--model") + 1] == "glm-5.2"
+    assert "--effort" not in dropped
+    assert "thinking level 'enabled' does not fit codebuddy model 'glm-5.2'" in caplog.text
 
 
 @pytest.mark.real_cli
