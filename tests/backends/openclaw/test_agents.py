@@ -1,6 +1,6 @@
 """OpenClaw's catalog, its agents: from the real CLI (`openclaw agents list --json`, offline
-with a config of two agents), and the other shapes Multica reads (an `agents` object, a
-name-only entry of older versions, the plain listing as a last resort)."""
+with a config of two agents), and from a stand-in printing the other shapes Multica reads (an
+`agents` object, a name-only entry of older versions, the plain listing as a last resort)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from backends.openclaw import OpenclawBackend
-from backends.openclaw.agents import parse_json, parse_text
+from backends.openclaw.agents import parse_json
+from tests.fakes.agent_cli import runs_of, write_cli
 from tests.fakes.chat_api import MODEL, PROVIDER, openclaw_env
 from tests.fakes.real_cli import require_cli
 
@@ -37,10 +38,34 @@ async def test_the_real_openclaw_lists_its_agents_by_id(tmp_path: Path) -> None:
     ]
 
 
-def test_an_agents_object_and_a_name_only_entry_are_read() -> None:
-    """`{"agents": [...]}` is read as the array; an entry without an id goes by its name."""
-    text = json.dumps({"agents": [{"name": "ops"}, {"id": "ops", "model": "m"}, {"id": "b"}]})
-    assert [(m.id, m.label) for m in parse_json(text) or []] == [("ops", "ops"), ("b", "b")]
+async def test_an_agents_object_and_a_name_only_entry_are_read(tmp_path: Path) -> None:
+    """`{"agents": [...]}` is read as the array (the first flag answered: no other asked);
+    an entry without an id goes by its name, and an id is listed once."""
+    listing = {"agents": [{"name": "ops"}, {"id": "ops", "model": "m"}, {"id": "b", "model": None}]}
+    cli = write_cli(tmp_path / "openclaw", "OpenClaw 2026.9.6", [json.dumps(listing)])
+    catalog = await OpenclawBackend(str(cli)).models()
+    assert [(m.id, m.label) for m in catalog.models] == [("ops", "ops"), ("b", "b")]
+    assert runs_of(cli) == [["agents", "list", "--json"]]
+
+
+async def test_without_json_the_plain_listing_keeps_only_rows_of_two_ids(tmp_path: Path) -> None:
+    """No JSON to any of the three flags Multica tries: the plain `agents list` is read, its
+    `<agent> <model>` rows only (headers, bullets, box drawing, `Key: value` lines not)."""
+    lines = ["Agents:", "╭─────╮", "│ main  fake/fake-chat", "- main (default)",
+             "Model: fake/fake-chat", '[{"id": 3}]', "main fake/fake-chat", "ops gpt-5 extra",
+             "main other"]  # fmt: skip
+    cli = write_cli(tmp_path / "openclaw", "OpenClaw 2026.9.6", lines)
+    catalog = await OpenclawBackend(str(cli)).models()
+    assert [(m.id, m.label) for m in catalog.models] == [
+        ("main", "main (fake/fake-chat)"),
+        ("ops", "ops (gpt-5)"),
+    ]
+    assert runs_of(cli) == [
+        ["agents", "list", "--json"],
+        ["agents", "list", "--output", "json"],
+        ["agents", "list", "-o", "json"],
+        ["agents", "list"],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -49,14 +74,3 @@ def test_an_agents_object_and_a_name_only_entry_are_read() -> None:
 def test_other_json_is_no_answer(text: str) -> None:
     """Anything but those shapes (with string fields) sends the read on to the next flag."""
     assert parse_json(text) is None
-
-
-def test_the_plain_listing_keeps_only_rows_of_two_ids() -> None:
-    """`<agent> <model>` rows; headers, bullets, box drawing and `Key: value` lines not."""
-    lines = ["Agents:", "╭─────╮", "│ main  fake/fake-chat", "- main (default)",
-             "Model: fake/fake-chat", "main fake/fake-chat", "ops gpt-5 extra",
-             "main other"]  # fmt: skip
-    assert [(m.id, m.label) for m in parse_text(lines)] == [
-        ("main", "main (fake/fake-chat)"),
-        ("ops", "ops (gpt-5)"),
-    ]
