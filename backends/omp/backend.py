@@ -3,8 +3,9 @@
 Oh-My-Pi is a fork of Pi that kept Pi's print mode and JSON events, so Multica's daemon runs
 it with Pi's backend and registers it as a runtime of its own (`omp`); so does this one
 (`backends.pi`): the same arguments, the same parser, the prompt on stdin, sessions resumed
-by id from the task's directory. Only the executable, the name on errors and usage, and the
-session markers differ. Its project skills go to `.omp/skills/`.
+by id from the task's directory. Only the executable, the name on errors and usage, the
+session markers and the model catalog (`omp models --json`, `backends.omp.models`) differ. Its
+project skills go to `.omp/skills/`.
 """
 
 from __future__ import annotations
