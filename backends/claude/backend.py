@@ -91,6 +91,8 @@ class ClaudeBackend(AgentCli):
     base_args: tuple[str, ...] = BASE_ARGS
     """What every run's command line starts with (a fork may ask for more)."""
     parser_type: type[ClaudeStreamParser] = ClaudeStreamParser
+    strict_mcp = True
+    """A task's MCP servers replace the user's own (`--strict-mcp-config`), not add to them."""
     min_version = "2.0.0"
     tested_max = "2.1.332"
     session_markers = SESSION_MARKERS
@@ -139,7 +141,8 @@ class ClaudeBackend(AgentCli):
         """The command line for one run (configured and task arguments filtered)."""
         argv = self.command(*self.base_args)
         if spec.mcp_config is not None:
-            argv += ["--mcp-config", str(spec.mcp_config), "--strict-mcp-config"]
+            argv += ["--mcp-config", str(spec.mcp_config)]
+            argv += ["--strict-mcp-config"] if self.strict_mcp else []
         if spec.settings_file is not None:
             argv += ["--settings", str(spec.settings_file)]
         model = spec.model or self.model

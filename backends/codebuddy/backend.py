@@ -3,7 +3,7 @@
     codebuddy -p --output-format stream-json --input-format stream-json --verbose
               --permission-mode bypassPermissions
               --disallowedTools AskUserQuestion EnterPlanMode ExitPlanMode
-              [--mcp-config FILE --strict-mcp-config] [--model M] [--resume SESSION]
+              [--mcp-config FILE] [--model M] [--resume SESSION]
               [configured args] [task args]
 
 Multica's daemon drives it exactly as it drives Claude Code — the prompt as one stream-json
@@ -12,7 +12,9 @@ line — so this backend is Claude Code's with another command line, another nam
 usage and its own model catalog (`backends.codebuddy.models`). Besides the question tool, the
 plan-mode tools are kept away too: headless, entering plan mode would end the turn with a plan
 and no work. The runtime brief is the `CODEBUDDY.md` it loads from the work directory (its
-own memory file, not `CLAUDE.md`).
+own memory file, not `CLAUDE.md`). A task's MCP servers are added to the user's own, as
+Multica adds them: CodeBuddy's `--strict-mcp-config` would drop its user, project and local
+scopes.
 
 No registry serves the CLI here (npm answers 404 for `@tencent-ai/codebuddy-code`), so its
 tests run the parser on output of Claude Code's documented format.
@@ -48,6 +50,7 @@ class CodebuddyBackend(ClaudeBackend):
     name = "codebuddy"
     base_args = BASE_ARGS
     parser_type = CodebuddyStreamParser
+    strict_mcp = False
     min_version = ""
     tested_max = ""
     session_markers = SESSION_MARKERS

@@ -23,6 +23,14 @@ def test_argv_keeps_plan_mode_and_questions_away() -> None:
     assert argv[13:] == ["--model", "m1", "--resume", "s1"]
 
 
+def test_a_tasks_mcp_servers_add_to_the_users_own() -> None:
+    """`--mcp-config` without `--strict-mcp-config`: CodeBuddy's own scopes stay on."""
+    spec = RunSpec(prompt="p", workdir=Path("/w"), env={}, mcp_config=Path("/w/.mcp.json"))
+    argv = CodebuddyBackend().argv(spec)
+    assert argv[13:15] == ["--mcp-config", "/w/.mcp.json"]
+    assert "--strict-mcp-config" not in argv
+
+
 def test_its_runs_report_usage_and_errors_as_codebuddys() -> None:
     """The same stream-json, with CodeBuddy's name on the usage and in errors."""
     parser = CodebuddyStreamParser(version="2.50.0")
