@@ -18,11 +18,7 @@ from backends.process.linux import hide_from_agents
 from daemon.boundary.agent_user import refuse_root_agents, take_over
 from daemon.boundary.pool import AgentPool
 from daemon.cli.discovery import available, candidates, detect
-from daemon.cli.disk_usage import disk_usage
 from daemon.cli.embedded import own_token, serve_alone, start_embedded
-from daemon.cli.port_owner import expected_owners
-from daemon.cli.status_view import check, status
-from daemon.cli.submit import submit as submit_task
 from daemon.collector import settle_collector
 from daemon.config import Settings
 from daemon.errors import ConfigError, DaemonError
@@ -41,6 +37,9 @@ from daemon.worker.cli_watch import Finder
 from daemon.worker.worker import Worker, WorkerOptions
 
 log = logging.getLogger("daemon")
+
+# The other commands' modules are imported by their own command (`_status`, `_submit`, ...):
+# `run` registers without them (tests/daemon/test_imports.py).
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -107,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="a repository the agent may check out (repeatable; else the workspace's)",
     )
-    submit.set_defaults(func=submit_task)
+    submit.set_defaults(func=_submit)
     addr_help = "the daemon's health port (default: MULTICA_DAEMON_HEALTH_ADDR)"
     show = sub.add_parser("status", help="show the running daemon and its tasks")
     show.add_argument("--addr", default=None, metavar="HOST:PORT", help=addr_help)
@@ -216,8 +215,18 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
     return 0
 
 
+async def _submit(settings: Settings, args: argparse.Namespace) -> int:
+    """Submit a task to the server (`--wait`: print its transcript until it ends)."""
+    from daemon.cli.submit import submit
+
+    return await submit(settings, args)
+
+
 async def _status(settings: Settings, args: argparse.Namespace) -> int:
     """Print the running daemon's state and tasks (`--json`: the raw /health document)."""
+    from daemon.cli.port_owner import expected_owners
+    from daemon.cli.status_view import status
+
     token = await anyio.to_thread.run_sync(own_token, settings)
     owners = expected_owners(settings.state_dir)
     addr = args.addr or settings.health_addr
@@ -226,6 +235,8 @@ async def _status(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
     """Scan the workspaces root (no daemon needed) and print the report."""
+    from daemon.cli.disk_usage import disk_usage
+
     root = Path(args.workspaces_root) if args.workspaces_root else settings.workspaces_root
     return await anyio.to_thread.run_sync(
         functools.partial(
@@ -242,4 +253,6 @@ async def _disk_usage(settings: Settings, args: argparse.Namespace) -> int:
 
 async def _check(settings: Settings, args: argparse.Namespace) -> int:
     """Exit 0 when /healthz and /readyz answer 200, else 1; one line either way."""
+    from daemon.cli.status_view import check
+
     return await check(args.addr or settings.health_addr)

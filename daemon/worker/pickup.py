@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -22,9 +23,11 @@ from daemon.protocol.control import ChannelTiming, ControlChannel
 from daemon.protocol.control_frames import PushHandler, SocketBeats
 from daemon.protocol.models import Task
 from daemon.protocol.wire import protocol_headers
-from daemon.task.run import TaskRun
 from daemon.wakeup import Wakeup
 from daemon.worker.registration import Registration
+
+if TYPE_CHECKING:
+    from daemon.task.run import TaskRun  # imported by the first task's start (runs.py)
 
 
 class Pickup:

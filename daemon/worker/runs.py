@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.abc import TaskGroup
@@ -16,8 +17,12 @@ from daemon.protocol.models import Task
 from daemon.services import Services
 from daemon.shutdown import ShutdownBudget
 from daemon.snapshot import RunSnapshot
-from daemon.task.outcome import Outcome
-from daemon.task.run import TaskRun
+
+if TYPE_CHECKING:
+    # The task machinery is imported when the first task starts (`launch`): a daemon
+    # registers and claims without it (tests/daemon/test_imports.py).
+    from daemon.task.outcome import Outcome
+    from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +30,7 @@ ENDED_KEPT = 1024
 """How many ended task ids are remembered to refuse a late repeat of their claim."""
 
 
-class Runs(Mapping[str, TaskRun]):
+class Runs(Mapping[str, "TaskRun"]):
     """The running task runs by task id, each in the lowest slot free when it started."""
 
     def __init__(
@@ -85,6 +90,8 @@ class Runs(Mapping[str, TaskRun]):
     def launch(self, group: TaskGroup, task: Task, backend: Backend, services: Services) -> None:
         """Start `task` on `backend` in `group`, in the lowest free slot, with the `services`
         the worker holds now."""
+        from daemon.task.run import TaskRun  # the first task's start pays for its import
+
         run = TaskRun(task, backend, self._free_slot(), services)
         self._running[task.id] = run
         services.metrics.tasks_claimed.labels(backend.name).inc()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
 
-from daemon.task.outcome import Outcome
+if TYPE_CHECKING:
+    from daemon.task.outcome import Outcome  # the task machinery: imported by the first run
 
 KINDS = ("completed", "failed", "idle_watchdog", "timeout", "cancelled")
 

@@ -15,7 +15,7 @@ import socket
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -41,10 +41,8 @@ from daemon.snapshot import DaemonSnapshot, FinishedSnapshot
 from daemon.state.agent_records import AgentRecords
 from daemon.state.incidents import IncidentLog
 from daemon.state.outbox import Outbox
-from daemon.task.outcome import Outcome
 from daemon.task.progress import Progress
 from daemon.task.recovery import idle_retry_policy
-from daemon.task.run import TaskRun
 from daemon.task.setup.skill_cache import SkillBundleCache
 from daemon.workdirs.gc_loop import GcLoop
 from daemon.workdirs.service import Workdirs
@@ -58,6 +56,10 @@ from daemon.worker.registration import Listeners, Registration, recover_orphans
 from daemon.worker.runs import Runs
 from daemon.worker.summary import Summary
 from daemon.worker.token_renewal import renew_once, renewal_loop
+
+if TYPE_CHECKING:
+    from daemon.task.outcome import Outcome  # the task machinery: imported by the first run
+    from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
 

@@ -1,8 +1,12 @@
 """What the daemon's entry point loads: the embedded server's libraries only where it runs,
-httpx's command-line client nowhere; and no module of the daemon imports itself back.
+the task machinery only once a task starts, httpx's command-line client nowhere; and no module
+of the daemon imports itself back.
 
 Each import costs memory for the daemon's whole life: uvicorn, starlette, SQLite and the
-server's own modules cost a daemon that talks to a remote server about 4 MB it never uses.
+server's own modules cost a daemon that talks to a remote server about 4 MB it never uses. And
+each costs time before the first register and claim: the task machinery (a run, its setup,
+MCP, local directories, the backends' run paths) and the other commands' modules took some
+30 ms of it (docs/benchmarks.md, Start-up).
 """
 
 from __future__ import annotations
@@ -20,6 +24,20 @@ from tests.fakes.multica_server import multica_server
 from tests.helpers import ROOT, daemon_env, daemon_process
 
 SERVER_ONLY = ("uvicorn", "starlette", "sqlite3", "daemon.server.serve", "daemon.server.app")
+BEFORE_A_TASK = {
+    "daemon.task",
+    "daemon.task.background",
+    "daemon.task.localdir",
+    "daemon.task.localdir.locks",
+    "daemon.task.progress",
+    "daemon.task.recovery",
+    "daemon.task.setup",
+    "daemon.task.setup.skill_cache",
+    "daemon.task.setup.skill_manifest",
+}
+"""The task package's small parts the worker's services hold before any task: the rest of
+`daemon.task` is the task machinery."""
+OTHER_COMMANDS = ("daemon.cli.submit", "daemon.cli.status_view", "daemon.cli.disk_usage")
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -39,6 +57,27 @@ def test_the_daemon_and_submit_load_none_of_the_servers_libraries() -> None:
     loaded = _loaded_after("import daemon.cli.main, daemon.cli.submit")
     assert "daemon.server.token" in loaded  # the token file is read without the server
     assert _server_modules(loaded) == []
+
+
+def _task_machinery(modules: set[str] | list[str]) -> list[str]:
+    task = ("daemon", "task")
+    return sorted(m for m in modules if tuple(m.split(".")[:2]) == task and m not in BEFORE_A_TASK)
+
+
+def test_the_daemon_registers_and_claims_without_the_task_machinery() -> None:
+    """The `run` command imports neither the task machinery nor the other commands' modules:
+    the first task's start imports the machinery (`Runs.launch`), each command its own."""
+    loaded = _loaded_after("import daemon.cli.main")
+    assert "daemon.worker.worker" in loaded
+    assert _task_machinery(loaded) == []
+    assert sorted(loaded.intersection(OTHER_COMMANDS)) == []
+
+
+def test_the_task_machinery_is_told_apart() -> None:
+    """The check names the machinery a run imports and passes what the worker holds."""
+    loaded = _loaded_after("import daemon.task.run")
+    assert {"daemon.task.run", "daemon.task.attempt"} <= set(_task_machinery(loaded))
+    assert _task_machinery(BEFORE_A_TASK | {"daemon.taskless", "daemon.worker.runs"}) == []
 
 
 def test_the_daemon_leaves_out_httpx_command_line_client() -> None:
@@ -131,7 +170,8 @@ async def test_a_daemon_serving_a_remote_server_never_loads_the_servers_librarie
     tmp_path: Path,
 ) -> None:
     """Up, registered, a task run and reported against the Multica-faithful server, stopped:
-    no module of the embedded server was imported on the way (`-X importtime` lists each)."""
+    no module of the embedded server was imported on the way (`-X importtime` lists each),
+    and the task machinery only after the daemon had registered (its `started:` line)."""
     log = tmp_path / "daemon.log"
     python = (sys.executable, "-X", "importtime")
     script = Script().text("hi").result("done").dumps()
@@ -143,10 +183,18 @@ async def test_a_daemon_serving_a_remote_server_never_loads_the_servers_librarie
         assert (await fake.finished(task_id, within=30)).status == "completed"
         run.terminate()
         await run.wait()
-    imported = {
+    lines = log.read_text().splitlines()
+    started = next(n for n, line in enumerate(lines) if " started: " in line)
+    imported = [
         line.split("|")[2].strip()
-        for line in log.read_text().splitlines()
+        for line in lines
         if line.startswith("import time:") and "|" in line
-    }
+    ]
+    before_start = [
+        line.split("|")[2].strip()
+        for line in lines[:started]
+        if line.startswith("import time:") and "|" in line
+    ]
     assert "daemon.task.run" in imported  # the whole run was seen
-    assert _server_modules(imported) == []
+    assert _server_modules(set(imported)) == []
+    assert _task_machinery(before_start) == []
