@@ -329,15 +329,15 @@ class Worker:
         records, processes = self.services.records, self.services.processes
         if self.subreaper:
             self.subreaper = processes.adopt_orphans()
-        if self.services.containment is None:
-            own = self.subreaper
-            found = await anyio.to_thread.run_sync(lambda: contain(self.settings, own_process=own))
-            self.services = replace(self.services, containment=found)
         async with anyio.create_task_group() as recovering:
             if records is not None:
                 # A crashed run's agents are lost already: killed outright (no grace), while
                 # the daemon registers; startup ends, and claims begin, only once they are gone.
                 recovering.start_soon(records.recover, 0.0)
+            if self.services.containment is None:
+                # Only a task needs it: probed while the daemon registers, a crashed run's
+                # groups killed there as its agents are, and decided before the first claim.
+                recovering.start_soon(self._contain)
             await renew_once(self.client, self.settings.profile)
             await self.registration.register_when_reachable()
             # Before recover-orphans: the server would fail every task still in flight, as
@@ -352,6 +352,11 @@ class Worker:
             left,
             self.services.containment.name if self.services.containment else "nothing",
         )
+
+    async def _contain(self) -> None:
+        own = self.subreaper
+        found = await anyio.to_thread.run_sync(lambda: contain(self.settings, own_process=own))
+        self.services = replace(self.services, containment=found)
 
     async def serve(self) -> None:
         """Heartbeats, the outbox, signals and the claim loop, all under one task group."""
