@@ -20,19 +20,21 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from backends.acp.agent import AcpAgent
 from backends.acp.discovery import session_models
 from backends.acp.first_start import FirstStarts, data_dir
-from backends.acp.session import AcpSession, Turn
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
 from backends.models import Catalog
 from backends.process import ProcessRun, ProcessSpec, run_process
 from backends.process.identity import AgentUser
+
+if TYPE_CHECKING:
+    from backends.acp.session import AcpSession
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,10 @@ class AcpBackend(AgentCli):
 
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        # The protocol's session is imported by the first run: detecting the CLI at start-up,
+        # before the daemon registers, needs none of it (tests/daemon/test_imports.py).
+        from backends.acp.session import AcpSession, Turn
+
         model = spec.model or self.model
         servers = mcp_servers(spec.mcp)
         prompt = (spec.instructions, spec.prompt)

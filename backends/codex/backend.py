@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tomllib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -38,11 +37,8 @@ import anyio
 
 from backends.agent_cli import AgentCli
 from backends.base import AgentRun, RunSpec
-from backends.codex.appserver import AppServerSession, Thread
-from backends.codex.events import CodexEventParser
 from backends.codex.handshake import HANDSHAKE_TIMEOUT, HandshakeBoundRun
 from backends.codex.models import codex_models
-from backends.codex.rollouts import rollout_totals
 from backends.models import Catalog
 from backends.process import ProcessSpec, run_process
 from backends.resume import Launch, start_session
@@ -114,6 +110,11 @@ class CodexBackend(AgentCli):
 
     @asynccontextmanager
     async def _run(self, spec: RunSpec) -> AsyncIterator[AgentRun]:
+        # A run's parsers are imported by the first run: detecting the CLI at start-up, before
+        # the daemon registers, needs none of them (tests/daemon/test_imports.py).
+        from backends.codex.events import CodexEventParser
+        from backends.codex.rollouts import rollout_totals
+
         home = codex_home(spec.env)
         reader = spec.user.owner if spec.user else None
         model = spec.model or self.model
@@ -143,6 +144,8 @@ class CodexBackend(AgentCli):
     @asynccontextmanager
     async def _serve(self, spec: RunSpec, model: str) -> AsyncIterator[AgentRun]:
         """One turn through `codex app-server`: it resumes (or refuses) the thread itself."""
+        from backends.codex.appserver import AppServerSession, Thread
+
         thread = Thread(
             spec.prompt,
             str(spec.workdir),
@@ -226,6 +229,8 @@ def configured_model(home: Path, reader: tuple[int, int] | None = None) -> str:
     With an agent user (`reader`) the home is that user's to change between attempts: the
     file is read only through a handle (daemon/boundary/beneath.py), regular, capped and never
     through a link (a FIFO there would hang the attempt's start)."""
+    import tomllib  # a run's: not on the way to registering
+
     try:
         mine = reader is None  # the daemon's own user's home: its links are its own
         with opened_dir(home, follow=mine) as fd:

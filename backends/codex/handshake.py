@@ -10,11 +10,16 @@ respond after 30s`. Leaving the run's context kills the server, as for every run
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import anyio
 
 from backends.base import Message, RunResult
-from backends.codex.appserver import AppServerSession
 from backends.process import ProcessRun
+
+if TYPE_CHECKING:
+    # The session is the run's (backend.py imports it when the first app-server run starts).
+    from backends.codex.appserver import AppServerSession
 
 HANDSHAKE_TIMEOUT = 30.0
 

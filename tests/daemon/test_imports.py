@@ -37,6 +37,8 @@ BEFORE_A_TASK = {
 }
 """The task package's small parts the worker's services hold before any task: the rest of
 `daemon.task` is the task machinery."""
+RUN_PATHS = ("backends.acp.session", "backends.codex.appserver", "backends.codex.events", "tomllib")
+"""The largest of the backends' run paths: a run's parsers, not needed to detect a CLI."""
 OTHER_COMMANDS = ("daemon.cli.submit", "daemon.cli.status_view", "daemon.cli.disk_usage")
 
 
@@ -71,6 +73,20 @@ def test_the_daemon_registers_and_claims_without_the_task_machinery() -> None:
     assert "daemon.worker.worker" in loaded
     assert _task_machinery(loaded) == []
     assert sorted(loaded.intersection(OTHER_COMMANDS)) == []
+
+
+def test_detecting_the_clis_leaves_out_their_runs() -> None:
+    """Every backend the settings make possible, built to be asked for its version as
+    start-up does, brings none of the largest run paths: the first run imports its own."""
+    loaded = _loaded_after(
+        "from daemon.cli.discovery import candidates\n"
+        "from daemon.config import Settings\n"
+        "found = candidates(Settings.from_env({'HOME': '/nonexistent', 'MULTICA_SERVER_URL': "
+        "'http://127.0.0.1:9'}))\n"
+        "assert {'codex', 'opencode'} <= {b.name for b in found}"
+    )
+    assert "backends.codex.backend" in loaded
+    assert sorted(loaded.intersection(RUN_PATHS)) == []
 
 
 def test_the_task_machinery_is_told_apart() -> None:
@@ -198,3 +214,4 @@ async def test_a_daemon_serving_a_remote_server_never_loads_the_servers_librarie
     assert "daemon.task.run" in imported  # the whole run was seen
     assert _server_modules(set(imported)) == []
     assert _task_machinery(before_start) == []
+    assert sorted(set(before_start).intersection(RUN_PATHS)) == []
