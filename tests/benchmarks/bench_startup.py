@@ -1,19 +1,23 @@
 """Start-up: `exec` of `python -m daemon run` → its first register, and → its claim of a task
 already queued, against the Multica-faithful server on loopback.
 
-Run from the repo root: `python -m tests.benchmarks.bench_startup [RUNS] [--vs CHECKOUT]
-[--go MULTICA_BINARY] [KEY=VALUE ...]` (default 7 runs). Each run starts the Multica-faithful
-fake (tests/fakes/multica_server.py, in this process), queues one issue for the `claude`
-runtime, then starts a fresh daemon (a new state directory and HOME each run) whose `claude` is
-the real Claude Code CLI when `npm install --prefix tests/real_cli` installed it (else a shell
-script answering `--version`), and notes, from just before the exec, when the server read the
-daemon's first `register` and its first `claim` (the one that hands out the task), with the CPU
-time the daemon had spent by then (user + system, from /proc: a figure a busy machine moves
-less than the wall clock). Prints each run and the medians. `--vs CHECKOUT` alternates with the
-daemon of another checkout (this one first), `--go` with Multica's Go daemon built by hand
-(tests/benchmarks/go_daemon.py); BENCH_PYTHONPATH=CHECKOUT measures another checkout in place
-of this one; `KEY=VALUE` adds a variable to the daemon's environment. The daemon's import
-alone: `python -X importtime -m daemon --version`.
+Run from the repo root: `python -m tests.benchmarks.bench_startup [RUNS] [--vs CHECKOUT] [--go
+MULTICA_BINARY] [--crash] [KEY=VALUE ...]` (default 7 runs). Each run starts the
+Multica-faithful fake (tests/fakes/multica_server.py, in this process), queues one issue for
+the `claude` runtime, then starts a fresh daemon (a new state directory and HOME each run)
+whose `claude` is the real Claude Code CLI when `npm install --prefix tests/real_cli` installed
+it (else a shell script answering `--version`), and notes, from just before the exec, when the
+server read the daemon's first `register` and its first `claim` (the one that hands out the
+task), with the CPU time the daemon had spent by then (user + system, from /proc: a figure a
+busy machine moves less than the wall clock). Prints each run and the medians. `--vs CHECKOUT`
+alternates with the daemon of another checkout (this one first), `--go` with Multica's Go
+daemon built by hand (tests/benchmarks/go_daemon.py); BENCH_PYTHONPATH=CHECKOUT measures
+another checkout in place of this one; `KEY=VALUE` adds a variable to the daemon's environment.
+`--crash`: the daemon is started after a crash instead — a first one, killed (SIGKILL) while
+its agent (the scripted backend's, hanging) ran, left its agent and its record behind — and the
+claim timed is the one that hands out the server's retry of the task it was running, once the
+start-up has killed the leftover and reported the orphan. The daemon's import alone: `python -X
+importtime -m daemon --version`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 
 import anyio
 
+from backends.scripted import Script
 from daemon.testing import ROOT_AGENTS_ACCEPTED
 from tests.benchmarks.go_daemon import go_daemon
 from tests.benchmarks.processes import ROOT, cpu_seconds, running_async
@@ -63,8 +68,25 @@ def _claude(home: Path) -> str:
     return str(stand_in)
 
 
-async def _once(checkout: str, extra: dict[str, str]) -> dict[str, float]:
-    """One start of this project's daemon from `checkout`, or (`go:BINARY`) of Multica's."""
+async def _crash(env: dict[str, Any], home: Path, fake: Any, log: _Stamped) -> str:
+    """A daemon killed while its agent runs: the id of the task whose retry the next claims."""
+    task_id = str(fake.queue_comment(Script().text("working").hang().dumps()))
+    crashed = {**env, "MULTICA_SCRIPTED_BACKEND": "1"}
+    async with running_async(crashed, home / "crashed.log") as first:
+        log.pid = first.pid
+        deadline = time.monotonic() + 30
+        while not any(m.get("content") == "working" for m in fake.messages_of(task_id)):
+            if time.monotonic() > deadline:
+                raise SystemExit((home / "crashed.log").read_text())
+            await anyio.sleep(0.01)
+        first.kill()
+        await first.wait()
+    return task_id
+
+
+async def _once(checkout: str, extra: dict[str, str], crash: bool = False) -> dict[str, float]:
+    """One start of this project's daemon from `checkout`, or (`go:BINARY`) of Multica's;
+    `crash`: after a crash, timing the claim of the retry."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
         async with multica_server() as fake:
@@ -87,16 +109,29 @@ async def _once(checkout: str, extra: dict[str, str]) -> dict[str, float]:
                 claude = Path(env["MULTICA_CLAUDE_PATH"]).parent
                 env.update(go_env, PATH=f"{claude}:{os.environ.get('PATH', '')}")
             env.update(extra)
-            task_id = fake.queue_issue(provider="claude")
+            if crash:
+                env["MULTICA_SCRIPTED_BACKEND"] = "1"
+                crashed = await _crash(env, home, fake, log)
+                log.clear()
+                log.first.clear()
+            else:
+                task_id = fake.queue_issue(provider="claude")
             begun = time.monotonic()
             async with running_async(env, home / "daemon.log", argv=argv) as process:
                 log.pid = process.pid
                 deadline = begun + 30
-                while fake.tasks[task_id].status == "queued":
+                while True:
+                    if crash:
+                        retry = [t for t in fake.tasks.values() if t.parent_id == crashed]
+                        if retry and retry[0].status != "queued":
+                            break
+                    elif fake.tasks[task_id].status != "queued":
+                        break
                     if time.monotonic() > deadline:
                         raise SystemExit((home / "daemon.log").read_text())
                     await anyio.sleep(0.005)
-            # The task was queued before the exec: the first claim hands it out.
+            # The task (or the retry, made by the start-up's report of the orphan) was queued
+            # before the first claim: that claim hands it out.
             (registered, register_cpu), (claimed, claim_cpu) = (
                 log.first["register"],
                 log.first["claim"],
@@ -109,13 +144,15 @@ async def _once(checkout: str, extra: dict[str, str]) -> dict[str, float]:
             }
 
 
-async def bench(runs: int, checkouts: dict[str, str], extra: dict[str, str]) -> None:
+async def bench(
+    runs: int, checkouts: dict[str, str], extra: dict[str, str], crash: bool = False
+) -> None:
     got: dict[str, list[dict[str, float]]] = {name: [] for name in checkouts}
     for checkout in checkouts.values():  # a warm-up each: byte code compiled, caches
-        await _once(checkout, extra)
+        await _once(checkout, extra, crash)
     for _ in range(runs):
         for name, checkout in checkouts.items():
-            run = await _once(checkout, extra)
+            run = await _once(checkout, extra, crash)
             got[name].append(run)
             print(f"  {name}: " + ", ".join(f"{k} {v:.3f} s" for k, v in run.items()), flush=True)
     for name, rows in got.items():
@@ -133,15 +170,18 @@ def main() -> None:
     parser.add_argument("runs", nargs="?", type=int, default=7)
     parser.add_argument("--vs", default="", metavar="CHECKOUT", help="alternate with this one")
     parser.add_argument("--go", default="", metavar="BINARY", help="and with Multica's daemon")
+    parser.add_argument("--crash", action="store_true", help="start after a crash, claim the retry")
     parser.add_argument("env", nargs="*", metavar="KEY=VALUE")
-    options = parser.parse_args()
+    options = parser.parse_intermixed_args()
     checkouts = {"this": os.environ.get("BENCH_PYTHONPATH", str(ROOT))}
     if options.vs:
         checkouts["vs"] = options.vs
     if options.go:
         checkouts["go"] = f"go:{options.go}"
+    if options.crash and options.go:
+        parser.error("--crash stages a crash of this project's daemon: not with --go")
     extra = dict(a.split("=", 1) for a in options.env)
-    anyio.run(bench, options.runs, checkouts, extra)
+    anyio.run(bench, options.runs, checkouts, extra, options.crash)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ async def running_async(
             yield process
         finally:
             with anyio.CancelScope(shield=True):
-                process.send_signal(signal.SIGTERM)
+                if process.returncode is None:  # not killed already (a crash staged)
+                    process.send_signal(signal.SIGTERM)
                 with anyio.move_on_after(30):
                     await process.wait()
                 if process.returncode is None:
