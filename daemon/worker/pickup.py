@@ -27,7 +27,7 @@ from daemon.wakeup import Wakeup
 from daemon.worker.registration import Registration
 
 if TYPE_CHECKING:
-    from daemon.task.run import TaskRun  # imported by the first task's start (runs.py)
+    from daemon.task.run import TaskRun  # imported once the daemon is up (runs.py)
 
 
 class Pickup:

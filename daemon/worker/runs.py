@@ -19,8 +19,8 @@ from daemon.shutdown import ShutdownBudget
 from daemon.snapshot import RunSnapshot
 
 if TYPE_CHECKING:
-    # The task machinery is imported when the first task starts (`launch`): a daemon
-    # registers and claims without it (tests/daemon/test_imports.py).
+    # The task machinery is imported once the daemon is up (`load`): a daemon registers and
+    # claims without it (tests/daemon/test_imports.py).
     from daemon.task.outcome import Outcome
     from daemon.task.run import TaskRun
 
@@ -87,10 +87,16 @@ class Runs(Mapping[str, "TaskRun"]):
                 admitted[task.id] = task
         return list(admitted.values())
 
+    async def load(self) -> None:
+        """Import the task machinery in a worker thread, once the daemon is up: its first
+        claim does not wait for it, and an install broken (or upgraded in place) under it
+        stops the daemon at start-up, not at its first task."""
+        await anyio.to_thread.run_sync(_import_task_machinery)
+
     def launch(self, group: TaskGroup, task: Task, backend: Backend, services: Services) -> None:
         """Start `task` on `backend` in `group`, in the lowest free slot, with the `services`
         the worker holds now."""
-        from daemon.task.run import TaskRun  # the first task's start pays for its import
+        from daemon.task.run import TaskRun  # loaded by `load`, or waited for here
 
         run = TaskRun(task, backend, self._free_slot(), services)
         self._running[task.id] = run
@@ -138,3 +144,7 @@ class Runs(Mapping[str, "TaskRun"]):
             self._ended(run, outcome)
             if not self._running:
                 self._idle.set()
+
+
+def _import_task_machinery() -> None:
+    import daemon.task.run  # noqa: F401  (a statement: `-X importtime` shows it, tests read that)

@@ -6,7 +6,7 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from daemon.task.outcome import Outcome  # the task machinery: imported by the first run
+    from daemon.task.outcome import Outcome  # the task machinery: imported once up (runs.py)
 
 KINDS = ("completed", "failed", "idle_watchdog", "timeout", "cancelled")
 

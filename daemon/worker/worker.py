@@ -58,7 +58,7 @@ from daemon.worker.summary import Summary
 from daemon.worker.token_renewal import renew_once, renewal_loop
 
 if TYPE_CHECKING:
-    from daemon.task.outcome import Outcome  # the task machinery: imported by the first run
+    from daemon.task.outcome import Outcome  # the task machinery: imported once up (runs.py)
     from daemon.task.run import TaskRun
 
 log = logging.getLogger(__name__)
@@ -374,6 +374,7 @@ class Worker:
             tg.start_soon(self.pickup.listen)
             tg.start_soon(self.gc.run)
             tg.start_soon(self.workdirs.serve)
+            tg.start_soon(self.runs.load)
             processes = self.services.processes
             if self.subreaper:
                 tg.start_soon(processes.reap_adopted)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from backends.scripted import Script
+from daemon.testing.waits import wait_for
 from tests.fakes.multica_server import multica_server
 from tests.helpers import ROOT, daemon_env, daemon_process
 
@@ -68,7 +69,7 @@ def _task_machinery(modules: set[str] | list[str]) -> list[str]:
 
 def test_the_daemon_registers_and_claims_without_the_task_machinery() -> None:
     """The `run` command imports neither the task machinery nor the other commands' modules:
-    the first task's start imports the machinery (`Runs.launch`), each command its own."""
+    the daemon imports the machinery once up (`Runs.load`), each command its own modules."""
     loaded = _loaded_after("import daemon.cli.main")
     assert "daemon.worker.worker" in loaded
     assert _task_machinery(loaded) == []
@@ -215,3 +216,27 @@ async def test_a_daemon_serving_a_remote_server_never_loads_the_servers_librarie
     assert _server_modules(set(imported)) == []
     assert _task_machinery(before_start) == []
     assert sorted(set(before_start).intersection(RUN_PATHS)) == []
+
+
+def _imported(lines: list[str]) -> list[str]:
+    return [line.split("|")[2].strip() for line in lines if line.startswith("import time:")]
+
+
+@pytest.mark.anyio
+async def test_an_idle_daemon_loads_the_task_machinery_once_it_is_up(tmp_path: Path) -> None:
+    """With no task to claim, the daemon still imports the task machinery once it has
+    registered: a broken or half-upgraded install shows at start-up, not at the first task."""
+    log = tmp_path / "daemon.log"
+    python = (sys.executable, "-X", "importtime")
+    async with (
+        multica_server() as fake,
+        daemon_process(daemon_env(tmp_path, fake.url), log=log, python=python) as run,
+    ):
+        loaded = lambda: "daemon.task.run" in _imported(log.read_text().splitlines())  # noqa: E731
+        await wait_for(loaded, what="the import of daemon.task.run", within=30)
+        assert fake.tasks == {}  # nothing was claimed: no run imported it
+        run.terminate()
+        await run.wait()
+    lines = log.read_text().splitlines()
+    started = next(n for n, line in enumerate(lines) if " started: " in line)
+    assert "daemon.task.run" in _imported(lines[started:])
