@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import shutil
 from collections.abc import Mapping, Sequence
@@ -13,12 +12,11 @@ from typing import Self
 
 import anyio.to_thread
 
+from backends.cli_args import drop_reserved
 from backends.cli_trust import UntrustedCliError, refusal
 from backends.models import EMPTY, Catalog
 from backends.process.identity import AgentUser
 from backends.version import cli_version
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,19 +141,10 @@ class AgentCli:
     def filter_prefix(self, args: Sequence[str]) -> list[str]:
         """`args` as a launch prefix: every positional word kept (it names the command, as
         `start` in `ccms start q36`), each flag of `prefix_reserved` dropped with its value."""
-        kept: list[str] = []
-        skip = False
-        for arg in args:
-            if skip:
-                skip = False
-                continue
-            flag = arg.split("=", 1)[0]
-            if arg.startswith("-") and flag in self.prefix_reserved:
-                log.warning("%s: fixed argument %s dropped: the daemon sets it", self.name, flag)
-                skip = self.prefix_reserved[flag] and "=" not in arg
-                continue
-            kept.append(arg)
-        return kept
+        reserved = self.prefix_reserved
+        with_value = [flag for flag, takes in reserved.items() if takes]
+        alone = [flag for flag, takes in reserved.items() if not takes]
+        return drop_reserved(args, self.name, with_value, alone)
 
     def fingerprint(self) -> Fingerprint | None:
         """The executable as it is on disk now, or None when the path finds none: one

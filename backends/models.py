@@ -162,10 +162,29 @@ def qualified(catalog: Catalog, model: str) -> str:
     return claims.pop() if len(claims) == 1 else model
 
 
-def levels(values: Sequence[str], labels: dict[str, str]) -> tuple[ThinkingLevel, ...]:
-    """Thinking levels for `values`, labelled as the CLI's UI does (a value it did not
-    know yet is shown as it is, title-cased)."""
-    return tuple(ThinkingLevel(v, labels.get(v) or v.replace("-", " ").title()) for v in values)
+LEVEL_LABELS = {
+    "none": "None",
+    "off": "Off",
+    "minimal": "Minimal",
+    "low": "Low",
+    "medium": "Medium",
+    "high": "High",
+    "xhigh": "Extra high",
+    "max": "Max",
+    "ultra": "Ultra",
+}
+"""How the CLIs' UIs name the thinking levels they share."""
+
+
+def level_label(value: str) -> str:
+    """A thinking level's label as the CLIs' UIs show it (a value none knew yet as it is,
+    title-cased)."""
+    return LEVEL_LABELS.get(value) or value.replace("-", " ").title()
+
+
+def levels(values: Sequence[str]) -> tuple[ThinkingLevel, ...]:
+    """Thinking levels for `values`, labelled as the CLIs' UIs do."""
+    return tuple(ThinkingLevel(v, level_label(v)) for v in values)
 
 
 def plain_id(word: str) -> bool:

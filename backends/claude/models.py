@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from backends.agent_cli import AgentCli
 
 _EFFORT = re.compile(r"--effort\s*(?:<[^>]+>)?\s*(?:Effort level[^(]*)?\(([^)]+)\)")
-_LABELS = {"low": "Low", "medium": "Medium", "high": "High", "xhigh": "Extra high", "max": "Max"}
 _EVERY = ("low", "medium", "high", "xhigh", "max")
 _SAFE = ("low", "medium", "high")
 _OPUS = frozenset(_EVERY)
@@ -50,7 +49,7 @@ async def claude_models(cli: AgentCli) -> Catalog:
     models = []
     for model_id, label, allowed in MODELS:
         kept = [e for e in efforts if allowed is None or e in allowed]
-        thinking = Thinking(levels(kept, _LABELS), "medium") if kept else None
+        thinking = Thinking(levels(kept), "medium") if kept else None
         models.append(Model(model_id, label, "anthropic", model_id == DEFAULT, thinking))
     return Catalog.of(models)
 

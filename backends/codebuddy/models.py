@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 
 FLAG_LEVELS = ("minimal", "low", "medium", "high", "xhigh", "max")
 """What `codebuddy --effort` takes (CodeBuddy 2.130.0)."""
-LABELS = {"minimal": "Minimal", "low": "Low", "medium": "Medium", "high": "High",
-          "xhigh": "Extra high", "max": "Max"}  # fmt: skip
-STATIC_THINKING = Thinking(levels(FLAG_LEVELS, LABELS), "medium")
+STATIC_THINKING = Thinking(levels(FLAG_LEVELS), "medium")
 STAND_IN = (
     Model("claude-sonnet-4.6", "Claude Sonnet 4.6", "anthropic", True, STATIC_THINKING),
     Model("claude-opus-4.7", "Claude Opus 4.7", "anthropic", thinking=STATIC_THINKING),
@@ -63,7 +61,7 @@ def session_thinking(session: dict[str, Any]) -> Thinking:
     if option is None or not usable:
         return STATIC_THINKING
     default = option.current if option.current in FLAG_LEVELS else ""
-    return Thinking(levels(usable, LABELS), default)
+    return Thinking(levels(usable), default)
 
 
 def vendor(model_id: str) -> str:

@@ -14,7 +14,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from backends.models import Catalog, Model, ServiceTier, Thinking, ThinkingLevel, levels
+from backends.models import (
+    Catalog,
+    Model,
+    ServiceTier,
+    Thinking,
+    ThinkingLevel,
+    level_label,
+    levels,
+)
 from backends.probe import ask
 from backends.version import parse_version, version_at_least
 
@@ -23,16 +31,6 @@ if TYPE_CHECKING:
 
 DEBUG_MODELS = ("debug", "models", "--bundled")
 DEBUG_MODELS_SINCE = "0.122.0"
-_LABELS = {
-    "none": "None",
-    "minimal": "Minimal",
-    "low": "Low",
-    "medium": "Medium",
-    "high": "High",
-    "xhigh": "Extra high",
-    "max": "Max",
-    "ultra": "Ultra",
-}
 _NAMES = {
     "gpt-5.6-sol": "GPT-5.6 Sol",
     "gpt-5.6-terra": "GPT-5.6 Terra",
@@ -75,8 +73,7 @@ def _thinking(entry: dict[str, Any]) -> Thinking | None:
     for level in entry.get("supported_reasoning_levels") or []:
         effort = _text(level, "effort") if isinstance(level, dict) else ""
         if effort:
-            label = _LABELS.get(effort) or effort.title()
-            found.append(ThinkingLevel(effort, label, _text(level, "description")))
+            found.append(ThinkingLevel(effort, level_label(effort), _text(level, "description")))
     return Thinking(tuple(found), _text(entry, "default_reasoning_level")) if found else None
 
 
@@ -99,7 +96,7 @@ def known_models() -> list[Model]:
     every = ("low", "medium", "high", "xhigh")
 
     def efforts(default: str, *more: str) -> Thinking:
-        return Thinking(levels((*every, *more), _LABELS), default)
+        return Thinking(levels((*every, *more)), default)
 
     return [
         Model("gpt-5.6-sol", "GPT-5.6 Sol", "openai", True, efforts("low", "max", "ultra")),

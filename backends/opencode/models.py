@@ -16,22 +16,13 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from backends.models import Catalog, Model, Thinking, ThinkingLevel
+from backends.models import Catalog, Model, Thinking, levels
 from backends.probe import ask
 
 if TYPE_CHECKING:
     from backends.agent_cli import AgentCli
 
 _ORDER = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
-_LABELS = {
-    "none": "None",
-    "minimal": "Minimal",
-    "low": "Low",
-    "medium": "Medium",
-    "high": "High",
-    "xhigh": "Extra high",
-    "max": "Max",
-}
 
 
 async def opencode_models(cli: AgentCli) -> Catalog:
@@ -110,5 +101,4 @@ def _thinking(raw: Any) -> Thinking | None:
     names.sort(key=lambda n: (_ORDER.index(n) if n in _ORDER else len(_ORDER), n))
     if not names:
         return None
-    labels = tuple(ThinkingLevel(n, _LABELS.get(n) or n.replace("-", " ").title()) for n in names)
-    return Thinking(labels)
+    return Thinking(levels(names))

@@ -38,15 +38,6 @@ RPC_ARGS = (
 RPC_TIMEOUT = 7.0
 TABLE_TIMEOUT = 8.0
 _ORDER = ("off", "minimal", "low", "medium", "high", "xhigh", "max")
-_LABELS = {
-    "off": "Off",
-    "minimal": "Minimal",
-    "low": "Low",
-    "medium": "Medium",
-    "high": "High",
-    "xhigh": "Extra high",
-    "max": "Max",
-}
 # What Pi prints besides rows: warnings, usage text, and (0.73.1, no provider set up) "No
 # models available. Use /login …", which would otherwise read as a model `No/models`.
 _NOISE = (
@@ -148,7 +139,7 @@ def _thinking(raw: dict[str, Any]) -> Thinking | None:
         if not (value in mapped and mapped[value] is None)
         and (value not in ("xhigh", "max") or value in mapped)
     ]
-    return Thinking(levels(kept, _LABELS)) if kept else None
+    return Thinking(levels(kept)) if kept else None
 
 
 def table_models(lines: Sequence[str]) -> list[Model]:

@@ -30,7 +30,7 @@ from tests.fakes.system_user import agent_python, passable_dir
 
 pytestmark = pytest.mark.anyio
 
-EFFORTS = levels(("low", "high"), {})
+EFFORTS = levels(("low", "high"))
 EVERY_EFFORT = ("low", "medium", "high", "xhigh", "max")
 HOME_ONLY = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/nonexistent"}
 CATALOG = Catalog.of(
