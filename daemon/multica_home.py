@@ -139,17 +139,25 @@ class MulticaConfig:
     path: Path | None = None
 
 
-def read_config(home: Path, profile: str = "") -> MulticaConfig:
-    """The CLI's `config.json` for `profile` (default profile when empty); empty if absent."""
+def _config_json(home: Path, profile: str) -> tuple[Path, Any]:
+    """The CLI's `config.json` for `profile` and what it holds parsed (None: no such file);
+    `ConfigError` when it cannot be read, is not the user's own or is not JSON."""
     path = profile_dir(home, profile) / CONFIG_FILE
     try:
         data = read_regular(path, CONFIG_LIMIT)
         _check_owned(path)
-        raw = jsonin.loads(data, limit=CONFIG_LIMIT, what="the file")
+        return path, jsonin.loads(data, limit=CONFIG_LIMIT, what="the file")
     except FileNotFoundError:
-        return MulticaConfig()
+        return path, None
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot read the Multica config {path}: {exc}") from exc
+
+
+def read_config(home: Path, profile: str = "") -> MulticaConfig:
+    """The CLI's `config.json` for `profile` (default profile when empty); empty if absent."""
+    path, raw = _config_json(home, profile)
+    if raw is None:
+        return MulticaConfig()
     if not isinstance(raw, dict):
         raise ConfigError(f"the Multica config {path} is not a JSON object")
     fields = ("server_url", "token", "workspace_id", "device_name", "workspaces_root")
@@ -168,15 +176,10 @@ def profile_command_overrides(home: Path, profile: str = "") -> dict[str, str]:
     `config.json`). Read at start, as Multica's daemon reads them (the CLI says to restart);
     a config that cannot be read, or entries that are not paths, give none: the profiles'
     commands are looked up on PATH instead."""
-    path = profile_dir(home, profile) / CONFIG_FILE
     try:
-        data = read_regular(path, CONFIG_LIMIT)
-        _check_owned(path)
-        raw = jsonin.loads(data, limit=CONFIG_LIMIT, what="the file")
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, ConfigError) as exc:
-        log.warning("custom runtime paths of %s not read: %s", path, exc)
+        _, raw = _config_json(home, profile)
+    except ConfigError as exc:
+        log.warning("custom runtime paths not read: %s", exc)
         return {}
     found = raw.get("profile_command_overrides") if isinstance(raw, dict) else None
     if not isinstance(found, dict):
