@@ -31,6 +31,16 @@ class Fingerprint:
     mtime_ns: int
 
 
+def executable_found(path: str) -> bool:
+    """Whether an agent CLI built with `path` (and the daemon's own environment) would find
+    its executable, told without building it: its backend's module need not be imported."""
+    return _which(os.path.abspath(path) if os.sep in path else path, os.environ) is not None
+
+
+def _which(path: str, env: Mapping[str, str]) -> str | None:
+    return shutil.which(path, path=env.get("PATH", os.defpath))
+
+
 class AgentCli:
     """An agent CLI run by path with configured arguments and a default model."""
 
@@ -162,7 +172,7 @@ class AgentCli:
 
     def resolve(self) -> str | None:
         """The executable the path finds on the CLI's PATH (a `which`), or None."""
-        return shutil.which(self.path, path=self._env().get("PATH", os.defpath))
+        return _which(self.path, self._env())
 
     def _env(self) -> dict[str, str]:
         """The environment the CLI is detected with: the daemon's own unless told otherwise,

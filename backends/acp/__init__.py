@@ -14,7 +14,21 @@ when nothing but their entry differs, in `catalog`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from backends.acp.agent import AcpAgent
-from backends.acp.backend import AcpBackend
+
+if TYPE_CHECKING:
+    from backends.acp.backend import AcpBackend
 
 __all__ = ["AcpAgent", "AcpBackend"]
+
+
+def __getattr__(name: str) -> Any:
+    # The backend is imported when first named: the catalog's entries (read at start-up for
+    # the commands to look for) come through this package, and most machines have no ACP CLI.
+    if name == "AcpBackend":
+        from backends.acp.backend import AcpBackend
+
+        return AcpBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -185,7 +185,11 @@ async def _run_locked(settings: Settings, root_warning: str | None = None) -> in
             options = WorkerOptions(
                 control=not settings.embedded,
                 subreaper=True,
-                finder=Finder(functools.partial(candidates, settings), detect),
+                finder=Finder(
+                    functools.partial(candidates, settings),
+                    detect,
+                    functools.partial(candidates, settings, installed=True),
+                ),
             )
             worker = Worker(
                 settings,

@@ -52,6 +52,9 @@ class Finder:
 
     candidates: Callable[[], Sequence[Backend]]
     detect: Callable[[list[Backend]], Awaitable[dict[str, str]]]
+    installed: Callable[[], Sequence[Backend]] | None = None
+    """Those of `candidates` whose executable is there now (None: `candidates`, each looked
+    up): what start-up asked, without importing the backend of every CLI it did not find."""
 
 
 class CliWatch:
@@ -205,7 +208,8 @@ def _not_offered(
     taken just after it)."""
     if finder is None:
         return {}
-    there = {b.name: _fingerprint(b) for b in finder.candidates() if b.name not in backends}
+    installed = finder.installed or finder.candidates
+    there = {b.name: _fingerprint(b) for b in installed() if b.name not in backends}
     return {name: found for name, found in there.items() if found is not None}
 
 

@@ -93,7 +93,8 @@ class Profiles:
 
     async def build(self, workspace_id: str, profiles: Sequence[RuntimeProfile]) -> ProfileSet:
         """Each profile as a runtime of this machine, or a failure saying why."""
-        families = self._families()
+        # Only for a profile: building them all imports the backend of every CLI not found.
+        families = self._families() if profiles else {}
         runtimes: list[ProfileRuntime] = []
         failed: list[FailedProfile] = []
         for profile in profiles:

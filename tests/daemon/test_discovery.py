@@ -64,6 +64,28 @@ def test_acp_agents_are_candidates_under_multica_names(tmp_path: Path) -> None:
     assert isinstance(gemini, AcpBackend) and gemini.args == ("-d",)
 
 
+def test_installed_candidates_are_those_whose_executable_is_found(tmp_path: Path) -> None:
+    """Start-up asks only the CLIs whose executable is there (by path or on the PATH), built
+    as every candidate is; the others of Multica's CLIs stay in the full list, for later."""
+    kimi = tmp_path / "kimi"
+    kimi.write_text("#!/bin/sh\necho 1.0.0\n")
+    kimi.chmod(0o755)
+    env = {
+        "HOME": str(tmp_path),
+        "MULTICA_KIMI_PATH": str(kimi),
+        "MULTICA_CURSOR_PATH": str(kimi),
+        "MULTICA_CLAUDE_PATH": str(tmp_path / "absent"),
+    }
+    settings = Settings.from_env(env)
+    everyone = {b.name: b for b in candidates(settings)}
+    installed = {b.name: b for b in candidates(settings, installed=True)}
+    assert set(installed) == {KIMI.name, "cursor"}
+    for name, backend in installed.items():
+        assert type(backend) is type(everyone[name])
+        assert isinstance(backend, AgentCli) and backend.path == str(kimi)
+    assert {"claude", "codex", "omp", "dsh", "deveco"} <= set(everyone)
+
+
 async def test_an_untested_entry_says_so_when_found(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

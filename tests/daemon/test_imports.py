@@ -41,6 +41,14 @@ BEFORE_A_TASK = {
 RUN_PATHS = ("backends.acp.session", "backends.codex.appserver", "backends.codex.events", "tomllib")
 """The largest of the backends' run paths: a run's parsers, not needed to detect a CLI."""
 OTHER_COMMANDS = ("daemon.cli.submit", "daemon.cli.status_view", "daemon.cli.disk_usage")
+CLI_BACKENDS = {
+    *(f"backends.{cli}.backend" for cli in ("claude", "codex", "pi", "qwen", "copilot", "acp")),
+    *(f"backends.{cli}.backend" for cli in ("cursor", "codebuddy", "openclaw", "antigravity")),
+    *(f"backends.{cli}.backend" for cli in ("deveco", "dsh", "omp")),
+}
+"""The modules of the named CLIs' backends."""
+ABSENT_CLIS = tuple(f"backends.{cli}.backend" for cli in ("antigravity", "deveco", "dsh", "acp"))
+"""Backends of CLIs the test machine does not have: start-up does not import them."""
 
 
 def _loaded_after(statement: str) -> set[str]:
@@ -88,6 +96,22 @@ def test_detecting_the_clis_leaves_out_their_runs() -> None:
     )
     assert "backends.codex.backend" in loaded
     assert sorted(loaded.intersection(RUN_PATHS)) == []
+
+
+def test_only_the_backends_of_installed_clis_are_imported_to_detect_them() -> None:
+    """With no CLI on the PATH, the candidates start-up asks import no backend of a named
+    CLI; the full list, which the later checks for new CLIs read, imports them all."""
+    build = (
+        "from daemon.cli.discovery import candidates\n"
+        "from daemon.config import Settings\n"
+        "settings = Settings.from_env({'HOME': '/nonexistent', 'PATH': '/nonexistent', "
+        "'MULTICA_SERVER_URL': 'http://127.0.0.1:9'})\n"
+        "import os; os.environ['PATH'] = '/nonexistent'\n"
+    )
+    asked = _loaded_after(build + "assert candidates(settings, installed=True) == []")
+    assert sorted(asked.intersection(CLI_BACKENDS)) == []
+    everyone = _loaded_after(build + "candidates(settings)")
+    assert everyone >= CLI_BACKENDS
 
 
 def test_the_task_machinery_is_told_apart() -> None:
@@ -216,6 +240,7 @@ async def test_a_daemon_serving_a_remote_server_never_loads_the_servers_librarie
     assert _server_modules(set(imported)) == []
     assert _task_machinery(before_start) == []
     assert sorted(set(before_start).intersection(RUN_PATHS)) == []
+    assert sorted(set(before_start).intersection(ABSENT_CLIS)) == []
 
 
 def _imported(lines: list[str]) -> list[str]:
