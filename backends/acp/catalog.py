@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from backends.acp.agent import AcpAgent
-from backends.acp.discovery import session_models
 from backends.gemini import GEMINI
 from backends.models import Catalog, Model
 from backends.opencode import OPENCODE
@@ -41,6 +40,10 @@ async def _managed(cli: AgentCli) -> Catalog:
 async def _grok_models(cli: AgentCli) -> Catalog:
     """Grok's session catalog, its provider `xai`; when the handshake fails (not signed in,
     offline), Multica's stand-in list, marked as such."""
+    # Imported here: start-up reads this catalog for the commands to look for, and the
+    # handshake's modules would cost it about 2 ms on every machine, with Grok or without.
+    from backends.acp.discovery import session_models
+
     found = await session_models(cli, GROK.acp_args)
     if not found:
         stand_in = [Model("grok-4.5", "Grok 4.5", "xai", default=True)]

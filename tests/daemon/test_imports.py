@@ -110,6 +110,7 @@ def test_only_the_backends_of_installed_clis_are_imported_to_detect_them() -> No
     )
     asked = _loaded_after(build + "assert candidates(settings, installed=True) == []")
     assert sorted(asked.intersection(CLI_BACKENDS)) == []
+    assert "backends.acp.discovery" not in asked  # a catalog's handshake: Grok's models only
     everyone = _loaded_after(build + "candidates(settings)")
     assert everyone >= CLI_BACKENDS
 
