@@ -12,7 +12,10 @@ task), with the CPU time the daemon had spent by then (user + system, from /proc
 busy machine moves less than the wall clock). Prints each run and the medians. `--vs CHECKOUT`
 alternates with the daemon of another checkout (this one first), `--go` with Multica's Go
 daemon built by hand (tests/benchmarks/go_daemon.py); BENCH_PYTHONPATH=CHECKOUT measures
-another checkout in place of this one; `KEY=VALUE` adds a variable to the daemon's environment.
+another checkout in place of this one; a CHECKOUT of `installed:PYTHON` runs `PYTHON -m
+daemon` as installed in its environment (`pip install .`, not editable: an editable install's
+import hook costs every start some milliseconds); `KEY=VALUE` adds a variable to the daemon's
+environment.
 `--crash`: the daemon is started after a crash instead — a first one, killed (SIGKILL) while
 its agent (the scripted backend's, hanging) ran, left its agent and its record behind — and the
 claim timed is the one that hands out the server's retry of the task it was running, once the
@@ -85,7 +88,8 @@ async def _crash(env: dict[str, Any], home: Path, fake: Any, log: _Stamped) -> s
 
 
 async def _once(checkout: str, extra: dict[str, str], crash: bool = False) -> dict[str, float]:
-    """One start of this project's daemon from `checkout`, or (`go:BINARY`) of Multica's;
+    """One start of this project's daemon from `checkout` (`installed:PYTHON`: as installed
+    there), or (`go:BINARY`) of Multica's;
     `crash`: after a crash, timing the claim of the retry."""
     with tempfile.TemporaryDirectory() as tmp:
         home = Path(tmp)
@@ -104,7 +108,10 @@ async def _once(checkout: str, extra: dict[str, str], crash: bool = False) -> di
             for key in ("POLL", "HEARTBEAT", "STATUS_POLL"):
                 env.pop(f"MULTICA_DAEMON_{key}_INTERVAL")
             argv = None
-            if checkout.startswith("go:"):
+            if checkout.startswith("installed:"):  # `pip install .` into that interpreter's venv
+                argv = [checkout.removeprefix("installed:"), "-m", "daemon", "run"]
+                del env["PYTHONPATH"]
+            elif checkout.startswith("go:"):
                 argv, go_env = go_daemon(checkout[3:], home / "go", fake.url)
                 claude = Path(env["MULTICA_CLAUDE_PATH"]).parent
                 env.update(go_env, PATH=f"{claude}:{os.environ.get('PATH', '')}")
