@@ -34,26 +34,28 @@ from daemon.protocol.control_rpc import ControlCalls, RpcAnswer
 from daemon.protocol.http_client import make_http_client as make_http_client
 from daemon.protocol.models import (
     ClaimRequest,
+    Skill,
+    SkillRef,
+    Task,
+    TaskStatusResponse,
+    WireModel,
+)
+from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageBody, UsageEntry
+from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_models import (
     DeregisterRequest,
     FailedProfile,
     HeartbeatRequest,
+    HeartbeatResponse,
     OfflineReason,
     RecoverOrphansResponse,
     RegisterRequest,
     RegisterResponse,
     RuntimeInfo,
     RuntimeProfiles,
-    Skill,
-    SkillRef,
-    Task,
-    TaskStatusResponse,
-    WireModel,
     Workspace,
     WorkspaceRepos,
 )
-from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageBody, UsageEntry
-from daemon.protocol.retry import RetryPolicy
-from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import (
     DAEMON_ID_HEADER,
     TASK_STATUS_HEADER,

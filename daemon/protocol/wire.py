@@ -27,8 +27,9 @@ from daemon.errors import (
 )
 from daemon.protocol import jsonin
 from daemon.protocol.answers import Answered
-from daemon.protocol.models import Task, WireModel, Workspace
+from daemon.protocol.models import Task, WireModel
 from daemon.protocol.release import cli_version
+from daemon.protocol.runtime_models import Workspace
 
 M = TypeVar("M", bound=WireModel)
 _WORKSPACES = TypeAdapter(list[Workspace])

@@ -18,23 +18,20 @@ import anyio
 
 from daemon.errors import PermanentServerError, TaskGoneError
 from daemon.protocol.client import HookAnswer
-from daemon.protocol.models import (
+from daemon.protocol.models import RepoRef, Skill, SkillRef, Task
+from daemon.protocol.reports import TerminalReport, UsageEntry
+from daemon.protocol.runtime_models import (
     FailedProfile,
+    HeartbeatResponse,
     OfflineReason,
     RecoverOrphansResponse,
     RegisteredRuntime,
     RegisterResponse,
-    RepoRef,
     RuntimeInfo,
     RuntimeProfiles,
-    Skill,
-    SkillRef,
-    Task,
     Workspace,
     WorkspaceRepos,
 )
-from daemon.protocol.reports import TerminalReport, UsageEntry
-from daemon.protocol.runtime_models import HeartbeatResponse
 
 T = TypeVar("T")
 

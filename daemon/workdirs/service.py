@@ -23,7 +23,8 @@ from backends.process.identity import AgentUser
 from daemon.errors import DaemonError, GitError
 from daemon.logs import short_id
 from daemon.ops.metrics import Metrics
-from daemon.protocol.models import RepoRef, Task, WorkspaceRepos
+from daemon.protocol.models import RepoRef, Task
+from daemon.protocol.runtime_models import WorkspaceRepos
 from daemon.workdirs.cache import RepoCache
 from daemon.workdirs.catalog import ActiveTask, RepoCatalog
 from daemon.workdirs.coauthor import place_hook

@@ -35,7 +35,7 @@ from backends.base import Backend
 from backends.cli_trust import UntrustedCliError
 from backends.version import version_at_least
 from daemon.errors import RoundBoundary
-from daemon.protocol.models import OfflineReason
+from daemon.protocol.runtime_models import OfflineReason
 from daemon.worker.registration import Registration
 from daemon.worker.unusable import not_executable, not_installed, too_old
 

@@ -33,7 +33,7 @@ from backends.agent_cli import AgentCli
 from backends.base import Backend
 from daemon.errors import ServerError
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import FailedProfile, RuntimeInfo, RuntimeProfile
+from daemon.protocol.runtime_models import FailedProfile, RuntimeInfo, RuntimeProfile
 
 log = logging.getLogger(__name__)
 

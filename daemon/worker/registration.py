@@ -33,9 +33,10 @@ from daemon.errors import (
     ServerError,
 )
 from daemon.protocol.client import ServerClient
-from daemon.protocol.models import OfflineReason, RepoRef, RuntimeInfo, Task, Workspace
+from daemon.protocol.models import RepoRef, Task
 from daemon.protocol.release import cli_version
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_models import OfflineReason, RuntimeInfo, Workspace
 from daemon.protocol.runtime_names import runtime_name
 from daemon.wakeup import Wakeup
 from daemon.worker.profiles import NOT_FETCHED, Profiles, ProfileSet, signature

@@ -22,7 +22,7 @@ import platform
 import shlex
 from pathlib import Path
 
-from daemon.protocol.models import OfflineReason
+from daemon.protocol.runtime_models import OfflineReason
 
 NOT_EXECUTABLE = "not_executable"
 NOT_INSTALLED = "not_installed"

@@ -12,7 +12,7 @@ import pytest
 
 from backends.scripted import ScriptedBackend
 from daemon.ops.metrics import Metrics
-from daemon.protocol.models import RecoverOrphansResponse
+from daemon.protocol.runtime_models import RecoverOrphansResponse
 from daemon.testing import FakeTaskServer, settings_in, worker
 from tests.daemon_child import daemon_child
 from tests.helpers import daemon_env, embedded_server, eventually, serving_health

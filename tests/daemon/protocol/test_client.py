@@ -32,10 +32,10 @@ from daemon.errors import (
 from daemon.ops.metrics import Metrics
 from daemon.protocol.circuit import CircuitBreaker
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo
 from daemon.protocol.release import cli_version
 from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_models import RuntimeInfo
 from daemon.testing import RecordingSleep
 
 BASE = "http://server.test"

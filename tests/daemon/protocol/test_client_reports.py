@@ -13,8 +13,8 @@ import pytest
 
 from daemon.errors import TaskGoneError, UnconfirmedError
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo
 from daemon.protocol.reports import TerminalReport
+from daemon.protocol.runtime_models import RuntimeInfo
 from daemon.protocol.wire import DEDUPE_HEADER, TASK_STATUS_HEADER
 from tests.daemon.protocol.test_client import make_harness
 from tests.fakes.multica_server import multica_server

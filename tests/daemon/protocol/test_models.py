@@ -7,16 +7,14 @@ import pytest
 from pydantic import ValidationError
 
 from backends.base import Usage
-from daemon.protocol.models import (
-    Agent,
+from daemon.protocol.models import Agent, Task, TaskStatusResponse
+from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
+from daemon.protocol.runtime_models import (
+    HeartbeatResponse,
     RecoverOrphansResponse,
     RegisterResponse,
-    Task,
-    TaskStatusResponse,
     Workspace,
 )
-from daemon.protocol.reports import TerminalReport, TranscriptMessage, UsageEntry
-from daemon.protocol.runtime_models import HeartbeatResponse
 from daemon.protocol.wire import parse_claim
 
 FULL_TASK = {

@@ -15,9 +15,9 @@ from backends.base import Usage
 from daemon.cli.tasks_api import TasksApi
 from daemon.ops.metrics import Metrics
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo
 from daemon.protocol.reports import TerminalReport, UsageEntry
 from daemon.protocol.retry import RetryPolicy
+from daemon.protocol.runtime_models import RuntimeInfo
 from daemon.state.outbox import Leftover, Outbox
 from tests.fakes.chaos_proxy import ChaosProxy, chaos_proxy
 from tests.fakes.multica_server import multica_server

@@ -15,7 +15,8 @@ from backends.process.identity import AgentUser
 from daemon.boundary.agent_user import SHARED_DIR_MODE
 from daemon.errors import GitError
 from daemon.files.private import ensure_dir
-from daemon.protocol.models import RepoRef, WorkspaceRepos
+from daemon.protocol.models import RepoRef
+from daemon.protocol.runtime_models import WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.service import Workdirs
 from tests.fakes.repo_checkout import make_origin

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from daemon.ops.metrics import Metrics
-from daemon.protocol.models import RepoRef, WorkspaceRepos
+from daemon.protocol.models import RepoRef
+from daemon.protocol.runtime_models import WorkspaceRepos
 from daemon.workdirs.catalog import ActiveTask
 from daemon.workdirs.checkout import CheckoutRoute
 from daemon.workdirs.service import Workdirs

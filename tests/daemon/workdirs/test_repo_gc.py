@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from daemon.errors import DaemonError
-from daemon.protocol.models import RepoRef, WorkspaceRepos
+from daemon.protocol.models import RepoRef
+from daemon.protocol.runtime_models import WorkspaceRepos
 from daemon.workdirs.gc_stats import GcStats
 from daemon.workdirs.repo_gc import LAST_USED, RepoJanitor
 from daemon.workdirs.service import Workdirs

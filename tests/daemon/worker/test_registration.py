@@ -15,9 +15,9 @@ import daemon
 from daemon.cli.discovery import available
 from daemon.config import Settings
 from daemon.protocol.client import ServerClient, make_http_client
-from daemon.protocol.models import RuntimeInfo
 from daemon.protocol.release import cli_version
 from daemon.protocol.runtime_actions import PendingActions
+from daemon.protocol.runtime_models import RuntimeInfo
 from daemon.testing import FakeClock
 from daemon.worker.registration import FAILURE_BACKOFF, Registration
 from tests.fakes.multica_server import MulticaFake, multica_server
