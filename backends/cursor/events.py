@@ -66,9 +66,7 @@ class CursorStreamParser(EndsWithUsage, JsonLinesParser):
     def __init__(
         self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
     ) -> None:
-        super().__init__(resuming, version, tested_max)
-        self.model = model
-        self.session_id = ""
+        super().__init__(resuming, version, tested_max, model=model)
         self._texts: list[str] = []
         self._thinking: list[str] = []
         self._error = ""

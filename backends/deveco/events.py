@@ -36,13 +36,10 @@ class DevecoEventParser(EndsWithUsage, JsonLinesParser):
 
     cli = "deveco"
 
-    # The same first state as Cursor's parser, each the text and error of its own CLI's run.
     def __init__(
         self, model: str = "", resuming: str = "", version: str = "", tested_max: str = ""
     ) -> None:
-        super().__init__(resuming, version, tested_max)
-        self.model = model
-        self.session_id = ""
+        super().__init__(resuming, version, tested_max, model=model)
         self._texts: list[str] = []
         self._error = ""
         self._tokens = {"input_tokens": 0, "output_tokens": 0}

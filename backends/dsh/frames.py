@@ -49,7 +49,6 @@ class DshFrameParser(EndsWithUsage, JsonLinesParser):
     ) -> None:
         super().__init__(resuming, version, tested_max)
         self.request_id = request_id
-        self.session_id = ""
         self.ready = False
         self._protocol_error = ""
         self._result: dict[str, Any] | None = None
