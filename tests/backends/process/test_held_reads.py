@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from backends.base import Message, MessageType, ParseStep
-from backends.process import ProcessSpec, run_process
+from backends.process import ProcessRun, ProcessSpec, run_process
 from backends.process.held_reads import COOL_DOWN, FULL_READ, HeldReads, stdout_valve, unread_bytes
 from daemon.testing import FakeClock, python
 from tests.backends.support import LinesParser
@@ -265,6 +265,23 @@ def _blocked_writing_a_pipe(pid: int) -> bool:
     return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
 
 
+async def _two_lines_then_hold(
+    run: ProcessRun, beat: _Beat
+) -> tuple[AsyncIterator[Message], list[str]]:
+    """The agent's first line, `go`, its second line; the next read is to be held."""
+    messages = aiter(run.messages())
+    seen = [(await anext(messages)).content]
+    await run.write_line(b"go")
+    seen.append((await anext(messages)).content)
+    beat.hold_next()
+    return messages, seen
+
+
+async def _drain_into(messages: AsyncIterator[Message], seen: list[str]) -> None:
+    """Every further message's content, to the end of the run."""
+    seen.extend([message.content async for message in messages])
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="/proc is Linux only")
 @pytest.mark.anyio
 async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) -> None:
@@ -274,17 +291,9 @@ async def test_a_held_agents_pipe_is_left_unread_until_the_beat(tmp_path: Path) 
     spec = _agent(CHATTY_THEN_BIG, tmp_path, beat)
     with anyio.fail_after(30):
         async with run_process(spec, LinesParser()) as run:
-            messages = aiter(run.messages())
-            seen = [(await anext(messages)).content]
-            await run.write_line(b"go")
-            seen.append((await anext(messages)).content)
-            beat.hold_next()
+            messages, seen = await _two_lines_then_hold(run, beat)
             async with anyio.create_task_group() as tg:
-
-                async def consume() -> None:
-                    seen.extend([message.content async for message in messages])
-
-                tg.start_soon(consume)
+                tg.start_soon(_drain_into, messages, seen)
                 await eventually(lambda: beat.holds == 1, within=10)
                 # Only now: output already in the pipe is read at once, never held.
                 await run.write_line(b"go")
@@ -364,17 +373,9 @@ async def test_a_held_agent_that_exits_is_read_at_once(tmp_path: Path) -> None:
     spec = _agent(EXITS_ON_GO, tmp_path, beat)
     with anyio.fail_after(30):
         async with run_process(spec, LinesParser()) as run:
-            messages = aiter(run.messages())
-            seen = [(await anext(messages)).content]
-            await run.write_line(b"go")
-            seen.append((await anext(messages)).content)
-            beat.hold_next()
+            messages, seen = await _two_lines_then_hold(run, beat)
             async with anyio.create_task_group() as tg:
-
-                async def consume() -> None:
-                    seen.extend([message.content async for message in messages])
-
-                tg.start_soon(consume)
+                tg.start_soon(_drain_into, messages, seen)
                 await eventually(lambda: beat.holds == 1, within=10)
                 await run.write_line(b"go")  # it prints its last line and exits
             result = await run.result()
@@ -414,18 +415,12 @@ async def test_the_line_that_ends_the_run_ends_the_holds(tmp_path: Path) -> None
     spec = _agent(ENDS_THEN_WAITS, tmp_path, beat)
     with anyio.fail_after(30):
         async with run_process(spec, _EndsOnEnd()) as run:
-            messages = aiter(run.messages())
-            seen = [(await anext(messages)).content]
-            await run.write_line(b"go")
-            seen.append((await anext(messages)).content)
-            beat.hold_next()  # two reads: were the run not ending, the next would wait
+            messages, seen = await _two_lines_then_hold(
+                run, beat
+            )  # two reads: were the run not ending, the next would wait
             await eventually(lambda: (tmp_path / "stdin-closed").exists(), within=10)
             async with anyio.create_task_group() as tg:
-
-                async def consume() -> None:
-                    seen.extend([message.content async for message in messages])
-
-                tg.start_soon(consume)
+                tg.start_soon(_drain_into, messages, seen)
                 await anyio.wait_all_tasks_blocked()  # its read waits for output, alive
                 (tmp_path / "exit").touch()
             result = await run.result()
