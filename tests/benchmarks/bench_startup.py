@@ -2,7 +2,7 @@
 already queued, against the Multica-faithful server on loopback.
 
 Run from the repo root: `python -m tests.benchmarks.bench_startup [RUNS] [--vs CHECKOUT] [--go
-MULTICA_BINARY] [--crash] [KEY=VALUE ...]` (default 7 runs). Each run starts the
+MULTICA_BINARY] [--crash] [--floor] [KEY=VALUE ...]` (default 7 runs). Each run starts the
 Multica-faithful fake (tests/fakes/multica_server.py, in this process), queues one issue for
 the `claude` runtime, then starts a fresh daemon (a new state directory and HOME each run)
 whose `claude` is the real Claude Code CLI when `npm install --prefix tests/real_cli` installed
@@ -21,6 +21,13 @@ its agent (the scripted backend's, hanging) ran, left its agent and its record b
 claim timed is the one that hands out the server's retry of the task it was running, once the
 start-up has killed the leftover and reported the orphan. The daemon's import alone: `python -X
 importtime -m daemon --version`.
+`--floor`: no daemon and no server; what the interpreter takes to start with the libraries the
+daemon is built on, against the daemon's own import, each command in turn RUNS times from
+`exec` to its exit: the interpreter alone; httpx, pydantic, anyio, prometheus-client and
+websockets imported; the same as the daemon first uses them (anyio's asyncio backend, a
+pydantic model defined and one body validated, the collector paused as the daemon's import
+pauses it); `python -m daemon --version`, which imports everything `run` imports before its
+first register. Whatever the daemon's own code costs comes on top of the third.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -151,6 +160,38 @@ async def _once(checkout: str, extra: dict[str, str], crash: bool = False) -> di
             }
 
 
+FLOOR = {
+    "interpreter": "pass",
+    "libraries imported": "import httpx, pydantic, anyio, prometheus_client, websockets",
+    "libraries as first used": (
+        "import gc; gc.disable()\n"
+        "import httpx, anyio, anyio._backends._asyncio, prometheus_client, websockets\n"
+        "from pydantic import BaseModel\n"
+        "class Body(BaseModel):\n"
+        "    id: str = ''\n"
+        "Body.model_validate({'id': 'x'})\n"
+    ),
+}
+"""What `--floor` times besides the daemon's import: `python -c` of each."""
+
+
+def floor(runs: int, checkout: str) -> None:
+    """Each of `FLOOR`'s commands and `python -m daemon --version` in turn, `runs` times after
+    a warm-up each; prints the medians from `exec` to exit."""
+    commands = {name: [sys.executable, "-c", code] for name, code in FLOOR.items()}
+    commands["python -m daemon --version"] = [sys.executable, "-m", "daemon", "--version"]
+    env = {**os.environ, "PYTHONPATH": checkout}
+    took: dict[str, list[float]] = {name: [] for name in commands}
+    for round_ in range(runs + 1):
+        for name, argv in commands.items():
+            begun = time.monotonic()
+            subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+            if round_:  # the first round warms the byte-code cache
+                took[name].append(time.monotonic() - begun)
+    for name, times in took.items():
+        print(f"{name}: median {statistics.median(times):.3f} s over {runs}", flush=True)
+
+
 async def bench(
     runs: int, checkouts: dict[str, str], extra: dict[str, str], crash: bool = False
 ) -> None:
@@ -178,9 +219,13 @@ def main() -> None:
     parser.add_argument("--vs", default="", metavar="CHECKOUT", help="alternate with this one")
     parser.add_argument("--go", default="", metavar="BINARY", help="and with Multica's daemon")
     parser.add_argument("--crash", action="store_true", help="start after a crash, claim the retry")
+    parser.add_argument("--floor", action="store_true", help="the libraries' own start-up")
     parser.add_argument("env", nargs="*", metavar="KEY=VALUE")
     options = parser.parse_intermixed_args()
     checkouts = {"this": os.environ.get("BENCH_PYTHONPATH", str(ROOT))}
+    if options.floor:
+        floor(options.runs, checkouts["this"])
+        return
     if options.vs:
         checkouts["vs"] = options.vs
     if options.go:
