@@ -57,6 +57,18 @@ class WireModel(BaseModel):
     model_config = ConfigDict(extra="ignore", coerce_numbers_to_str=True, defer_build=True)
 
 
+def _entries(*models: type[WireModel]) -> Any:
+    """A list field read leniently: its objects kept (and bodies of `models` already read),
+    anything else in it skipped, and a value that is no list read as empty, rather than failing
+    the whole claim."""
+    kinds: tuple[type, ...] = (dict, *models)
+
+    def keep(value: Any) -> Any:
+        return [v for v in value if isinstance(v, kinds)] if isinstance(value, list) else []
+
+    return BeforeValidator(keep)
+
+
 class RepoRef(WireModel):
     """A repository the server names for a workspace or a task; `ref` only in a claim."""
 
@@ -65,14 +77,7 @@ class RepoRef(WireModel):
     ref: Text = ""
 
 
-def _repo_entries(value: Any) -> Any:
-    # Repositories arrive as objects; anything else in the list is skipped, as for skills.
-    if not isinstance(value, list):
-        return _empty_list(value)
-    return [v for v in value if isinstance(v, dict | RepoRef)]
-
-
-RepoList = Annotated[list[RepoRef], BeforeValidator(_repo_entries)]
+RepoList = Annotated[list[RepoRef], _entries(RepoRef)]
 
 
 class SkillFile(WireModel):
@@ -108,14 +113,6 @@ class SkillRef(WireModel):
     file_count: Count = 0
 
 
-def _skill_entries(value: Any) -> Any:
-    # Skills arrive as objects; anything else in the list (an older or newer shape) is skipped
-    # rather than failing the whole claim.
-    if not isinstance(value, list):
-        return _empty_list(value)
-    return [v for v in value if isinstance(v, dict | Skill | SkillRef)]
-
-
 def _mcp_object(value: Any) -> Any:
     return value if isinstance(value, dict) else None
 
@@ -129,13 +126,6 @@ class IssueStatus(WireModel):
     description: Text = ""
 
 
-def _status_entries(value: Any) -> Any:
-    # An entry that is not an object is skipped rather than failing the whole claim.
-    return (
-        [v for v in value if isinstance(v, dict | IssueStatus)] if isinstance(value, list) else []
-    )
-
-
 class DisabledRuntimeSkill(WireModel):
     """A skill of a runtime's CLI (one the Skills tab listed) the agent has turned off."""
 
@@ -146,13 +136,6 @@ class DisabledRuntimeSkill(WireModel):
     key: Text = ""
     name: Text = ""
     plugin: Text = ""
-
-
-def _disabled_entries(value: Any) -> Any:
-    # As for skills: an entry that is not an object is skipped, never the whole claim.
-    if not isinstance(value, list):
-        return _empty_list(value)
-    return [v for v in value if isinstance(v, dict | DisabledRuntimeSkill)]
 
 
 class Agent(WireModel):
@@ -168,21 +151,14 @@ class Agent(WireModel):
     """The reasoning effort picked for the agent, in its CLI's words ("": the default)."""
     service_tier: Text = ""
     """The service tier picked for the agent (Codex's `priority`; "": the default)."""
-    skills: Annotated[list[Skill], BeforeValidator(_skill_entries)] = Field(default_factory=list)
-    skill_refs: Annotated[list[SkillRef], BeforeValidator(_skill_entries)] = Field(
-        default_factory=list
-    )
+    skills: Annotated[list[Skill], _entries(Skill, SkillRef)] = Field(default_factory=list)
+    skill_refs: Annotated[list[SkillRef], _entries(Skill, SkillRef)] = Field(default_factory=list)
     # Multica's three states: absent or null = the runtime's own MCP servers; any object (even
     # an empty one) = exactly these servers.
     mcp_config: Annotated[dict[str, Any] | None, BeforeValidator(_mcp_object)] = None
     disabled_runtime_skills: Annotated[
-        list[DisabledRuntimeSkill], BeforeValidator(_disabled_entries)
+        list[DisabledRuntimeSkill], _entries(DisabledRuntimeSkill)
     ] = Field(default_factory=list)
-
-
-def _object_entries(value: Any) -> Any:
-    # Anything but an object in the list is skipped rather than failing the whole claim.
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
 
 
 def _default_agent(value: Any) -> Any:
@@ -253,9 +229,7 @@ class RemoteMcpConnection(WireModel):
     protocol_versions: TextList = Field(default_factory=list)
     endpoint_allowed_hosts: TextList = Field(default_factory=list)
     credential_header: Text = ""
-    approved_tools: Annotated[list[RemoteMcpTool], BeforeValidator(_object_entries)] = Field(
-        default_factory=list
-    )
+    approved_tools: Annotated[list[RemoteMcpTool], _entries()] = Field(default_factory=list)
     failure_policy: Text = ""
 
 
@@ -266,16 +240,6 @@ class ConnectedApp(WireModel):
     server_name: Text = ""
     toolkit_slug: Text = ""
     toolkit_name: Text = ""
-
-
-def _entries(model: type[WireModel]) -> Any:
-    def keep(value: Any) -> Any:
-        # Anything but an object in the list is skipped rather than failing the whole claim.
-        if not isinstance(value, list):
-            return []
-        return [v for v in value if isinstance(v, dict | model)]
-
-    return BeforeValidator(keep)
 
 
 class Task(WireModel):
@@ -343,9 +307,7 @@ class Task(WireModel):
     project_title: Text = ""
     # The project's standing context and its resources, shown to the agent in its brief.
     project_description: Text = ""
-    project_resources: Annotated[list[dict[str, Any]], BeforeValidator(_object_entries)] = Field(
-        default_factory=list
-    )
+    project_resources: Annotated[list[dict[str, Any]], _entries()] = Field(default_factory=list)
     parent_issue_id: Text = ""
     parent_issue_identifier: Text = ""
     squad_id: Text = ""
@@ -357,7 +319,7 @@ class Task(WireModel):
     requesting_user_name: Text = ""
     requesting_user_profile_description: Text = ""
     # The workspace's custom statuses (empty: only the built-in seven), and how many were cut.
-    issue_statuses: Annotated[list[IssueStatus], BeforeValidator(_status_entries)] = Field(
+    issue_statuses: Annotated[list[IssueStatus], _entries(IssueStatus)] = Field(
         default_factory=list
     )
     issue_statuses_omitted: Count = 0

@@ -206,6 +206,22 @@ def test_skills_and_mcp_config_are_read_leniently() -> None:
     assert Agent.model_validate({"mcp_config": {}}).mcp_config == {}
 
 
+def test_a_list_field_that_is_no_list_is_read_as_empty() -> None:
+    """Every list of objects in a claim is read alike: a value that is no list at all (an
+    older or newer server's shape) is empty, never a failed claim."""
+    task = Task.model_validate(
+        {
+            **FULL_TASK,
+            "repos": "x",
+            "issue_statuses": 5,
+            "agent": {"skills": "x", "skill_refs": {}, "disabled_runtime_skills": "y"},
+        }
+    )
+    assert task.repos == [] and task.issue_statuses == []
+    assert task.agent.skills == [] and task.agent.skill_refs == []
+    assert task.agent.disabled_runtime_skills == []
+
+
 def test_a_reports_session_bookkeeping_is_sent_only_when_set() -> None:
     """Branch, durable work dir, withheld and retired sessions ride on `complete` and `fail`
     when set (a cancel ack carries only the branch and work dir), and survive a refusal."""
