@@ -29,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.cli_env import cli_env
 from tests.fakes.loopback import serve_app
 
 # Every answer reports the same token counts, so a test can predict a run's usage exactly.
@@ -442,16 +443,13 @@ async def fake_anthropic(
 def claude_env(base_url: str, home: Path, **extra: str) -> dict[str, str]:
     """An environment that points the Claude Code CLI at the fake with a fresh HOME."""
     home.mkdir(parents=True, exist_ok=True)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "ANTHROPIC_BASE_URL": base_url,
-        "ANTHROPIC_API_KEY": "sk-ant-fake-key-for-tests",
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_AUTOUPDATER": "1",
-    }
-    env.update(extra)
-    return env
+    return cli_env(
+        home,
+        extra,
+        ANTHROPIC_BASE_URL=base_url,
+        ANTHROPIC_API_KEY="sk-ant-fake-key-for-tests",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+        DISABLE_AUTOUPDATER="1",
+    )

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.cli_env import PLAIN_PATH, cli_env
 from tests.fakes.openai_api import (
     Answer,
     ApiError,
@@ -204,28 +205,25 @@ def opencode_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     (config_dir / "node_modules").mkdir(parents=True, exist_ok=True)
     lock = {"packages": {"": {"dependencies": {"@opencode-ai/plugin": "*"}}}}
     (config_dir / "package-lock.json").write_text(json.dumps(lock))
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "OPENCODE_CONFIG": str(opencode_config(root / "opencode.json", base_url)),
-        "OPENCODE_DISABLE_MODELS_FETCH": "1",
-        "OPENCODE_DISABLE_AUTOUPDATE": "1",
-        "OPENCODE_DISABLE_SHARE": "1",
+    return cli_env(
+        home,
+        extra,
+        OPENCODE_CONFIG=str(opencode_config(root / "opencode.json", base_url)),
+        OPENCODE_DISABLE_MODELS_FETCH="1",
+        OPENCODE_DISABLE_AUTOUPDATE="1",
+        OPENCODE_DISABLE_SHARE="1",
         # Features the tests do not use, whose start-up work (indexing the work directory's
         # files, scanning ~/.claude, external skills, plugins, a file watcher) took seconds
         # before the first model call on a loaded machine (the index alone 4 s): long enough
         # to look idle to a 4 s watchdog.
-        "OPENCODE_DISABLE_FFF": "1",
-        "OPENCODE_DISABLE_CLAUDE_CODE": "1",
-        "OPENCODE_DISABLE_EXTERNAL_SKILLS": "1",
-        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
-        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
-        "OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER": "1",
-        "npm_config_offline": "true",
-    }
-    env.update(extra)
-    return env
+        OPENCODE_DISABLE_FFF="1",
+        OPENCODE_DISABLE_CLAUDE_CODE="1",
+        OPENCODE_DISABLE_EXTERNAL_SKILLS="1",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="1",
+        OPENCODE_DISABLE_DEFAULT_PLUGINS="1",
+        OPENCODE_EXPERIMENTAL_DISABLE_FILEWATCHER="1",
+        npm_config_offline="true",
+    )
 
 
 def pi_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -245,14 +243,7 @@ def pi_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     (agent_dir / "models.json").write_text(json.dumps({"providers": {PROVIDER: provider}}))
     settings = {"defaultProvider": PROVIDER, "defaultModel": MODEL}
     (agent_dir / "settings.json").write_text(json.dumps(settings))
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(root / "home"),
-        "LANG": "C.UTF-8",
-        "PI_OFFLINE": "1",
-    }
-    env.update(extra)
-    return env
+    return cli_env(root / "home", extra, PI_OFFLINE="1")
 
 
 def omp_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -292,14 +283,7 @@ def hermes_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     (home / ".hermes").mkdir(parents=True, exist_ok=True)
     config = f"model:\n  default: {MODEL}\n  provider: custom\n  base_url: {base_url}/v1\n"
     (home / ".hermes" / "config.yaml").write_text(config)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "OPENAI_API_KEY": "sk-fake-key-for-tests",
-    }
-    env.update(extra)
-    return env
+    return cli_env(home, extra, OPENAI_API_KEY="sk-fake-key-for-tests")
 
 
 def grok_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -315,14 +299,7 @@ def grok_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "[cli]\nauto_update = false\n\n[features]\ntelemetry = false\n"
     )
     (home / ".grok" / "config.toml").write_text(config)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "DISABLE_TELEMETRY": "1",
-    }
-    env.update(extra)
-    return env
+    return cli_env(home, extra, DISABLE_TELEMETRY="1")
 
 
 def qwenpaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -344,9 +321,7 @@ def qwenpaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     (providers / "active_model.json").write_text(
         json.dumps({"provider_id": "fake", "model": MODEL})
     )
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
-    env.update(extra)
-    return env
+    return cli_env(home, extra)
 
 
 def openclaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -366,12 +341,10 @@ def openclaw_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "agents": {"defaults": {"model": {"primary": f"{PROVIDER}/{MODEL}"}}},
     }
     (home / ".openclaw" / "openclaw.json").write_text(json.dumps(config))
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8"}
     node = find_cli("node", "MULTICA_TEST_OPENCLAW_NODE")
-    if node is not None:
-        env["PATH"] = f"{Path(node).parent}:{env['PATH']}"
-    env.update(extra)
-    return env
+    if node is None:
+        return cli_env(home, extra)
+    return cli_env(home, extra, PATH=f"{Path(node).parent}:{PLAIN_PATH}")
 
 
 def qwen_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
@@ -390,14 +363,11 @@ def qwen_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
         "memory": {"enableManagedAutoMemory": False},
     }
     (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "OPENAI_API_KEY": "sk-fake-key-for-tests",
-        "OPENAI_BASE_URL": f"{base_url}/v1",
-        "OPENAI_MODEL": MODEL,
-        "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
-    }
-    env.update(extra)
-    return env
+    return cli_env(
+        home,
+        extra,
+        OPENAI_API_KEY="sk-fake-key-for-tests",
+        OPENAI_BASE_URL=f"{base_url}/v1",
+        OPENAI_MODEL=MODEL,
+        QWEN_CODE_SUPPRESS_YOLO_WARNING="1",
+    )

@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.cli_env import cli_env
 from tests.fakes.openai_api import (
     Answer,
     ApiError,
@@ -152,13 +153,10 @@ def gemini_env(root: Path, base_url: str, **extra: str) -> dict[str, str]:
     """An environment for Gemini CLI with a fresh HOME and GEMINI_CLI_HOME under `root`."""
     home = root / "home"
     home.mkdir(parents=True, exist_ok=True)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "GEMINI_CLI_HOME": str(gemini_home(root / "gemini-home")),
-        "GEMINI_API_KEY": "fake-gemini-key-for-tests",
-        "GOOGLE_GEMINI_BASE_URL": base_url,
-    }
-    env.update(extra)
-    return env
+    return cli_env(
+        home,
+        extra,
+        GEMINI_CLI_HOME=str(gemini_home(root / "gemini-home")),
+        GEMINI_API_KEY="fake-gemini-key-for-tests",
+        GOOGLE_GEMINI_BASE_URL=base_url,
+    )

@@ -27,6 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakes.cli_env import cli_env
 from tests.fakes.loopback import serve_app
 
 # Every answer reports the same token counts, so a test can predict a run's usage exactly.
@@ -326,12 +327,9 @@ def codex_home(path: Path, base_url: str) -> Path:
 def codex_env(home: Path, codex_dir: Path, **extra: str) -> dict[str, str]:
     """An environment for the Codex CLI with a fresh HOME and CODEX_HOME."""
     home.mkdir(parents=True, exist_ok=True)
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "CODEX_HOME": str(codex_dir),
-        API_KEY_ENV: "sk-fake-key-for-tests",
-    }
-    env.update(extra)
-    return env
+    return cli_env(
+        home,
+        extra,
+        CODEX_HOME=str(codex_dir),
+        **{API_KEY_ENV: "sk-fake-key-for-tests"},
+    )
