@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 # Claude Code's context-window suffix (`claude-opus-5[1m]`): the model is the base model.
@@ -108,11 +108,6 @@ class Catalog:
             "supported": self.supported,
             "fallback": self.fallback,
         }
-
-    def with_default(self, model_id: str) -> Catalog:
-        """The catalog with `model_id` (if listed) marked as the default model."""
-        models = tuple(replace(m, default=m.id == model_id) for m in self.models)
-        return replace(self, models=models)
 
 
 def valid_thinking(catalog: Catalog, family: str, model: str, level: str) -> bool:
